@@ -1,0 +1,223 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// clientConn is one connection of a Client. It owns two goroutines: the
+// reader, which matches replies to calls by id and decodes them, and the
+// link's writer.
+type clientConn struct {
+	c      *Client
+	nc     net.Conn
+	link   *link
+	nextID atomic.Uint64
+	dead   atomic.Bool
+
+	mu       sync.Mutex
+	pending  map[uint64]*Call
+	draining bool  // the server sent GoAway
+	err      error // why the connection died
+}
+
+// newClientConn handshakes on nc and starts the connection's goroutines.
+func newClientConn(ctx context.Context, c *Client, nc net.Conn) (*clientConn, error) {
+	deadline, _ := ctx.Deadline()
+	_ = nc.SetDeadline(deadline)
+	if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
+		return nil, err
+	}
+	r := wire.NewReader(nc, readBufSize, c.opts.maxFrame)
+	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+		if errors.Is(err, wire.ErrBadMagic) {
+			return nil, fmt.Errorf("%s does not speak the kiev protocol: %w", c.addr, err)
+		}
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	cc := &clientConn{c: c, nc: nc, pending: make(map[uint64]*Call)}
+	cc.link = newLink(nc, &c.opts.connOptions, cc.fail)
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		cc.link.writeLoop()
+	}()
+	go func() {
+		defer c.wg.Done()
+		cc.readLoop(r)
+	}()
+	return cc, nil
+}
+
+// send encodes call as a Request and queues it. For an async call it
+// installs the watch that abandons the call when ctx ends, before the call
+// becomes visible to the reader.
+func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
+	id := cc.nextID.Add(1)
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b, err := cc.encode((*buf)[:0], ctx, id, call)
+	*buf = b
+	if err != nil {
+		return err
+	}
+	cc.mu.Lock()
+	switch {
+	case cc.err != nil:
+		cc.mu.Unlock()
+		return cc.err
+	case cc.draining:
+		cc.mu.Unlock()
+		return fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, cc.c.addr)
+	}
+	call.id = id
+	if async && ctx.Done() != nil {
+		call.stop = context.AfterFunc(ctx, func() {
+			if cc.abandon(call) {
+				call.Error = &callError{call.ServiceMethod, ctx.Err()}
+				call.stop = nil
+				call.complete()
+			}
+		})
+	}
+	cc.pending[id] = call
+	cc.mu.Unlock()
+	if err := cc.link.send(b); err != nil && cc.take(id) != nil {
+		return &connError{cc.c.addr, err}
+	}
+	return nil
+}
+
+func (cc *clientConn) encode(b []byte, ctx context.Context, id uint64, call *Call) ([]byte, error) {
+	b = wire.BeginFrame(b, wire.TypeRequest, id)
+	b = wire.AppendString(b, wire.KeyMethod, call.ServiceMethod)
+	b = wire.AppendString(b, wire.KeyCodec, call.codec.Name())
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		if left <= 0 {
+			return b, context.DeadlineExceeded
+		}
+		b = wire.AppendUvarint(b, wire.KeyTimeout, uint64((left+time.Microsecond-1)/time.Microsecond))
+	}
+	for k, v := range OutgoingMetadata(ctx) {
+		b = wire.AppendMeta(b, k, v)
+	}
+	if err := wire.EndHeader(b, 0); err != nil {
+		return b, fmt.Errorf("%w: metadata over 64 KiB", ErrTooLarge)
+	}
+	b, err := call.codec.Marshal(b, call.Args)
+	if err != nil {
+		return b, fmt.Errorf("encoding args (codec %s): %w", call.codec.Name(), err)
+	}
+	if err := wire.EndFrame(b, 0, cc.c.opts.maxFrame); err != nil {
+		return b, fmt.Errorf("%w: request is %d bytes, over the %d-byte frame limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(b)-4, cc.c.opts.maxFrame)
+	}
+	return b, nil
+}
+
+// take removes and returns the pending call with id, or nil if it is
+// gone (completed, abandoned, or failed with the connection).
+func (cc *clientConn) take(id uint64) *Call {
+	cc.mu.Lock()
+	call := cc.pending[id]
+	delete(cc.pending, id)
+	cc.mu.Unlock()
+	return call
+}
+
+// abandon gives up on a call whose context ended. It reports false if the
+// call has already been taken by the reader or by a failure, in which case
+// it completes shortly. Otherwise it tells the server to cancel.
+func (cc *clientConn) abandon(call *Call) bool {
+	if cc.take(call.id) == nil {
+		return false
+	}
+	var tmp [wire.HeaderSize]byte
+	b := wire.BeginFrame(tmp[:0], wire.TypeCancel, call.id)
+	_ = wire.EndFrame(b, 0, cc.c.opts.maxFrame)
+	_ = cc.link.send(b)
+	return true
+}
+
+func (cc *clientConn) readLoop(r *wire.Reader) {
+	var h wire.Header
+	for {
+		f, err := r.Next()
+		if err == nil && f.Type == wire.TypeResponse {
+			err = wire.ParseHeader(f.Header, &h)
+		}
+		if err != nil {
+			cc.fail(err)
+			return
+		}
+		cc.link.readSeen.Store(true)
+		switch f.Type {
+		case wire.TypeResponse:
+			if call := cc.take(f.ID); call != nil {
+				call.Error = cc.decode(call, &f, &h)
+				call.complete()
+			}
+		case wire.TypeGoAway:
+			cc.mu.Lock()
+			cc.draining = true
+			cc.mu.Unlock()
+		case wire.TypePing:
+			var tmp [wire.HeaderSize]byte
+			b := wire.BeginFrame(tmp[:0], wire.TypePong, f.ID)
+			_ = wire.EndFrame(b, 0, cc.c.opts.maxFrame)
+			_ = cc.link.send(b)
+		}
+	}
+}
+
+func (cc *clientConn) decode(call *Call, f *wire.Frame, h *wire.Header) error {
+	if h.ErrCode != 0 {
+		return &ServerError{Code: Code(h.ErrCode), Message: string(h.ErrMsg)}
+	}
+	if call.Reply == nil {
+		return nil
+	}
+	if string(h.Codec) != call.codec.Name() {
+		return &callError{call.ServiceMethod, fmt.Errorf("%w: reply came in codec %q, not %q", ErrBadRequest, h.Codec, call.codec.Name())}
+	}
+	if err := call.codec.Unmarshal(f.Body, call.Reply); err != nil {
+		return &callError{call.ServiceMethod, fmt.Errorf("decoding reply (codec %s) into %T: %w", call.codec.Name(), call.Reply, err)}
+	}
+	return nil
+}
+
+// fail kills the connection once and fails every pending call with an
+// error that matches ErrShutdown and carries the cause.
+func (cc *clientConn) fail(cause error) {
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return
+	}
+	if errors.Is(cause, ErrShutdown) {
+		cc.err = cause
+	} else {
+		cc.err = &connError{cc.c.addr, cause}
+	}
+	cc.dead.Store(true)
+	pending := cc.pending
+	cc.pending = nil
+	cc.mu.Unlock()
+	if !errors.Is(cause, ErrShutdown) {
+		cc.c.opts.logger.Warn("kiev: connection lost", "addr", cc.c.addr, "err", cause, "failed_calls", len(pending))
+	}
+	cc.link.stop(cc.err)
+	cc.nc.Close()
+	for _, call := range pending {
+		call.Error = &callError{call.ServiceMethod, cc.err}
+		call.complete()
+	}
+}

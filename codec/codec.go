@@ -1,0 +1,104 @@
+// Package codec defines how kiev turns call arguments and replies into bytes.
+//
+// A [Codec] is three methods: a wire name, an append-style Marshal and an
+// Unmarshal. kiev ships two, [Msgpack] (the default, any Go value) and
+// [Protobuf] (values must be proto.Message). A user codec is any type with
+// those methods; register it on a server with kiev.WithCodecs and pick it on
+// a client with kiev.WithCodec.
+//
+// Every request names its codec on the wire, so one server serves all the
+// codecs it knows at once and answers each call in the codec it was asked in.
+//
+// Package codectest holds a conformance suite that any Codec can run.
+package codec
+
+import "errors"
+
+// Codec marshals and unmarshals call arguments and replies.
+//
+// Implementations must be safe for concurrent use by many goroutines: kiev
+// calls one Codec value from every connection at once.
+type Codec interface {
+	// Name identifies the codec on the wire. It must be 1 to 32 bytes of
+	// printable ASCII and unique among the codecs a server knows.
+	Name() string
+
+	// Marshal appends the encoding of v to dst and returns the extended
+	// slice. kiev passes a reused buffer as dst, so Marshal must only
+	// append to it and must not keep it after returning.
+	Marshal(dst []byte, v any) ([]byte, error)
+
+	// Unmarshal decodes data into v, a non-nil pointer. data belongs to a
+	// reused read buffer: Unmarshal must copy whatever it keeps (strings,
+	// byte slices) and must not keep data itself after returning. Bytes
+	// come from the network and may be hostile: Unmarshal returns an error
+	// for malformed input and never panics.
+	Unmarshal(data []byte, v any) error
+}
+
+// Builtin is the type of the codecs that ship with kiev. Its values are
+// constants, so no code can swap a built-in codec at run time.
+type Builtin uint8
+
+const (
+	// Msgpack encodes any Go value with github.com/vmihailenco/msgpack/v5.
+	// Structs are encoded as maps keyed by field name (the msgpack tag,
+	// else the json tag, else the Go name), so adding or removing a field
+	// stays compatible between old and new peers. It is kiev's default.
+	Msgpack Builtin = 1
+
+	// Protobuf encodes values that implement proto.Message with
+	// google.golang.org/protobuf. Other values are refused with
+	// [ErrNotProto].
+	Protobuf Builtin = 2
+)
+
+// Errors returned by the built-in codecs.
+var (
+	// ErrNotProto is returned by [Protobuf] for a value that is not a
+	// proto.Message. Generate the type with protoc-gen-go and pass a
+	// pointer to it, or use the Msgpack codec for plain Go structs.
+	ErrNotProto = errors.New("kiev/codec: value is not a proto.Message; pass a pointer to a generated protobuf message, or use codec.Msgpack for plain Go types")
+
+	// ErrNilPointer is returned by Unmarshal when v is nil or not a
+	// pointer.
+	ErrNilPointer = errors.New("kiev/codec: Unmarshal needs a non-nil pointer to decode into")
+)
+
+// Name returns "msgpack" or "proto".
+func (b Builtin) Name() string {
+	switch b {
+	case Msgpack:
+		return "msgpack"
+	case Protobuf:
+		return "proto"
+	}
+	return "invalid"
+}
+
+// String returns the codec's wire name.
+func (b Builtin) String() string { return b.Name() }
+
+// Marshal appends the encoding of v to dst.
+func (b Builtin) Marshal(dst []byte, v any) ([]byte, error) {
+	switch b {
+	case Msgpack:
+		return msgpackMarshal(dst, v)
+	case Protobuf:
+		return protoMarshal(dst, v)
+	}
+	return dst, errInvalidBuiltin
+}
+
+// Unmarshal decodes data into the pointer v.
+func (b Builtin) Unmarshal(data []byte, v any) error {
+	switch b {
+	case Msgpack:
+		return msgpackUnmarshal(data, v)
+	case Protobuf:
+		return protoUnmarshal(data, v)
+	}
+	return errInvalidBuiltin
+}
+
+var errInvalidBuiltin = errors.New("kiev/codec: invalid Builtin value; use codec.Msgpack or codec.Protobuf")

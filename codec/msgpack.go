@@ -1,0 +1,95 @@
+package codec
+
+import (
+	"bytes"
+	"reflect"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// maxPooledDecodeSize is the largest input after which a decoder goes back
+// to the pool. The decoder keeps an internal buffer as large as the longest
+// string it read; dropping it after big messages keeps the pool small.
+const maxPooledDecodeSize = 64 << 10
+
+// appendWriter is an io.Writer and io.ByteWriter that appends to b.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+func (w *appendWriter) WriteByte(c byte) error {
+	w.b = append(w.b, c)
+	return nil
+}
+
+// msgpackEncoder is a pooled encoder bound for life to its own writer.
+type msgpackEncoder struct {
+	w   appendWriter
+	enc *msgpack.Encoder
+}
+
+// msgpackDecoder is a pooled decoder bound for life to its own reader.
+type msgpackDecoder struct {
+	r     bytes.Reader
+	dec   *msgpack.Decoder
+	stack []uint64 // scratch for checkMsgpack
+}
+
+var msgpackEncoders = sync.Pool{New: func() any {
+	e := new(msgpackEncoder)
+	e.enc = msgpack.NewEncoder(&e.w)
+	e.enc.SetCustomStructTag("json")
+	return e
+}}
+
+var msgpackDecoders = sync.Pool{New: func() any {
+	d := new(msgpackDecoder)
+	d.dec = msgpack.NewDecoder(&d.r)
+	return d
+}}
+
+// msgpackMarshal appends the msgpack encoding of v to dst.
+func msgpackMarshal(dst []byte, v any) ([]byte, error) {
+	e := msgpackEncoders.Get().(*msgpackEncoder)
+	e.w.b = dst
+	err := e.enc.Encode(v)
+	out := e.w.b
+	e.w.b = nil
+	msgpackEncoders.Put(e)
+	if err != nil {
+		return dst, marshalError("msgpack", v, err)
+	}
+	return out, nil
+}
+
+// msgpackUnmarshal decodes data into the pointer v. Decoding reads data
+// through a bytes.Reader, so every string and byte slice in v is a copy.
+func msgpackUnmarshal(data []byte, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return ErrNilPointer
+	}
+	d := msgpackDecoders.Get().(*msgpackDecoder)
+	var err error
+	if d.stack, err = checkMsgpack(data, d.stack); err != nil {
+		msgpackDecoders.Put(d)
+		return unmarshalError("msgpack", v, err)
+	}
+	d.r.Reset(data)
+	// Reset clears all options and any state a failed decode left behind.
+	d.dec.Reset(&d.r)
+	d.dec.SetCustomStructTag("json")
+	err = d.dec.Decode(v)
+	d.r.Reset(nil)
+	if err != nil {
+		// A failed decode may leave recording state set; do not reuse.
+		return unmarshalError("msgpack", v, err)
+	}
+	if len(data) <= maxPooledDecodeSize {
+		msgpackDecoders.Put(d)
+	}
+	return nil
+}

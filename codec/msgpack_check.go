@@ -1,0 +1,145 @@
+package codec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// maxMsgpackDepth bounds how deeply msgpack arrays and maps may nest. The
+// decoder recurses once per level, so without a bound a small message of
+// nested one-element arrays could exhaust the goroutine stack.
+const maxMsgpackDepth = 1000
+
+var (
+	errMsgpackTruncated = errors.New("input ends in the middle of a value")
+	errMsgpackEmpty     = errors.New("input is empty; send an encoded value, even nil (0xc0)")
+	errMsgpackDepth     = fmt.Errorf("arrays and maps nest more than %d levels deep; flatten the value", maxMsgpackDepth)
+)
+
+// checkMsgpack reports whether data holds exactly one well-formed msgpack
+// value whose declared lengths all fit in data and whose nesting depth is at
+// most maxMsgpackDepth. It runs before decoding, so that a few hostile bytes
+// declaring a huge array, map, string or binary cannot make the decoder
+// preallocate gigabytes: after this check every declared length is bounded
+// by len(data). stack is scratch space, returned for reuse.
+func checkMsgpack(data []byte, stack []uint64) ([]uint64, error) {
+	if len(data) == 0 {
+		return stack, errMsgpackEmpty
+	}
+	stack = stack[:0]
+	pos := 0
+	for {
+		if pos >= len(data) {
+			return stack, errMsgpackTruncated
+		}
+		c := data[pos]
+		pos++
+		var skip, elems uint64 // payload bytes; child values of a container
+		container := false
+		switch {
+		case c <= 0x7f || c >= 0xe0: // positive and negative fixint
+		case c <= 0x8f: // fixmap
+			elems, container = 2*uint64(c&0x0f), true
+		case c <= 0x9f: // fixarray
+			elems, container = uint64(c&0x0f), true
+		case c <= 0xbf: // fixstr
+			skip = uint64(c & 0x1f)
+		default:
+			var err error
+			skip, elems, container, pos, err = msgpackHeader(c, data, pos)
+			if err != nil {
+				return stack, err
+			}
+		}
+		rem := uint64(len(data) - pos)
+		if skip > rem {
+			return stack, errMsgpackTruncated
+		}
+		pos += int(skip)
+		if container && elems > 0 {
+			// Every element takes at least one byte.
+			if elems > rem {
+				return stack, fmt.Errorf("a container declares %d values but only %d bytes remain", elems, rem)
+			}
+			if len(stack) == maxMsgpackDepth {
+				return stack, errMsgpackDepth
+			}
+			stack = append(stack, elems)
+			continue
+		}
+		// One value is complete; close every container it completes.
+		for {
+			if len(stack) == 0 {
+				if pos != len(data) {
+					return stack, fmt.Errorf("%d unexpected bytes follow the value", len(data)-pos)
+				}
+				return stack, nil
+			}
+			top := len(stack) - 1
+			if stack[top]--; stack[top] > 0 {
+				break
+			}
+			stack = stack[:top]
+		}
+	}
+}
+
+// msgpackHeader decodes the header of a value whose first byte c is in
+// 0xc0..0xdf and which continues at data[pos:]. It returns the payload
+// size to skip, or for an array or map the number of child values, and the
+// position after the header.
+func msgpackHeader(c byte, data []byte, pos int) (skip, elems uint64, container bool, next int, err error) {
+	// size reads a big-endian length of w bytes.
+	size := func(w int) uint64 {
+		if len(data)-pos < w {
+			err = errMsgpackTruncated
+			return 0
+		}
+		b := data[pos : pos+w]
+		pos += w
+		switch w {
+		case 1:
+			return uint64(b[0])
+		case 2:
+			return uint64(binary.BigEndian.Uint16(b))
+		}
+		return uint64(binary.BigEndian.Uint32(b))
+	}
+	switch c {
+	case 0xc0, 0xc2, 0xc3: // nil, false, true
+	case 0xc4, 0xd9: // bin8, str8
+		skip = size(1)
+	case 0xc5, 0xda: // bin16, str16
+		skip = size(2)
+	case 0xc6, 0xdb: // bin32, str32
+		skip = size(4)
+	case 0xc7: // ext8: length, type, data
+		skip = size(1) + 1
+	case 0xc8: // ext16
+		skip = size(2) + 1
+	case 0xc9: // ext32
+		skip = size(4) + 1
+	case 0xca, 0xce, 0xd2: // float32, uint32, int32
+		skip = 4
+	case 0xcb, 0xcf, 0xd3: // float64, uint64, int64
+		skip = 8
+	case 0xcc, 0xd0: // uint8, int8
+		skip = 1
+	case 0xcd, 0xd1: // uint16, int16
+		skip = 2
+	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1, 2, 4, 8, 16: type, data
+		skip = 1 + 1<<(c-0xd4)
+	case 0xdc: // array16
+		elems, container = size(2), true
+	case 0xdd: // array32
+		elems, container = size(4), true
+	case 0xde: // map16
+		elems, container = 2*size(2), true
+	case 0xdf: // map32
+		elems, container = 2*size(4), true
+	default: // 0xc1 is reserved
+		err = fmt.Errorf("invalid msgpack code 0x%02x", c)
+	}
+	return skip, elems, container, pos, err
+}

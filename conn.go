@@ -1,0 +1,197 @@
+package kiev
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// Buffer sizes. A read buffer holds most frames whole, so they are parsed
+// in place; the write queue is bounded so a slow peer pushes back on
+// callers instead of growing memory without limit.
+const (
+	readBufSize   = 64 << 10
+	maxQueued     = 4 << 20
+	maxSpareBytes = 1 << 20
+)
+
+// link is the transport half shared by server and client connections: one
+// writer goroutine that coalesces queued frames into as few syscalls as
+// possible, and runs the heartbeat between writes.
+//
+// Frames are queued with send, which copies them, so callers reuse their
+// buffers at once. The writer swaps the queue for its spare buffer and
+// writes the whole batch with one Write.
+type link struct {
+	nc       net.Conn
+	opts     *connOptions
+	onDead   func(error) // called once from the writer when the link fails
+	readSeen atomic.Bool // set by the reader on every frame
+
+	mu      sync.Mutex
+	space   sync.Cond // signalled when the queue drains
+	queue   []byte
+	spare   []byte
+	err     error // first failure; set once
+	closing bool  // flush what is queued, then stop
+
+	kick chan struct{} // a non-blocking nudge: the queue has frames
+	quit chan struct{} // closed by stop
+	done chan struct{} // closed when the writer exits
+	once sync.Once
+}
+
+func newLink(nc net.Conn, opts *connOptions, onDead func(error)) *link {
+	l := &link{
+		nc:     nc,
+		opts:   opts,
+		onDead: onDead,
+		kick:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	l.space.L = &l.mu
+	return l
+}
+
+// send queues one encoded frame. It blocks only while more than maxQueued
+// bytes wait for a slow peer, and fails once the link has failed.
+func (l *link) send(frame []byte) error {
+	l.mu.Lock()
+	for len(l.queue) > maxQueued && l.err == nil && !l.closing {
+		l.space.Wait()
+	}
+	if l.err != nil || l.closing {
+		err := l.err
+		l.mu.Unlock()
+		if err == nil {
+			err = ErrShutdown
+		}
+		return err
+	}
+	wasEmpty := len(l.queue) == 0
+	l.queue = append(l.queue, frame...)
+	l.mu.Unlock()
+	if wasEmpty {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// flushAndStop makes the writer write what is queued and then exit.
+func (l *link) flushAndStop() {
+	l.mu.Lock()
+	l.closing = true
+	l.space.Broadcast()
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stop makes the writer exit at once, dropping what is queued.
+func (l *link) stop(err error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = err
+	}
+	l.space.Broadcast()
+	l.mu.Unlock()
+	l.once.Do(func() { close(l.quit) })
+}
+
+// writeLoop is the writer goroutine. It returns when the link fails, is
+// stopped, or has flushed after flushAndStop.
+func (l *link) writeLoop() {
+	defer close(l.done)
+	tick := time.NewTicker(l.opts.heartbeatInterval)
+	defer tick.Stop()
+	lastRead := time.Now()
+	var pingID uint64
+	var ping [wire.HeaderSize]byte
+	for {
+		select {
+		case <-l.quit:
+			return
+		case now := <-tick.C:
+			if l.readSeen.Swap(false) {
+				lastRead = now
+				continue
+			}
+			idle := now.Sub(lastRead)
+			if idle >= l.opts.heartbeatTimeout {
+				l.fail(&heartbeatError{idle: idle})
+				return
+			}
+			pingID++
+			b := wire.BeginFrame(ping[:0], wire.TypePing, pingID)
+			_ = wire.EndFrame(b, 0, l.opts.maxFrame)
+			if !l.write(b) {
+				return
+			}
+		case <-l.kick:
+		}
+		l.mu.Lock()
+		batch := l.queue
+		l.queue = l.spare[:0]
+		l.spare = nil
+		closing := l.closing
+		l.space.Broadcast()
+		l.mu.Unlock()
+		if len(batch) > 0 && !l.write(batch) {
+			return
+		}
+		l.mu.Lock()
+		if cap(batch) <= maxSpareBytes {
+			l.spare = batch[:0]
+		}
+		empty := len(l.queue) == 0
+		l.mu.Unlock()
+		if closing && empty {
+			return
+		}
+		if !empty {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// write writes b with the heartbeat timeout as the write deadline, so a
+// peer that stops reading cannot block the writer for ever.
+func (l *link) write(b []byte) bool {
+	_ = l.nc.SetWriteDeadline(time.Now().Add(l.opts.heartbeatTimeout))
+	if _, err := l.nc.Write(b); err != nil {
+		l.fail(err)
+		return false
+	}
+	return true
+}
+
+func (l *link) fail(err error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = err
+	}
+	l.space.Broadcast()
+	l.mu.Unlock()
+	l.onDead(err)
+}
+
+// heartbeatError reports a peer that stayed silent past the timeout.
+type heartbeatError struct{ idle time.Duration }
+
+func (e *heartbeatError) Error() string {
+	return "peer sent nothing for " + e.idle.Round(time.Millisecond).String() + ", past the heartbeat timeout; the connection is presumed dead"
+}
+
+func (e *heartbeatError) Timeout() bool { return true }

@@ -1,0 +1,119 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Errors returned by kiev. Match them with errors.Is: calls wrap them with
+// the method name and the cause.
+var (
+	// ErrServerClosed is returned by Serve and ListenAndServe after a call
+	// to Server.Shutdown or Server.Close.
+	ErrServerClosed = errors.New("kiev: server closed")
+
+	// ErrShutdown means the connection or the server is going away: the
+	// client was closed, the connection broke, or the server is draining.
+	// The call may be retried on a new connection or another server.
+	ErrShutdown = errors.New("kiev: connection is shut down")
+
+	// ErrNotFound means the server has no such service or method. Check the
+	// "Service.Method" name; method names are exported Go method names.
+	ErrNotFound = errors.New("kiev: service or method not found")
+
+	// ErrUnavailable means the client could not connect to the server. It
+	// wraps the dial error; the client redials with backoff on later calls.
+	ErrUnavailable = errors.New("kiev: server unavailable")
+
+	// ErrTooLarge means a message does not fit the maximum frame size.
+	// Send less, or raise the limit with WithMaxFrameSize on both sides.
+	ErrTooLarge = errors.New("kiev: message too large")
+
+	// ErrBadRequest means the server could not decode the call's
+	// arguments, or does not know the codec it was sent in.
+	ErrBadRequest = errors.New("kiev: bad request")
+
+	// ErrInternal means the handler panicked or its reply could not be
+	// encoded. The server logged the details.
+	ErrInternal = errors.New("kiev: internal server error")
+)
+
+// Code classifies a failed call on the wire. Codes below 100 are kiev's;
+// a handler may return a *ServerError with its own code of 100 or more,
+// which reaches the caller unchanged.
+type Code uint32
+
+// Codes kiev puts on the wire. Values are part of the protocol.
+const (
+	CodeOK               Code = 0
+	CodeApplication      Code = 1 // the handler returned an error
+	CodeNotFound         Code = 2 // unknown service or method
+	CodeShutdown         Code = 3 // the server is draining or closing
+	CodeDeadlineExceeded Code = 4 // the call's deadline passed on the server
+	CodeCanceled         Code = 5 // the call was canceled
+	CodeBadRequest       Code = 6 // undecodable args or unknown codec
+	CodeInternal         Code = 7 // handler panic or unencodable reply
+)
+
+var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal"}
+
+// String returns the code's name, or "Code(N)" for a user code.
+func (c Code) String() string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("Code(%d)", uint32(c))
+}
+
+// ServerError is a failure reported by the server: the error a handler
+// returned, with its text unchanged, or a framework failure such as an
+// unknown method. errors.Is matches it against ErrNotFound, ErrShutdown,
+// ErrBadRequest, ErrInternal, context.DeadlineExceeded and
+// context.Canceled according to its Code.
+type ServerError struct {
+	Code    Code
+	Message string
+}
+
+// Error returns the message as the server sent it.
+func (e *ServerError) Error() string { return e.Message }
+
+// Is reports whether the error's code corresponds to target.
+func (e *ServerError) Is(target error) bool {
+	switch e.Code {
+	case CodeNotFound:
+		return target == ErrNotFound
+	case CodeShutdown:
+		return target == ErrShutdown
+	case CodeDeadlineExceeded:
+		return target == context.DeadlineExceeded
+	case CodeCanceled:
+		return target == context.Canceled
+	case CodeBadRequest:
+		return target == ErrBadRequest
+	case CodeInternal:
+		return target == ErrInternal
+	}
+	return false
+}
+
+// Errorf returns a *ServerError with code c for a handler to return, so the
+// caller can branch on the code. Use codes of 100 or more.
+func Errorf(c Code, format string, args ...any) error {
+	return &ServerError{Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// codeOf maps a handler's error to a wire code.
+func codeOf(err error) Code {
+	var se *ServerError
+	switch {
+	case errors.As(err, &se):
+		return se.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
+	}
+	return CodeApplication
+}

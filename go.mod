@@ -1,0 +1,11 @@
+module github.com/kievrpc/kiev
+
+go 1.26
+
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

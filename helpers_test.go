@@ -1,0 +1,109 @@
+package kiev_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/kievrpc/kiev"
+)
+
+// Args and Reply are the payloads of the Arith test service.
+type Args struct {
+	A, B int
+}
+
+type Reply struct {
+	C int
+}
+
+// Arith is the test service.
+type Arith struct {
+	block   chan struct{} // Block waits on it
+	started chan struct{} // Block signals here when it starts
+}
+
+func (t *Arith) Add(args Args, reply *Reply) error {
+	reply.C = args.A + args.B
+	return nil
+}
+
+func (t *Arith) Mul(ctx context.Context, args *Args, reply *Reply) error {
+	reply.C = args.A * args.B
+	return nil
+}
+
+func (t *Arith) Div(args Args, reply *Reply) error {
+	if args.B == 0 {
+		return errors.New("divide by zero")
+	}
+	reply.C = args.A / args.B
+	return nil
+}
+
+func (t *Arith) Panic(args Args, reply *Reply) error {
+	panic("boom")
+}
+
+// Block waits until the test releases it or the call's context ends, and
+// reports which.
+func (t *Arith) Block(ctx context.Context, args Args, reply *Reply) error {
+	if t.started != nil {
+		t.started <- struct{}{}
+	}
+	select {
+	case <-t.block:
+		reply.C = args.A
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Meta echoes a metadata value and the deadline it saw.
+func (t *Arith) Meta(ctx context.Context, key string, reply *string) error {
+	*reply = kiev.MetadataFrom(ctx).Get(key)
+	return nil
+}
+
+// startServer serves srv on a loopback listener and stops it when the
+// test ends.
+func startServer(t testing.TB, srv *kiev.Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, kiev.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return l.Addr().String()
+}
+
+func newArithServer(t testing.TB, svc *Arith, opts ...kiev.ServerOption) string {
+	t.Helper()
+	srv := kiev.NewServer(opts...)
+	if svc == nil {
+		svc = &Arith{}
+	}
+	if err := srv.Register(svc); err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, srv)
+}
+
+func dial(t testing.TB, addr string, opts ...kiev.DialOption) *kiev.Client {
+	t.Helper()
+	c, err := kiev.Dial(addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

@@ -1,0 +1,286 @@
+// Package wire reads and writes kiev's frames. PROTOCOL.md at the root of
+// the repository is the specification; this package is its only
+// implementation, and wire_test.go pins every constant it names.
+//
+// A connection starts with a 5-byte preface from each side (Magic and a
+// version byte). After it, both directions carry frames:
+//
+//	length  uint32, big endian: bytes after this field (12 or more)
+//	type    uint8:  Request, Response, Cancel, Ping, Pong or GoAway
+//	flags   uint8:  reserved, sent as 0, ignored on receipt
+//	id      uint64, big endian: the call id (ping id for Ping/Pong)
+//	hlen    uint16, big endian: length of the header fields
+//	header  hlen bytes: fields of {key uint8, len uvarint, value}
+//	body    the rest: the codec-encoded args or reply
+//
+// Receivers skip header fields and frame types they do not know, which is
+// how a newer peer adds to the protocol without breaking an older one.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Magic opens every kiev connection, followed by one version byte.
+const Magic = "KIEV"
+
+// Version is the newest protocol version this package speaks. Peers agree
+// on the smaller of their two versions.
+const Version = 1
+
+// PrefaceLen is the length of the connection preface: Magic and version.
+const PrefaceLen = len(Magic) + 1
+
+// Type is a frame type.
+type Type uint8
+
+// Frame types. Values are part of the protocol and never change.
+const (
+	TypeRequest  Type = 1 // a call: header has the method and codec, body the args
+	TypeResponse Type = 2 // the answer to the Request with the same id
+	TypeCancel   Type = 3 // the caller gave up on call id; the server cancels it
+	TypePing     Type = 4 // liveness probe; the peer answers Pong with the same id
+	TypePong     Type = 5 // answer to Ping
+	TypeGoAway   Type = 6 // the server drains: send no new calls on this connection
+)
+
+// Key is a header field key.
+type Key uint8
+
+// Header field keys. Values are part of the protocol and never change.
+const (
+	KeyMethod   Key = 1 // Request: "Service.Method"
+	KeyCodec    Key = 2 // Request, Response: codec name of the body
+	KeyTimeout  Key = 3 // Request: uvarint microseconds left until the caller's deadline
+	KeyMeta     Key = 4 // Request: one metadata pair, uvarint key length, key, value
+	KeyPriority Key = 5 // Request: one byte, 0 (shed first) to 9 (shed last)
+	KeyErrCode  Key = 6 // Response: uvarint error code; absent means success
+	KeyErrMsg   Key = 7 // Response: error text
+)
+
+const (
+	// lenSize is the size of the length prefix.
+	lenSize = 4
+	// fixedSize is the size of type, flags, id and hlen.
+	fixedSize = 1 + 1 + 8 + 2
+	// HeaderSize is the size of the length prefix and the fixed fields.
+	HeaderSize = lenSize + fixedSize
+	// MaxHeaderLen is the largest header-fields section.
+	MaxHeaderLen = 1<<16 - 1
+)
+
+// Errors a Reader returns for bytes that break the protocol. Each one
+// means the connection cannot be trusted any further and must be closed.
+var (
+	ErrBadMagic      = errors.New("kiev/wire: connection preface has wrong magic; the peer does not speak kiev")
+	ErrBadVersion    = errors.New("kiev/wire: connection preface has version 0; the peer is not a kiev peer")
+	ErrFrameTooLarge = errors.New("kiev/wire: frame larger than the maximum frame size")
+	ErrMalformed     = errors.New("kiev/wire: malformed frame")
+	ErrHeaderTooLong = errors.New("kiev/wire: header fields exceed 65535 bytes")
+)
+
+// AppendPreface appends a connection preface announcing version v.
+func AppendPreface(b []byte, v uint8) []byte {
+	return append(append(b, Magic...), v)
+}
+
+// ParsePreface checks a preface and returns the version it announces.
+func ParsePreface(p []byte) (uint8, error) {
+	if len(p) != PrefaceLen || string(p[:len(Magic)]) != Magic {
+		return 0, ErrBadMagic
+	}
+	if p[len(Magic)] == 0 {
+		return 0, ErrBadVersion
+	}
+	return p[len(Magic)], nil
+}
+
+// BeginFrame appends the fixed part of a frame with placeholders for the
+// lengths. The frame starts at len(b) on entry; pass that offset to
+// EndHeader and EndFrame.
+func BeginFrame(b []byte, t Type, id uint64) []byte {
+	b = append(b, 0, 0, 0, 0, byte(t), 0)
+	b = binary.BigEndian.AppendUint64(b, id)
+	return append(b, 0, 0)
+}
+
+// AppendField appends a header field with a byte-string value.
+func AppendField(b []byte, k Key, v []byte) []byte {
+	b = append(b, byte(k))
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// AppendString appends a header field with a string value.
+func AppendString(b []byte, k Key, v string) []byte {
+	b = append(b, byte(k))
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// AppendUvarint appends a header field holding one uvarint.
+func AppendUvarint(b []byte, k Key, v uint64) []byte {
+	var tmp [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(tmp[:], v)
+	return AppendField(b, k, tmp[:n])
+}
+
+// AppendMeta appends one metadata pair as a KeyMeta field.
+func AppendMeta(b []byte, key, value string) []byte {
+	b = append(b, byte(KeyMeta))
+	var tmp [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(tmp[:], uint64(len(key)))
+	b = binary.AppendUvarint(b, uint64(n+len(key)+len(value)))
+	b = append(b, tmp[:n]...)
+	b = append(b, key...)
+	return append(b, value...)
+}
+
+// EndHeader records the length of the header fields of the frame that
+// starts at offset start. Call it after the last field, before the body.
+func EndHeader(b []byte, start int) error {
+	hlen := len(b) - start - HeaderSize
+	if hlen > MaxHeaderLen {
+		return ErrHeaderTooLong
+	}
+	binary.BigEndian.PutUint16(b[start+HeaderSize-2:], uint16(hlen))
+	return nil
+}
+
+// EndFrame records the length of the frame that starts at offset start.
+// It fails if the frame is larger than max bytes after the length prefix.
+func EndFrame(b []byte, start, max int) error {
+	n := len(b) - start - lenSize
+	if n > max {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, max)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return nil
+}
+
+// Frame is one decoded frame. Its slices alias the reader's buffer and
+// are valid only until the next call to Reader.Next.
+type Frame struct {
+	Type   Type
+	Flags  uint8
+	ID     uint64
+	Header []byte // raw header fields; see ParseHeader
+	Body   []byte
+}
+
+// Parse decodes a frame from p, the bytes after the length prefix.
+func Parse(p []byte) (Frame, error) {
+	if len(p) < fixedSize {
+		return Frame{}, fmt.Errorf("%w: %d bytes is shorter than the %d-byte fixed header", ErrMalformed, len(p), fixedSize)
+	}
+	hlen := int(binary.BigEndian.Uint16(p[10:12]))
+	if fixedSize+hlen > len(p) {
+		return Frame{}, fmt.Errorf("%w: header length %d runs past the %d-byte frame", ErrMalformed, hlen, len(p))
+	}
+	return Frame{
+		Type:   Type(p[0]),
+		Flags:  p[1],
+		ID:     binary.BigEndian.Uint64(p[2:10]),
+		Header: p[fixedSize : fixedSize+hlen],
+		Body:   p[fixedSize+hlen:],
+	}, nil
+}
+
+// Header holds the header fields kiev knows. Byte slices alias the frame.
+type Header struct {
+	Method      []byte
+	Codec       []byte
+	Timeout     uint64 // microseconds; valid if HasTimeout
+	HasTimeout  bool
+	Priority    uint8 // valid if HasPriority
+	HasPriority bool
+	ErrCode     uint64 // 0 means success
+	ErrMsg      []byte
+	MetaCount   int // number of KeyMeta fields; read them with EachMeta
+}
+
+// ParseHeader decodes raw header fields into h, skipping unknown keys.
+func ParseHeader(raw []byte, h *Header) error {
+	*h = Header{}
+	return eachField(raw, func(k Key, v []byte) error {
+		switch k {
+		case KeyMethod:
+			h.Method = v
+		case KeyCodec:
+			h.Codec = v
+		case KeyTimeout:
+			t, n := binary.Uvarint(v)
+			if n <= 0 {
+				return fmt.Errorf("%w: bad timeout field", ErrMalformed)
+			}
+			h.Timeout, h.HasTimeout = t, true
+		case KeyMeta:
+			if _, _, err := splitMeta(v); err != nil {
+				return err
+			}
+			h.MetaCount++
+		case KeyPriority:
+			if len(v) != 1 || v[0] > 9 {
+				return fmt.Errorf("%w: bad priority field", ErrMalformed)
+			}
+			h.Priority, h.HasPriority = v[0], true
+		case KeyErrCode:
+			c, n := binary.Uvarint(v)
+			if n <= 0 {
+				return fmt.Errorf("%w: bad error code field", ErrMalformed)
+			}
+			h.ErrCode = c
+		case KeyErrMsg:
+			h.ErrMsg = v
+		}
+		return nil
+	})
+}
+
+// EachMeta calls fn for every metadata pair in raw header fields that
+// ParseHeader already accepted.
+func EachMeta(raw []byte, fn func(key, value []byte)) {
+	_ = eachField(raw, func(k Key, v []byte) error {
+		if k == KeyMeta {
+			key, value, _ := splitMeta(v)
+			fn(key, value)
+		}
+		return nil
+	})
+}
+
+func splitMeta(v []byte) (key, value []byte, err error) {
+	kl, n := binary.Uvarint(v)
+	if n <= 0 || kl > uint64(len(v)-n) {
+		return nil, nil, fmt.Errorf("%w: bad metadata field", ErrMalformed)
+	}
+	return v[n : n+int(kl)], v[n+int(kl):], nil
+}
+
+func eachField(raw []byte, fn func(Key, []byte) error) error {
+	for len(raw) > 0 {
+		k := Key(raw[0])
+		l, n := binary.Uvarint(raw[1:])
+		if n <= 0 || l > uint64(len(raw)-1-n) {
+			return fmt.Errorf("%w: header field %d runs past the header", ErrMalformed, k)
+		}
+		start := 1 + n
+		if err := fn(k, raw[start:start+int(l)]); err != nil {
+			return err
+		}
+		raw = raw[start+int(l):]
+	}
+	return nil
+}
+
+// ReadPreface reads and checks the peer's preface.
+func ReadPreface(r io.Reader) (uint8, error) {
+	var p [PrefaceLen]byte
+	if _, err := io.ReadFull(r, p[:]); err != nil {
+		return 0, err
+	}
+	return ParsePreface(p[:])
+}

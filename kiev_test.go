@@ -1,0 +1,35 @@
+package kiev_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/kievrpc/kiev"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestCallBothMethodShapes(t *testing.T) {
+	c := dial(t, newArithServer(t, nil))
+	ctx := context.Background()
+	var r Reply
+	if err := c.Call(ctx, "Arith.Add", Args{7, 8}, &r); err != nil || r.C != 15 {
+		t.Fatalf("Add = %v, %v; want 15", r.C, err)
+	}
+	if err := c.Call(ctx, "Arith.Mul", &Args{7, 8}, &r); err != nil || r.C != 56 {
+		t.Fatalf("Mul = %v, %v; want 56", r.C, err)
+	}
+}
+
+func TestHandlerErrorText(t *testing.T) {
+	c := dial(t, newArithServer(t, nil))
+	err := c.Call(context.Background(), "Arith.Div", Args{1, 0}, &Reply{})
+	var se *kiev.ServerError
+	if !errors.As(err, &se) || err.Error() != "divide by zero" || se.Code != kiev.CodeApplication {
+		t.Fatalf("err = %#v, want ServerError \"divide by zero\"", err)
+	}
+}

@@ -1,0 +1,190 @@
+package kiev
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+)
+
+// Defaults for the settings below. Every setting's zero value means its
+// default, so NewServer() and Dial(addr) work without tuning.
+const (
+	DefaultMaxFrameSize      = 16 << 20
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultHeartbeatTimeout  = 15 * time.Second
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultMinBackoff        = 50 * time.Millisecond
+	DefaultMaxBackoff        = 5 * time.Second
+)
+
+// ServerOption configures a Server; pass it to NewServer.
+type ServerOption interface{ applyServer(*serverOptions) }
+
+// DialOption configures a Client; pass it to Dial.
+type DialOption interface{ applyDial(*dialOptions) }
+
+// Option configures both sides; NewServer and Dial both accept it.
+type Option interface {
+	ServerOption
+	DialOption
+}
+
+// connOptions are the settings shared by both ends of a connection.
+type connOptions struct {
+	logger            *slog.Logger
+	maxFrame          int
+	heartbeatInterval time.Duration
+	heartbeatTimeout  time.Duration
+}
+
+func (o *connOptions) fill() {
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.maxFrame <= 0 {
+		o.maxFrame = DefaultMaxFrameSize
+	}
+	if o.heartbeatInterval <= 0 {
+		o.heartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.heartbeatTimeout <= 0 {
+		o.heartbeatTimeout = max(DefaultHeartbeatTimeout, 3*o.heartbeatInterval)
+	}
+	if o.heartbeatTimeout < o.heartbeatInterval {
+		o.heartbeatTimeout = o.heartbeatInterval
+	}
+}
+
+type serverOptions struct {
+	connOptions
+	codecs       []codec.Codec
+	interceptors []ServerInterceptor
+	baseContext  func(net.Listener) context.Context
+}
+
+type dialOptions struct {
+	connOptions
+	codec        codec.Codec
+	interceptors []ClientInterceptor
+	dialTimeout  time.Duration
+	minBackoff   time.Duration
+	maxBackoff   time.Duration
+	dialer       func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (o *dialOptions) fill() {
+	o.connOptions.fill()
+	if o.codec == nil {
+		o.codec = codec.Msgpack
+	}
+	if o.dialTimeout <= 0 {
+		o.dialTimeout = DefaultDialTimeout
+	}
+	if o.minBackoff <= 0 {
+		o.minBackoff = DefaultMinBackoff
+	}
+	if o.maxBackoff <= 0 {
+		o.maxBackoff = DefaultMaxBackoff
+	}
+	if o.maxBackoff < o.minBackoff {
+		o.maxBackoff = o.minBackoff
+	}
+	if o.dialer == nil {
+		d := &net.Dialer{KeepAlive: -1} // kiev's heartbeats do this job
+		o.dialer = d.DialContext
+	}
+}
+
+// bothOption is an Option built from one function over connOptions.
+type bothOption func(*connOptions)
+
+func (f bothOption) applyServer(o *serverOptions) { f(&o.connOptions) }
+func (f bothOption) applyDial(o *dialOptions)     { f(&o.connOptions) }
+
+type serverOption func(*serverOptions)
+
+func (f serverOption) applyServer(o *serverOptions) { f(o) }
+
+type dialOption func(*dialOptions)
+
+func (f dialOption) applyDial(o *dialOptions) { f(o) }
+
+// WithLogger sets the logger for connection events: broken or hostile
+// connections, handler panics. The default discards everything. kiev never
+// logs an error it also returns to you.
+func WithLogger(l *slog.Logger) Option {
+	return bothOption(func(o *connOptions) { o.logger = l })
+}
+
+// WithMaxFrameSize sets the largest frame, in bytes, accepted or sent
+// (DefaultMaxFrameSize, 16 MiB, if n is 0). A peer that announces a larger
+// frame is disconnected; a call whose request or reply is larger fails
+// with ErrTooLarge. Set the same value on servers and clients.
+func WithMaxFrameSize(n int) Option {
+	return bothOption(func(o *connOptions) { o.maxFrame = n })
+}
+
+// WithHeartbeat sets how often an idle connection is probed (interval,
+// default 5s) and how long a silent peer is tolerated before the
+// connection is declared dead and every call on it fails with ErrShutdown
+// (timeout, default 15s or 3 intervals, whichever is longer).
+func WithHeartbeat(interval, timeout time.Duration) Option {
+	return bothOption(func(o *connOptions) {
+		o.heartbeatInterval, o.heartbeatTimeout = interval, timeout
+	})
+}
+
+// WithCodecs adds codecs a Server accepts besides the built-in
+// codec.Msgpack and codec.Protobuf. A codec whose Name is already known
+// replaces the earlier one.
+func WithCodecs(cs ...codec.Codec) ServerOption {
+	return serverOption(func(o *serverOptions) { o.codecs = append(o.codecs, cs...) })
+}
+
+// WithServerInterceptor adds interceptors that wrap every call a Server
+// runs. The first one given is the outermost.
+func WithServerInterceptor(ics ...ServerInterceptor) ServerOption {
+	return serverOption(func(o *serverOptions) { o.interceptors = append(o.interceptors, ics...) })
+}
+
+// WithBaseContext sets the function that gives the parent context of
+// every handler context for calls arriving through listener l. The default
+// is context.Background.
+func WithBaseContext(f func(l net.Listener) context.Context) ServerOption {
+	return serverOption(func(o *serverOptions) { o.baseContext = f })
+}
+
+// WithCodec sets the codec a Client encodes calls with (codec.Msgpack by
+// default). The server answers in the same codec.
+func WithCodec(c codec.Codec) DialOption {
+	return dialOption(func(o *dialOptions) { o.codec = c })
+}
+
+// WithClientInterceptor adds interceptors that wrap every call a Client
+// makes. The first one given is the outermost.
+func WithClientInterceptor(ics ...ClientInterceptor) DialOption {
+	return dialOption(func(o *dialOptions) { o.interceptors = append(o.interceptors, ics...) })
+}
+
+// WithDialTimeout bounds connecting and the protocol handshake
+// (DefaultDialTimeout, 5s, if d is 0).
+func WithDialTimeout(d time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) { o.dialTimeout = d })
+}
+
+// WithBackoff sets the wait between failed redials: it starts at min,
+// doubles on each failure up to max, and varies by ±20%. While a wait is
+// running, calls fail at once with ErrUnavailable rather than queue.
+func WithBackoff(min, max time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) { o.minBackoff, o.maxBackoff = min, max })
+}
+
+// WithContextDialer sets how the Client opens connections; the default
+// is a net.Dialer. Use it for custom transports, proxies or tests.
+func WithContextDialer(f func(ctx context.Context, network, addr string) (net.Conn, error)) DialOption {
+	return dialOption(func(o *dialOptions) { o.dialer = f })
+}

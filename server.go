@@ -1,0 +1,268 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+)
+
+// Server serves registered services over any number of listeners. Create
+// one with NewServer; its methods are safe for concurrent use.
+type Server struct {
+	opts    serverOptions
+	handler Handler // the interceptor chain around invoke
+
+	mu        sync.Mutex
+	services  map[string]map[string]*method // service -> method name -> method
+	listeners map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	closed    bool
+	done      chan struct{} // closed by Shutdown and Close
+
+	methods atomic.Pointer[map[string]*method] // "Service.Method" -> method; copy on write
+	codecs  map[string]codec.Codec             // read-only after NewServer
+
+	connWG sync.WaitGroup // connection goroutines
+}
+
+// NewServer returns a Server with the given options and no services.
+func NewServer(opts ...ServerOption) *Server {
+	s := &Server{
+		services:  make(map[string]map[string]*method),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*serverConn]struct{}),
+		done:      make(chan struct{}),
+		codecs:    make(map[string]codec.Codec),
+	}
+	for _, o := range opts {
+		o.applyServer(&s.opts)
+	}
+	s.opts.fill()
+	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf}, s.opts.codecs...) {
+		s.codecs[c.Name()] = c
+	}
+	s.handler = chainServer(s.invoke, s.opts.interceptors)
+	empty := map[string]*method{}
+	s.methods.Store(&empty)
+	return s
+}
+
+// Register publishes the exported methods of svc that fit the method
+// contract (see the package documentation) under the name of svc's
+// concrete type. It fails if svc has no callable method, saying why for
+// each method, or if the name is already registered.
+func (s *Server) Register(svc any) error {
+	return s.register(svc, "", false)
+}
+
+// RegisterName is like Register but publishes the service under name.
+func (s *Server) RegisterName(name string, svc any) error {
+	if name == "" {
+		return errors.New("kiev: RegisterName: empty service name")
+	}
+	return s.register(svc, name, true)
+}
+
+func (s *Server) register(svc any, name string, useName bool) error {
+	methods, sname, err := buildService(name, svc, useName)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.services[sname]; dup {
+		return fmt.Errorf("kiev: Register: service %s is already registered; use RegisterName to publish another under a different name", sname)
+	}
+	s.services[sname] = methods
+	all := make(map[string]*method, len(*s.methods.Load())+len(methods))
+	for k, v := range *s.methods.Load() {
+		all[k] = v
+	}
+	for _, m := range methods {
+		all[m.name] = m
+	}
+	s.methods.Store(&all)
+	return nil
+}
+
+// lookup finds a method by its "Service.Method" name, or explains why
+// there is none.
+func (s *Server) lookup(name []byte) (*method, error) {
+	if m := (*s.methods.Load())[string(name)]; m != nil {
+		return m, nil
+	}
+	full := string(name)
+	dot := -1
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '.' {
+			dot = i
+			break
+		}
+	}
+	if dot < 0 {
+		return nil, fmt.Errorf("kiev: method name %q is not of the form Service.Method", full)
+	}
+	s.mu.Lock()
+	_, known := s.services[full[:dot]]
+	s.mu.Unlock()
+	if !known {
+		return nil, fmt.Errorf("kiev: unknown service %q (in %q); register it on the server", full[:dot], full)
+	}
+	return nil, fmt.Errorf("kiev: service %q has no method %q", full[:dot], full[dot+1:])
+}
+
+// Serve accepts connections on l and serves each on its own goroutines.
+// It returns ErrServerClosed after Shutdown or Close, and otherwise the
+// listener's error. Serve closes l when it returns.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+
+	base := context.Background()
+	if s.opts.baseContext != nil {
+		base = s.opts.baseContext(l)
+	}
+	var wait time.Duration // backoff after a temporary accept error
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+				s.opts.logger.Warn("kiev: accept failed; retrying", "err", err, "retry_in", wait)
+				select {
+				case <-time.After(wait):
+					continue
+				case <-s.done:
+					return ErrServerClosed
+				}
+			}
+			return err
+		}
+		wait = 0
+		if !s.track(nc, base) {
+			nc.Close()
+			return ErrServerClosed
+		}
+	}
+}
+
+// track starts serving nc unless the server is closed.
+func (s *Server) track(nc net.Conn, base context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	c := newServerConn(s, nc, base)
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	go func() {
+		defer s.connWG.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	return true
+}
+
+// ListenAndServe listens on network ("tcp", "tcp4", "tcp6" or "unix") and
+// addr, then calls Serve.
+func (s *Server) ListenAndServe(network, addr string) error {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "unix":
+	default:
+		return fmt.Errorf("kiev: ListenAndServe: network %q is not supported; use tcp, tcp4, tcp6 or unix", network)
+	}
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(l)
+}
+
+func (s *Server) isClosed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopListening marks the server closed, closes its listeners and returns
+// the connections it had. It reports false if the server was already
+// closed.
+func (s *Server) stopListening() []*serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	for l := range s.listeners {
+		l.Close()
+	}
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// Shutdown stops the server gracefully. It closes the listeners, tells
+// every connected client to send no new calls (those fail at once on the
+// client with ErrShutdown), lets the calls in flight finish and send their
+// replies, then closes the connections. If ctx ends first, Shutdown closes
+// what is left as Close does and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	for _, c := range s.stopListening() {
+		c.drain()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close stops the server at once: it closes the listeners and every
+// connection. Calls in flight fail on their clients with ErrShutdown, and
+// their handlers' contexts are canceled. Close waits for the connection
+// goroutines to exit, but not for handlers that ignore their context.
+func (s *Server) Close() error {
+	for _, c := range s.stopListening() {
+		c.close(ErrServerClosed)
+	}
+	s.connWG.Wait()
+	return nil
+}

@@ -1,0 +1,314 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// serverConn serves one client connection. It owns three goroutines: the
+// reader (serve), the link's writer, and one per call in flight.
+type serverConn struct {
+	srv    *Server
+	nc     net.Conn
+	link   *link
+	ctx    context.Context // parent of every handler ctx; canceled when the conn dies
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	calls    map[uint64]context.CancelFunc // calls in flight, by id
+	draining bool                          // GoAway sent: refuse new calls, close when idle
+	dead     bool
+}
+
+func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
+	c := &serverConn{srv: s, nc: nc, calls: make(map[uint64]context.CancelFunc)}
+	c.ctx, c.cancel = context.WithCancel(base)
+	c.link = newLink(nc, &s.opts.connOptions, c.close)
+	return c
+}
+
+// serve runs the connection until it ends, then waits for its writer.
+func (c *serverConn) serve() {
+	defer c.cancel()
+	r := wire.NewReader(c.nc, readBufSize, c.srv.opts.maxFrame)
+	if err := c.handshake(r); err != nil {
+		c.srv.opts.logger.Warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+		c.nc.Close()
+		return
+	}
+	go c.link.writeLoop()
+	err := c.readLoop(r)
+	c.close(err)
+	<-c.link.done
+}
+
+// handshake reads the client's preface and answers with the version both
+// sides speak, within the heartbeat timeout.
+func (c *serverConn) handshake(r *wire.Reader) error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.heartbeatTimeout))
+	v, err := wire.ReadPreface(r.Buffered())
+	if err != nil {
+		return err
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.heartbeatTimeout))
+	_, err = c.nc.Write(wire.AppendPreface(nil, min(v, wire.Version)))
+	return err
+}
+
+func (c *serverConn) readLoop(r *wire.Reader) error {
+	var h wire.Header
+	for {
+		f, err := r.Next()
+		if err != nil {
+			return err
+		}
+		c.link.readSeen.Store(true)
+		switch f.Type {
+		case wire.TypeRequest:
+			if err := wire.ParseHeader(f.Header, &h); err != nil {
+				return err
+			}
+			c.request(&f, &h)
+		case wire.TypeCancel:
+			c.mu.Lock()
+			cancel := c.calls[f.ID]
+			c.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		case wire.TypePing:
+			b := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.TypePong, f.ID)
+			_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
+			_ = c.link.send(b)
+		}
+		// Pong needs nothing beyond readSeen; unknown types are skipped
+		// so that newer clients can add frame types.
+	}
+}
+
+// request starts one call. Failures known before the handler runs are
+// answered from here, without a goroutine.
+func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
+	m, err := c.srv.lookup(h.Method)
+	if err != nil {
+		c.replyError(f.ID, CodeNotFound, err.Error())
+		return
+	}
+	cd := c.srv.codecs[string(h.Codec)]
+	if cd == nil {
+		c.replyError(f.ID, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", h.Codec, c.srv.codecNames()))
+		return
+	}
+	sc := &serverCall{conn: c, m: m, codec: cd, id: f.ID}
+	sc.req = Request{ServiceMethod: m.name, ID: f.ID, Peer: c.nc.RemoteAddr(), Codec: cd.Name(), call: sc}
+	if h.MetaCount > 0 {
+		md := make(Metadata, h.MetaCount)
+		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
+		sc.req.Metadata = md
+	}
+	if h.HasTimeout {
+		sc.deadline = time.Now().Add(time.Duration(h.Timeout) * time.Microsecond)
+	}
+	sc.body = getBuf(len(f.Body))
+	*sc.body = append((*sc.body)[:0], f.Body...)
+
+	c.mu.Lock()
+	if c.draining || c.dead {
+		c.mu.Unlock()
+		putBuf(sc.body)
+		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
+		return
+	}
+	sc.ctx, sc.cancel = sc.newContext()
+	c.calls[f.ID] = sc.cancel
+	c.mu.Unlock()
+	go sc.run()
+}
+
+func (c *serverConn) replyError(id uint64, code Code, msg string) {
+	buf := getBuf(0)
+	b := wire.BeginFrame((*buf)[:0], wire.TypeResponse, id)
+	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
+	b = wire.AppendString(b, wire.KeyErrMsg, msg)
+	_ = wire.EndHeader(b, 0)
+	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err == nil {
+		_ = c.link.send(b)
+	}
+	*buf = b
+	putBuf(buf)
+}
+
+// finish forgets a call; the last call of a draining connection closes it.
+func (c *serverConn) finish(id uint64) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	idle := c.draining && len(c.calls) == 0
+	c.mu.Unlock()
+	if idle {
+		c.link.flushAndStop()
+	}
+}
+
+// drain sends GoAway and closes the connection once its calls are done.
+func (c *serverConn) drain() {
+	c.mu.Lock()
+	if c.draining || c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	idle := len(c.calls) == 0
+	c.mu.Unlock()
+	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
+	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
+	_ = c.link.send(b)
+	if idle {
+		c.link.flushAndStop()
+	}
+	go func() {
+		// Once the writer has flushed the last reply, close the socket so
+		// the reader returns.
+		<-c.link.done
+		c.close(ErrServerClosed)
+	}()
+}
+
+// close ends the connection at once. It is safe to call many times.
+func (c *serverConn) close(err error) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead = true
+	c.mu.Unlock()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
+		c.srv.opts.logger.Warn("kiev: closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+	}
+	c.link.stop(err)
+	c.nc.Close()
+	c.cancel()
+}
+
+func (s *Server) codecNames() string {
+	names := ""
+	for n := range s.codecs {
+		if names != "" {
+			names += ", "
+		}
+		names += n
+	}
+	return names
+}
+
+// serverCall is one call running on its own goroutine.
+type serverCall struct {
+	conn     *serverConn
+	m        *method
+	codec    codec.Codec
+	id       uint64
+	body     *[]byte
+	deadline time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+	req      Request
+}
+
+func (sc *serverCall) newContext() (context.Context, context.CancelFunc) {
+	ctx := sc.conn.ctx
+	if sc.req.Metadata != nil {
+		ctx = context.WithValue(ctx, incomingKey{}, sc.req.Metadata)
+	}
+	if !sc.deadline.IsZero() {
+		return context.WithDeadline(ctx, sc.deadline)
+	}
+	return context.WithCancel(ctx)
+}
+
+// run executes the interceptor chain and the method, then replies.
+func (sc *serverCall) run() {
+	c := sc.conn
+	defer c.finish(sc.id)
+	defer sc.cancel()
+	err := sc.protect(func() error { return c.srv.handler(sc.ctx, &sc.req) })
+	if sc.body != nil {
+		putBuf(sc.body)
+		sc.body = nil
+	}
+	if cerr := sc.ctx.Err(); cerr != nil && c.ctx.Err() == nil {
+		// The caller canceled or its deadline passed: it has stopped
+		// waiting, and a reply would only cost bandwidth.
+		return
+	}
+	if err != nil {
+		c.replyError(sc.id, codeOf(err), err.Error())
+		return
+	}
+	sc.reply()
+}
+
+// protect runs f and turns a panic into a CodeInternal error.
+func (sc *serverCall) protect(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := make([]byte, 8<<10)
+			stack = stack[:runtime.Stack(stack, false)]
+			sc.conn.srv.opts.logger.Error("kiev: handler panicked", "method", sc.m.name, "panic", p, "stack", string(stack))
+			err = &ServerError{Code: CodeInternal, Message: fmt.Sprintf("kiev: %s panicked: %v", sc.m.name, p)}
+		}
+	}()
+	return f()
+}
+
+// invoke is the innermost Handler: decode args, call the method.
+func (s *Server) invoke(ctx context.Context, req *Request) error {
+	sc := req.call
+	if sc == nil {
+		return &ServerError{Code: CodeInternal, Message: "kiev: a server interceptor passed on a Request it built itself; pass on the *Request it was given"}
+	}
+	argp := sc.m.newArg()
+	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
+		return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err)}
+	}
+	putBuf(sc.body)
+	sc.body = nil
+	replyp := sc.m.newReply()
+	if sc.m.argIsPtr {
+		req.Args = argp.Interface()
+	} else {
+		req.Args = argp.Elem().Interface()
+	}
+	req.Reply = replyp.Interface()
+	return sc.m.call(ctx, argp, replyp)
+}
+
+func (sc *serverCall) reply() {
+	c := sc.conn
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b := wire.BeginFrame((*buf)[:0], wire.TypeResponse, sc.id)
+	b = wire.AppendString(b, wire.KeyCodec, sc.codec.Name())
+	_ = wire.EndHeader(b, 0)
+	b, err := sc.codec.Marshal(b, sc.req.Reply)
+	*buf = b
+	if err != nil {
+		c.srv.opts.logger.Error("kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err)
+		c.replyError(sc.id, CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err))
+		return
+	}
+	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err != nil {
+		c.replyError(sc.id, CodeInternal, fmt.Sprintf("kiev: reply of %s is too large: %v; return less or raise WithMaxFrameSize on both sides", sc.m.name, err))
+		return
+	}
+	_ = c.link.send(b)
+}

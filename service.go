@@ -1,0 +1,163 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/token"
+	"reflect"
+	"strings"
+)
+
+var (
+	typeOfError   = reflect.TypeFor[error]()
+	typeOfContext = reflect.TypeFor[context.Context]()
+)
+
+// method is one callable method, with all reflection done at Register.
+type method struct {
+	name      string // "Service.Method"
+	rcvr      reflect.Value
+	fn        reflect.Value // the method's func, receiver first
+	withCtx   bool
+	argType   reflect.Type // as declared: T or *T
+	argIsPtr  bool
+	replyType reflect.Type // the pointed-to type of the reply
+}
+
+// newArg returns a pointer to a fresh argument, for the codec to decode
+// into.
+func (m *method) newArg() reflect.Value {
+	if m.argIsPtr {
+		return reflect.New(m.argType.Elem())
+	}
+	return reflect.New(m.argType)
+}
+
+// newReply returns a pointer to a fresh reply, with maps and slices made
+// so that a handler may fill them directly, as net/rpc does.
+func (m *method) newReply() reflect.Value {
+	r := reflect.New(m.replyType)
+	switch m.replyType.Kind() {
+	case reflect.Map:
+		r.Elem().Set(reflect.MakeMap(m.replyType))
+	case reflect.Slice:
+		r.Elem().Set(reflect.MakeSlice(m.replyType, 0, 0))
+	}
+	return r
+}
+
+// call runs the method. argp is a pointer from newArg, replyp from
+// newReply.
+func (m *method) call(ctx context.Context, argp, replyp reflect.Value) error {
+	arg := argp
+	if !m.argIsPtr {
+		arg = argp.Elem()
+	}
+	var out []reflect.Value
+	if m.withCtx {
+		out = m.fn.Call([]reflect.Value{m.rcvr, reflect.ValueOf(ctx), arg, replyp})
+	} else {
+		out = m.fn.Call([]reflect.Value{m.rcvr, arg, replyp})
+	}
+	if err := out[0].Interface(); err != nil {
+		return err.(error)
+	}
+	return nil
+}
+
+// methodContract is the text every registration error ends with.
+const methodContract = "a callable method looks like\n\tfunc (t *T) Method(ctx context.Context, args A, reply *R) error\nor, as in net/rpc,\n\tfunc (t *T) Method(args A, reply *R) error\nwhere T, A and R are exported (or builtin) types"
+
+// buildService finds the callable methods of rcvr. It returns an error
+// that explains, method by method, why nothing is callable.
+func buildService(name string, rcvr any, useName bool) (map[string]*method, string, error) {
+	if rcvr == nil {
+		return nil, "", errors.New("kiev: Register: service is nil; pass a pointer to your service struct")
+	}
+	v := reflect.ValueOf(rcvr)
+	typ := v.Type()
+	sname := name
+	if !useName {
+		sname = reflect.Indirect(v).Type().Name()
+	}
+	if sname == "" {
+		return nil, "", fmt.Errorf("kiev: Register: no service name for type %s; use RegisterName", typ)
+	}
+	if !useName && !token.IsExported(sname) {
+		return nil, "", fmt.Errorf("kiev: Register: type %s is not exported; export it or use RegisterName", sname)
+	}
+	if strings.Contains(sname, ".") {
+		return nil, "", fmt.Errorf("kiev: Register: service name %q contains a dot; dots separate service and method", sname)
+	}
+	methods := make(map[string]*method)
+	var reasons []string
+	for i := 0; i < typ.NumMethod(); i++ {
+		m := typ.Method(i)
+		mt, why := suitable(m)
+		if why != "" {
+			reasons = append(reasons, fmt.Sprintf("%s.%s: %s", sname, m.Name, why))
+			continue
+		}
+		mt.name = sname + "." + m.Name
+		mt.rcvr = v
+		methods[m.Name] = mt
+	}
+	if len(methods) == 0 {
+		msg := fmt.Sprintf("kiev: Register: type %s has no callable methods", sname)
+		if typ.Kind() != reflect.Pointer {
+			if pm := reflect.PointerTo(typ); pm.NumMethod() > typ.NumMethod() {
+				msg += " (its methods have pointer receivers: pass a pointer, &" + sname + "{})"
+			}
+		}
+		for _, r := range reasons {
+			msg += "\n\t" + r
+		}
+		return nil, "", errors.New(msg + "\n" + methodContract)
+	}
+	return methods, sname, nil
+}
+
+// suitable checks one method against the contract, rule by rule. It
+// returns why the method cannot be called, or "" and the method.
+func suitable(m reflect.Method) (*method, string) {
+	mt := m.Type
+	if !m.IsExported() {
+		return nil, "not exported"
+	}
+	in := mt.NumIn() - 1 // without the receiver
+	withCtx := in == 3 && mt.In(1) == typeOfContext
+	switch {
+	case in == 3 && !withCtx:
+		return nil, fmt.Sprintf("first argument is %s; it must be context.Context", mt.In(1))
+	case in != 2 && in != 3:
+		return nil, fmt.Sprintf("takes %d arguments; it must take (ctx, args, reply) or (args, reply)", in)
+	}
+	argType, replyType := mt.In(in-1), mt.In(in)
+	if !exportedOrBuiltin(argType) {
+		return nil, fmt.Sprintf("argument type %s is not exported", argType)
+	}
+	if replyType.Kind() != reflect.Pointer {
+		return nil, fmt.Sprintf("reply type %s is not a pointer; take *%s", replyType, replyType)
+	}
+	if !exportedOrBuiltin(replyType) {
+		return nil, fmt.Sprintf("reply type %s is not exported", replyType)
+	}
+	if mt.NumOut() != 1 || mt.Out(0) != typeOfError {
+		return nil, "must return exactly one value, of type error"
+	}
+	return &method{
+		fn:        m.Func,
+		withCtx:   withCtx,
+		argType:   argType,
+		argIsPtr:  argType.Kind() == reflect.Pointer,
+		replyType: replyType.Elem(),
+	}, ""
+}
+
+func exportedOrBuiltin(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return token.IsExported(t.Name()) || t.PkgPath() == ""
+}
