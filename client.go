@@ -153,7 +153,7 @@ func (c *Client) roundTrip(ctx context.Context, call *Call) error {
 	case <-call.signal:
 		return call.Error
 	case <-ctx.Done():
-		if cc.abandon(call) {
+		if cc.abandon(call, ctx.Err()) {
 			return &callError{call.ServiceMethod, ctx.Err()}
 		}
 		<-call.signal // the reply is being decoded right now

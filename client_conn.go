@@ -81,7 +81,7 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	call.id = id
 	if async && ctx.Done() != nil {
 		call.stop = context.AfterFunc(ctx, func() {
-			if cc.abandon(call) {
+			if cc.abandon(call, ctx.Err()) {
 				call.Error = &callError{call.ServiceMethod, ctx.Err()}
 				call.stop = nil
 				call.complete()
@@ -133,12 +133,17 @@ func (cc *clientConn) take(id uint64) *Call {
 	return call
 }
 
-// abandon gives up on a call whose context ended. It reports false if the
-// call has already been taken by the reader or by a failure, in which case
-// it completes shortly. Otherwise it tells the server to cancel.
-func (cc *clientConn) abandon(call *Call) bool {
+// abandon gives up on a call whose context ended with err. It reports
+// false if the call has already been taken by the reader or by a failure,
+// in which case it completes shortly. A canceled call tells the server to
+// cancel the handler; a call past its deadline does not need to, as the
+// handler's ctx carries the same deadline.
+func (cc *clientConn) abandon(call *Call, err error) bool {
 	if cc.take(call.id) == nil {
 		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
 	}
 	var tmp [wire.HeaderSize]byte
 	b := wire.BeginFrame(tmp[:0], wire.TypeCancel, call.id)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/kievrpc/kiev"
 )
@@ -106,4 +107,22 @@ func dial(t testing.TB, addr string, opts ...kiev.DialOption) *kiev.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Deadline reports how long the handler's ctx had left when it ran, or -1
+// if it had no deadline.
+func (t *Arith) Deadline(ctx context.Context, args Args, reply *time.Duration) error {
+	d, ok := ctx.Deadline()
+	if !ok {
+		*reply = -1
+		return nil
+	}
+	*reply = time.Until(d)
+	return nil
+}
+
+// Big returns a reply of args.A bytes.
+func (t *Arith) Big(args Args, reply *[]byte) error {
+	*reply = make([]byte, args.A)
+	return nil
 }
