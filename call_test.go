@@ -293,7 +293,7 @@ func TestInterceptorsWrapBothSides(t *testing.T) {
 	if err := c.Call(context.Background(), "Arith.Add", Args{1, 2}, &r); err != nil || r.C != 3 {
 		t.Fatal(r, err)
 	}
-	want := []string{"client-before Arith.Add", "server-auth", "server-after {1 2} &{3}", "client-after"}
+	want := []string{"client-before Arith.Add", "server-auth", "server-after &{1 2} &{3}", "client-after"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("order = %q\nwant %q", order, want)
 	}

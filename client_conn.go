@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -207,9 +208,12 @@ func (cc *clientConn) fail(cause error) {
 		cc.mu.Unlock()
 		return
 	}
-	if errors.Is(cause, ErrShutdown) {
+	switch {
+	case errors.Is(cause, ErrShutdown):
 		cc.err = cause
-	} else {
+	case cc.draining && errors.Is(cause, io.EOF):
+		cc.err = fmt.Errorf("%w: the server at %s shut down gracefully and closed the connection", ErrShutdown, cc.c.addr)
+	default:
 		cc.err = &connError{cc.c.addr, cause}
 	}
 	cc.dead.Store(true)

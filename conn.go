@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,6 +138,9 @@ func (l *link) writeLoop() {
 				return
 			}
 		case <-l.kick:
+			// Let the goroutines that are about to queue frames do so,
+			// so that one syscall carries them all.
+			runtime.Gosched()
 		}
 		l.mu.Lock()
 		batch := l.queue

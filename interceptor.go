@@ -19,8 +19,8 @@ type Request struct {
 	Codec string
 	// Metadata is what the caller sent; nil if nothing.
 	Metadata Metadata
-	// Args is the decoded argument, set by the final handler before the
-	// method runs. It is nil while interceptors run before next, so an
+	// Args is a pointer to the decoded argument, set by the final handler
+	// before the method runs. It is nil while interceptors run before next, so an
 	// interceptor that refuses a call (for example, a failed auth check)
 	// costs no decoding.
 	Args any

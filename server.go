@@ -28,7 +28,8 @@ type Server struct {
 	methods atomic.Pointer[map[string]*method] // "Service.Method" -> method; copy on write
 	codecs  map[string]codec.Codec             // read-only after NewServer
 
-	connWG sync.WaitGroup // connection goroutines
+	connWG  sync.WaitGroup // connection goroutines
+	workers workers        // goroutines that run calls
 }
 
 // NewServer returns a Server with the given options and no services.
@@ -182,7 +183,12 @@ func (s *Server) track(nc net.Conn, base context.Context) bool {
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
+		last := len(s.conns) == 0
 		s.mu.Unlock()
+		if last {
+			// No connection, no calls: hold no parked goroutines.
+			s.workers.release(false)
+		}
 	}()
 	return true
 }
@@ -247,6 +253,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.workers.stop()
+		s.workers.wg.Wait() // every call has finished; workers are parked or leaving
 		return nil
 	case <-ctx.Done():
 		s.Close()
@@ -264,5 +272,6 @@ func (s *Server) Close() error {
 		c.close(ErrServerClosed)
 	}
 	s.connWG.Wait()
+	s.workers.stop()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
@@ -17,28 +18,28 @@ import (
 // serverConn serves one client connection. It owns three goroutines: the
 // reader (serve), the link's writer, and one per call in flight.
 type serverConn struct {
-	srv    *Server
-	nc     net.Conn
-	link   *link
-	ctx    context.Context // parent of every handler ctx; canceled when the conn dies
-	cancel context.CancelFunc
+	srv      *Server
+	nc       net.Conn
+	link     *link
+	base     context.Context // parent of every handler ctx
+	stopBase func() bool     // stops the watch on base
 
 	mu       sync.Mutex
-	calls    map[uint64]context.CancelFunc // calls in flight, by id
+	calls    map[uint64]*serverCall // calls in flight, by id
 	draining bool                          // GoAway sent: refuse new calls, close when idle
 	dead     bool
 }
 
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
-	c := &serverConn{srv: s, nc: nc, calls: make(map[uint64]context.CancelFunc)}
-	c.ctx, c.cancel = context.WithCancel(base)
+	c := &serverConn{srv: s, nc: nc, base: base, calls: make(map[uint64]*serverCall)}
+	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
 	c.link = newLink(nc, &s.opts.connOptions, c.close)
 	return c
 }
 
 // serve runs the connection until it ends, then waits for its writer.
 func (c *serverConn) serve() {
-	defer c.cancel()
+	defer c.stopBase()
 	r := wire.NewReader(c.nc, readBufSize, c.srv.opts.maxFrame)
 	if err := c.handshake(r); err != nil {
 		c.srv.opts.logger.Warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
@@ -81,10 +82,11 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			c.request(&f, &h)
 		case wire.TypeCancel:
 			c.mu.Lock()
-			cancel := c.calls[f.ID]
+			sc := c.calls[f.ID]
 			c.mu.Unlock()
-			if cancel != nil {
-				cancel()
+			if sc != nil {
+				sc.callerGone.Store(true)
+				sc.ctx.cancel(context.Canceled)
 			}
 		case wire.TypePing:
 			b := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.TypePong, f.ID)
@@ -116,8 +118,10 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
 		sc.req.Metadata = md
 	}
+	sc.ctx.parent = c.base
+	sc.ctx.md = sc.req.Metadata
 	if h.HasTimeout {
-		sc.deadline = time.Now().Add(time.Duration(h.Timeout) * time.Microsecond)
+		sc.ctx.deadline = time.Now().Add(time.Duration(h.Timeout) * time.Microsecond)
 	}
 	sc.body = getBuf(len(f.Body))
 	*sc.body = append((*sc.body)[:0], f.Body...)
@@ -129,10 +133,12 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
 		return
 	}
-	sc.ctx, sc.cancel = sc.newContext()
-	c.calls[f.ID] = sc.cancel
+	c.calls[f.ID] = sc
 	c.mu.Unlock()
-	go sc.run()
+	if err := c.base.Err(); err != nil {
+		sc.ctx.cancel(err)
+	}
+	c.srv.workers.run(sc)
 }
 
 func (c *serverConn) replyError(id uint64, code Code, msg string) {
@@ -197,7 +203,24 @@ func (c *serverConn) close(err error) {
 	}
 	c.link.stop(err)
 	c.nc.Close()
-	c.cancel()
+	c.cancelCalls(context.Canceled, true)
+}
+
+// cancelCalls cancels the context of every call in flight. With
+// callerGone set, their replies are not sent.
+func (c *serverConn) cancelCalls(err error, callerGone bool) {
+	c.mu.Lock()
+	calls := make([]*serverCall, 0, len(c.calls))
+	for _, sc := range c.calls {
+		calls = append(calls, sc)
+	}
+	c.mu.Unlock()
+	for _, sc := range calls {
+		if callerGone {
+			sc.callerGone.Store(true)
+		}
+		sc.ctx.cancel(err)
+	}
 }
 
 func (s *Server) codecNames() string {
@@ -211,43 +234,33 @@ func (s *Server) codecNames() string {
 	return names
 }
 
-// serverCall is one call running on its own goroutine.
+// serverCall is one call in flight.
 type serverCall struct {
-	conn     *serverConn
-	m        *method
-	codec    codec.Codec
-	id       uint64
-	body     *[]byte
-	deadline time.Time
-	ctx      context.Context
-	cancel   context.CancelFunc
-	req      Request
-}
-
-func (sc *serverCall) newContext() (context.Context, context.CancelFunc) {
-	ctx := sc.conn.ctx
-	if sc.req.Metadata != nil {
-		ctx = context.WithValue(ctx, incomingKey{}, sc.req.Metadata)
-	}
-	if !sc.deadline.IsZero() {
-		return context.WithDeadline(ctx, sc.deadline)
-	}
-	return context.WithCancel(ctx)
+	conn       *serverConn
+	m          *method
+	codec      codec.Codec
+	id         uint64
+	body       *[]byte
+	ctx        callContext // the handler's context
+	callerGone atomic.Bool // the caller canceled, or the connection died
+	req        Request
 }
 
 // run executes the interceptor chain and the method, then replies.
 func (sc *serverCall) run() {
 	c := sc.conn
 	defer c.finish(sc.id)
-	defer sc.cancel()
-	err := sc.protect(func() error { return c.srv.handler(sc.ctx, &sc.req) })
+	sc.ctx.start()
+	err := sc.protect(func() error { return c.srv.handler(&sc.ctx, &sc.req) })
 	if sc.body != nil {
 		putBuf(sc.body)
 		sc.body = nil
 	}
-	if cerr := sc.ctx.Err(); cerr != nil && c.ctx.Err() == nil {
-		// The caller canceled or its deadline passed: it has stopped
-		// waiting, and a reply would only cost bandwidth.
+	expired := sc.ctx.Err() == context.DeadlineExceeded
+	sc.ctx.cancel(context.Canceled) // the handler is done; so are its goroutines' ctx
+	if sc.callerGone.Load() || expired {
+		// The caller has stopped waiting; a reply would only cost
+		// bandwidth.
 		return
 	}
 	if err != nil {
@@ -283,11 +296,7 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 	putBuf(sc.body)
 	sc.body = nil
 	replyp := sc.m.newReply()
-	if sc.m.argIsPtr {
-		req.Args = argp.Interface()
-	} else {
-		req.Args = argp.Elem().Interface()
-	}
+	req.Args = argp.Interface()
 	req.Reply = replyp.Interface()
 	return sc.m.call(ctx, argp, replyp)
 }

@@ -14,7 +14,7 @@ import (
 type small struct {
 	ID   int64   `msgpack:"id"`
 	Name string  `json:"name"`
-	Tags []int64 `json:"tags,omitempty"`
+	Tags []int64 `json:"tags"`
 }
 
 // rich exercises more of msgpack than small does.

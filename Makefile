@@ -1,0 +1,28 @@
+# kiev's two entry points: `make demo` runs the quickstart with no outside
+# servers; `make test` runs every check CI runs.
+GO ?= go
+
+.PHONY: demo test vet fmt bench fuzz
+
+demo:
+	$(GO) run ./examples/quickstart
+
+test: fmt vet
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 .
+
+# fuzz runs each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
+	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/

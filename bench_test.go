@@ -1,0 +1,142 @@
+package kiev_test
+
+import (
+	"context"
+	"net"
+	"net/rpc"
+	"testing"
+
+	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/testpb"
+)
+
+// Small is the benchmark payload: an int64, a short string, a short list.
+type Small struct {
+	ID   int64
+	Name string
+	Tags []int64
+}
+
+var smallArgs = Small{ID: 42, Name: "push-ack", Tags: []int64{1, 2, 3, 4}}
+
+var smallProto = &testpb.Small{Id: 42, Name: "push-ack", Tags: []int64{1, 2, 3, 4}}
+
+// Bench echoes its argument.
+type Bench struct{}
+
+func (Bench) Echo(ctx context.Context, in *Small, out *Small) error {
+	*out = *in
+	return nil
+}
+
+func (Bench) EchoProto(ctx context.Context, in *testpb.Small, out *testpb.Small) error {
+	out.Id, out.Name, out.Tags = in.Id, in.Name, in.Tags
+	return nil
+}
+
+// NetRPCBench is the same service for net/rpc, which has no context.
+type NetRPCBench struct{}
+
+func (NetRPCBench) Echo(in *Small, out *Small) error {
+	*out = *in
+	return nil
+}
+
+// caller makes one call with fresh reply storage, as a real caller would.
+type caller func() error
+
+func kievCallers(b *testing.B) map[string]caller {
+	srv := kiev.NewServer()
+	if err := srv.Register(Bench{}); err != nil {
+		b.Fatal(err)
+	}
+	addr := startServer(b, srv)
+	mc := dial(b, addr)
+	pc := dial(b, addr, kiev.WithCodec(codec.Protobuf))
+	ctx := context.Background()
+	return map[string]caller{
+		"kiev-msgpack": func() error {
+			var out Small
+			return mc.Call(ctx, "Bench.Echo", &smallArgs, &out)
+		},
+		"kiev-protobuf": func() error {
+			var out testpb.Small
+			return pc.Call(ctx, "Bench.EchoProto", smallProto, &out)
+		},
+	}
+}
+
+func netRPCCaller(b *testing.B) caller {
+	srv := rpc.NewServer()
+	if err := srv.Register(NetRPCBench{}); err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Accept(l)
+	c, err := rpc.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		c.Close()
+		l.Close()
+	})
+	return func() error {
+		var out Small
+		return c.Call("NetRPCBench.Echo", &smallArgs, &out)
+	}
+}
+
+func allCallers(b *testing.B) []struct {
+	name string
+	call caller
+} {
+	k := kievCallers(b)
+	return []struct {
+		name string
+		call caller
+	}{
+		{"kiev-msgpack", k["kiev-msgpack"]},
+		{"kiev-protobuf", k["kiev-protobuf"]},
+		{"net-rpc-gob", netRPCCaller(b)},
+	}
+}
+
+// BenchmarkCall measures one caller at a time: latency per round trip,
+// and allocations per call on both sides (client and server run in this
+// process).
+func BenchmarkCall(b *testing.B) {
+	for _, s := range allCallers(b) {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCallParallel measures many goroutines sharing one client and
+// one connection.
+func BenchmarkCallParallel(b *testing.B) {
+	for _, s := range allCallers(b) {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.call(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,89 @@
+/*
+Package kiev is a code-first RPC framework: services are plain Go structs
+whose exported methods are found by reflection, as in net/rpc, and every
+client talks to a server over one full-duplex, multiplexed connection.
+
+# Services
+
+A service is any exported type with methods of one of these shapes:
+
+	func (t *T) Method(ctx context.Context, args A, reply *R) error
+	func (t *T) Method(args A, reply *R) error // net/rpc's shape
+
+T, A and R must be exported (or builtin) types, and reply must be a
+pointer. Methods of other shapes are skipped; registering a type with no
+callable method fails with an error that names each method and what is
+wrong with it. A net/rpc service moves to kiev by changing its import.
+
+	type Arith struct{}
+
+	type Args struct{ A, B int }
+
+	func (t *Arith) Mul(ctx context.Context, args Args, reply *int) error {
+		*reply = args.A * args.B
+		return nil
+	}
+
+	srv := kiev.NewServer()
+	if err := srv.Register(&Arith{}); err != nil {
+		log.Fatal(err)
+	}
+	go srv.ListenAndServe("tcp", "127.0.0.1:7000")
+
+The handler's ctx carries the caller's deadline and is canceled when the
+caller gives up, the connection dies, or the server closes. Its metadata
+is read with MetadataFrom. A handler that panics sends the caller an
+ErrInternal error; the server keeps running.
+
+# Clients
+
+	c, err := kiev.Dial("127.0.0.1:7000")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	var product int
+	err = c.Call(ctx, "Arith.Mul", Args{7, 8}, &product)
+
+Call blocks until the reply comes or ctx ends; Go starts a call and
+delivers it on a channel, as in net/rpc. Any number of goroutines share a
+Client: their calls travel on one connection, each with its own id, and
+replies come back in whatever order the handlers finish, so a slow call
+holds up no other.
+
+Errors a handler returns arrive as *ServerError with the handler's text.
+Framework failures match with errors.Is: ErrNotFound (no such service or
+method), ErrShutdown (the connection or server is going away),
+ErrUnavailable (cannot connect), ErrTooLarge, ErrBadRequest, ErrInternal,
+context.DeadlineExceeded and context.Canceled.
+
+# Codecs
+
+Calls are encoded with codec.Msgpack unless the client picks another with
+WithCodec, such as codec.Protobuf for generated protobuf messages. Each
+request names its codec, and the server answers in it, so one server
+serves clients of every codec at once.
+
+# Connections
+
+A Client redials with backoff when its connection breaks; calls made
+while the server is unreachable fail at once with ErrUnavailable rather
+than wait. Heartbeats find a dead peer on an idle connection (see
+WithHeartbeat), and every call pending on a broken connection fails at
+once with ErrShutdown.
+
+Server.Shutdown drains: it stops accepting, tells clients to send no new
+calls (those fail fast with ErrShutdown), and closes each connection once
+its calls have replied. Server.Close stops at once.
+
+# Metadata and interceptors
+
+WithMetadata attaches string pairs (trace ids, auth tokens) to the calls
+made with a context; handlers read them with MetadataFrom. Server and
+client interceptors wrap each call in the style of net/http middleware;
+see ServerInterceptor and ClientInterceptor.
+
+The wire format is specified in PROTOCOL.md in the repository.
+*/
+package kiev

@@ -1,0 +1,142 @@
+package kiev_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"time"
+
+	"github.com/kievrpc/kiev"
+)
+
+// Greeter is an example service.
+type Greeter struct{}
+
+// GreetArgs is the argument of Greeter.Hello.
+type GreetArgs struct {
+	Name string
+}
+
+// Hello greets by name, with the caller's trace id if it sent one.
+func (Greeter) Hello(ctx context.Context, args GreetArgs, reply *string) error {
+	if args.Name == "" {
+		return errors.New("name is empty")
+	}
+	*reply = "hello, " + args.Name
+	if id := kiev.MetadataFrom(ctx).Get("trace-id"); id != "" {
+		*reply += " (trace " + id + ")"
+	}
+	return nil
+}
+
+func Example() {
+	srv := kiev.NewServer()
+	if err := srv.Register(Greeter{}); err != nil {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Shutdown(context.Background())
+
+	c, err := kiev.Dial(l.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var reply string
+	if err := c.Call(ctx, "Greeter.Hello", GreetArgs{Name: "kiev"}, &reply); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(reply)
+
+	err = c.Call(ctx, "Greeter.Hello", GreetArgs{}, &reply)
+	fmt.Println("error:", err)
+
+	err = c.Call(ctx, "Greeter.Bye", GreetArgs{}, &reply)
+	fmt.Println("not found:", errors.Is(err, kiev.ErrNotFound))
+	// Output:
+	// hello, kiev
+	// error: name is empty
+	// not found: true
+}
+
+func ExampleWithMetadata() {
+	srv := kiev.NewServer()
+	srv.Register(Greeter{})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go srv.Serve(l)
+	defer srv.Close()
+	c, _ := kiev.Dial(l.Addr().String())
+	defer c.Close()
+
+	ctx := kiev.WithMetadata(context.Background(), "trace-id", "4bf92f35")
+	var reply string
+	if err := c.Call(ctx, "Greeter.Hello", GreetArgs{Name: "ops"}, &reply); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(reply)
+	// Output: hello, ops (trace 4bf92f35)
+}
+
+func ExampleClient_Go() {
+	srv := kiev.NewServer()
+	srv.Register(Greeter{})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go srv.Serve(l)
+	defer srv.Close()
+	c, _ := kiev.Dial(l.Addr().String())
+	defer c.Close()
+
+	done := make(chan *kiev.Call, 3)
+	for _, name := range []string{"a", "b", "c"} {
+		c.Go(context.Background(), "Greeter.Hello", GreetArgs{Name: name}, new(string), done)
+	}
+	got := map[string]bool{}
+	for range 3 {
+		call := <-done // replies arrive in any order
+		got[*call.Reply.(*string)] = call.Error == nil
+	}
+	fmt.Println(got)
+	// Output: map[hello, a:true hello, b:true hello, c:true]
+}
+
+func ExampleServerInterceptor() {
+	// auth refuses calls without the right token, before their arguments
+	// are decoded.
+	auth := func(next kiev.Handler) kiev.Handler {
+		return func(ctx context.Context, req *kiev.Request) error {
+			if req.Metadata.Get("token") != "s3cret" {
+				return kiev.Errorf(401, "unauthenticated: send a token")
+			}
+			return next(ctx, req)
+		}
+	}
+	srv := kiev.NewServer(kiev.WithServerInterceptor(auth))
+	srv.Register(Greeter{})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go srv.Serve(l)
+	defer srv.Close()
+	c, _ := kiev.Dial(l.Addr().String())
+	defer c.Close()
+
+	var reply string
+	err := c.Call(context.Background(), "Greeter.Hello", GreetArgs{Name: "x"}, &reply)
+	var se *kiev.ServerError
+	if errors.As(err, &se) {
+		fmt.Println(se.Code, se.Message)
+	}
+	ctx := kiev.WithMetadata(context.Background(), "token", "s3cret")
+	err = c.Call(ctx, "Greeter.Hello", GreetArgs{Name: "x"}, &reply)
+	fmt.Println(reply, err)
+	// Output:
+	// Code(401) unauthenticated: send a token
+	// hello, x <nil>
+}
