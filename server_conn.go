@@ -26,7 +26,7 @@ type serverConn struct {
 
 	mu       sync.Mutex
 	calls    map[uint64]*serverCall // calls in flight, by id
-	draining bool                          // GoAway sent: refuse new calls, close when idle
+	draining bool                   // GoAway sent: refuse new calls, close when idle
 	dead     bool
 }
 
