@@ -37,11 +37,15 @@ func newClientConn(ctx context.Context, c *Client, nc net.Conn) (*clientConn, er
 		return nil, err
 	}
 	r := wire.NewReader(nc, readBufSize, c.opts.maxFrame)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	v, err := wire.ReadPreface(r.Buffered())
+	if err != nil {
 		if errors.Is(err, wire.ErrBadMagic) {
 			return nil, fmt.Errorf("%s does not speak the kiev protocol: %w", c.addr, err)
 		}
 		return nil, err
+	}
+	if v > wire.Version {
+		return nil, fmt.Errorf("%s answered with protocol version %d, newer than this client's %d; it must answer with the lower version", c.addr, v, wire.Version)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	cc := &clientConn{c: c, nc: nc, pending: make(map[uint64]*Call)}

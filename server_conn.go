@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"runtime"
 	"sync"
@@ -28,6 +29,7 @@ type serverConn struct {
 	calls    map[uint64]*serverCall // calls in flight, by id
 	draining bool                   // GoAway sent: refuse new calls, close when idle
 	dead     bool
+	started  bool // the handshake is done and the writer runs
 }
 
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
@@ -46,6 +48,13 @@ func (c *serverConn) serve() {
 		c.nc.Close()
 		return
 	}
+	c.mu.Lock()
+	if c.dead { // closed during the handshake
+		c.mu.Unlock()
+		return
+	}
+	c.started = true
+	c.mu.Unlock()
 	go c.link.writeLoop()
 	err := c.readLoop(r)
 	c.close(err)
@@ -98,6 +107,10 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 	}
 }
 
+// maxTimeoutMicros caps a wire timeout so that it cannot overflow a
+// time.Duration (about 292 years).
+const maxTimeoutMicros = math.MaxInt64 / 1000
+
 // request starts one call. Failures known before the handler runs are
 // answered from here, without a goroutine.
 func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
@@ -121,7 +134,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 	sc.ctx.parent = c.base
 	sc.ctx.md = sc.req.Metadata
 	if h.HasTimeout {
-		sc.ctx.deadline = time.Now().Add(time.Duration(h.Timeout) * time.Microsecond)
+		sc.ctx.deadline = time.Now().Add(time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond)
 	}
 	sc.body = getBuf(len(f.Body))
 	*sc.body = append((*sc.body)[:0], f.Body...)
@@ -170,6 +183,11 @@ func (c *serverConn) drain() {
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()
+		return
+	}
+	if !c.started { // still handshaking: nothing to drain
+		c.mu.Unlock()
+		c.close(ErrServerClosed)
 		return
 	}
 	c.draining = true
