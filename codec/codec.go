@@ -44,7 +44,12 @@ const (
 	// Msgpack encodes any Go value with github.com/vmihailenco/msgpack/v5.
 	// Structs are encoded as maps keyed by field name (the msgpack tag,
 	// else the json tag, else the Go name), so adding or removing a field
-	// stays compatible between old and new peers. It is kiev's default.
+	// stays compatible between old and new peers: unknown keys are
+	// skipped. Integers take the fewest bytes that hold them; decoded into
+	// an interface they come back as int64 (uint64 past its range), and
+	// floats as float64. Unmarshal rejects input that holds more than one value,
+	// declares a length longer than the input or nests arrays and maps
+	// more than 1000 deep. It is kiev's default.
 	Msgpack Builtin = 1
 
 	// Protobuf encodes values that implement proto.Message with

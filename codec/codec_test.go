@@ -119,3 +119,8 @@ func TestProtobufDecodeError(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+func TestJSONExampleConformance(t *testing.T) {
+	t.Parallel()
+	codectest.Run(t, jsonCodec{}, newRich(), func() any { return new(rich) })
+}

@@ -44,6 +44,7 @@ var msgpackEncoders = sync.Pool{New: func() any {
 	e := new(msgpackEncoder)
 	e.enc = msgpack.NewEncoder(&e.w)
 	e.enc.SetCustomStructTag("json")
+	e.enc.UseCompactInts(true) // 1-byte small ints; decoders read any width
 	return e
 }}
 
@@ -83,6 +84,9 @@ func msgpackUnmarshal(data []byte, v any) error {
 	// Reset clears all options and any state a failed decode left behind.
 	d.dec.Reset(&d.r)
 	d.dec.SetCustomStructTag("json")
+	// Integers decoded into an interface are int64 (uint64 past its
+	// range) and floats float64, whatever width they were sent in.
+	d.dec.UseLooseInterfaceDecoding(true)
 	err = decodeMsgpack(d.dec, v)
 	d.r.Reset(nil)
 	if err != nil {
@@ -105,7 +109,7 @@ func msgpackUnmarshal(data []byte, v any) error {
 // triggers even with a zero v: {"Any": "a", "Any": "b"}.
 func decodeMsgpack(dec *msgpack.Decoder, v any) (err error) {
 	defer func() {
-		if p := recover(); p != nil && false {
+		if p := recover(); p != nil {
 			err = fmt.Errorf("msgpack decoder panicked: %v", p)
 		}
 	}()

@@ -36,7 +36,9 @@ import (
 //   - Unmarshal into nil, a typed nil pointer or a non-pointer returns an
 //     error.
 //   - Unmarshal of truncated, corrupted or random bytes never panics, and
-//     a truncated encoding never decodes to a value equal to sample.
+//     the codec works normally afterwards. Which of those inputs must fail
+//     depends on the format, so the suite does not require errors for
+//     them; test that in the codec's own tests.
 //   - Many goroutines may marshal and unmarshal at once (run with -race).
 //
 // sample is the value to encode: a non-nil pointer, of the same type that
@@ -178,15 +180,14 @@ func (s *suite) badTarget(t *testing.T) {
 	}
 }
 
+// truncated decodes every proper prefix of the encoding. Whether a prefix
+// is an error depends on the format (a protobuf message cut between two
+// fields is valid; JSON without its trailing newline is the same value), so
+// only panics fail; a codec's own tests should check its errors.
 func (s *suite) truncated(t *testing.T) {
 	for n := range len(s.enc) {
-		v := s.newValue()
-		err, panicked := s.unmarshal(bytes.Clone(s.enc[:n]), v)
-		if panicked != nil {
+		if _, panicked := s.unmarshal(bytes.Clone(s.enc[:n]), s.newValue()); panicked != nil {
 			t.Fatalf("Unmarshal of the first %d of %d bytes panicked: %v\ninput: %x", n, len(s.enc), panicked, s.enc[:n])
-		}
-		if err == nil && diff(s.sample, v) == "" {
-			t.Errorf("Unmarshal of the first %d of %d bytes decoded the whole sample; truncation went unnoticed", n, len(s.enc))
 		}
 	}
 }
