@@ -46,7 +46,7 @@ func (NetRPCBench) Echo(in *Small, out *Small) error {
 // caller makes one call with fresh reply storage, as a real caller would.
 type caller func() error
 
-func kievCallers(b *testing.B) map[string]caller {
+func kievCallers(b testing.TB) map[string]caller {
 	srv := kiev.NewServer()
 	if err := srv.Register(Bench{}); err != nil {
 		b.Fatal(err)
@@ -138,5 +138,30 @@ func BenchmarkCallParallel(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestCallAllocations guards the call path's allocations, counted on both
+// sides since client and server share this process. The bounds are today's
+// counts: kiev's own work is a handful of allocations (the server's call
+// record, args and reply, reflection's argument slices); the rest is the
+// codec decoding the payload's string and slice.
+func TestCallAllocations(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	k := kievCallers(t)
+	for _, tc := range []struct {
+		name string
+		max  float64
+	}{
+		{"kiev-protobuf", 11},
+		{"kiev-msgpack", 19},
+	} {
+		call := k[tc.name]
+		call() // warm the pools and the connection
+		if n := testing.AllocsPerRun(200, func() { _ = call() }); n > tc.max {
+			t.Errorf("%s: %.1f allocations per call, want at most %.0f", tc.name, n, tc.max)
+		}
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package kiev_test
+
+const raceEnabled = false
