@@ -189,7 +189,11 @@ func (c *Client) Close() error {
 	c.closed = true
 	cc := c.cc
 	c.cc = nil
+	dialing := c.dialing
 	c.mu.Unlock()
+	if dialing != nil {
+		<-dialing // its caller sees closed and closes what it dialed
+	}
 	if cc != nil {
 		cc.fail(errClientClosed)
 	}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,14 +245,7 @@ func (c *serverConn) cancelCalls(err error, callerGone bool) {
 }
 
 func (s *Server) codecNames() string {
-	names := ""
-	for n := range s.codecs {
-		if names != "" {
-			names += ", "
-		}
-		names += n
-	}
-	return names
+	return strings.Join(slices.Sorted(maps.Keys(s.codecs)), ", ")
 }
 
 // serverCall is one call in flight.
