@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
@@ -54,6 +55,8 @@ type Client struct {
 	network, addr string
 	opts          dialOptions
 	invoke        Invoker
+
+	live atomic.Pointer[clientConn] // the current connection, for the fast path
 
 	mu       sync.Mutex
 	cc       *clientConn
@@ -189,6 +192,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	cc := c.cc
 	c.cc = nil
+	c.live.Store(nil)
 	dialing := c.dialing
 	c.mu.Unlock()
 	if dialing != nil {
@@ -206,6 +210,9 @@ var errClientClosed = fmt.Errorf("%w: the client is closed", ErrShutdown)
 // conn returns a live connection, dialing one if there is none. While a
 // redial backoff runs it fails at once, so no call waits on a dead server.
 func (c *Client) conn(ctx context.Context) (*clientConn, error) {
+	if cc := c.live.Load(); cc != nil && !cc.dead.Load() {
+		return cc, nil
+	}
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -255,6 +262,7 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 			return nil, errClientClosed
 		}
 		c.cc = cc
+		c.live.Store(cc)
 		c.mu.Unlock()
 		return cc, nil
 	}
