@@ -13,11 +13,12 @@ import (
 //
 // It is canceled when the caller cancels, the deadline passes, the
 // connection dies, or the handler returns. Values come from the server's
-// base context, except the call's metadata.
+// base context, except the call's metadata and priority.
 type callContext struct {
 	parent   context.Context
 	deadline time.Time
 	md       Metadata
+	priority Priority
 
 	mu     sync.Mutex
 	done   chan struct{} // made on first use
@@ -97,11 +98,14 @@ func (c *callContext) Err() error {
 }
 
 func (c *callContext) Value(key any) any {
-	if _, ok := key.(incomingKey); ok {
+	switch key.(type) {
+	case incomingKey:
 		if c.md == nil {
 			return nil
 		}
 		return c.md
+	case priorityKey:
+		return c.priority
 	}
 	return c.parent.Value(key)
 }

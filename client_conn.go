@@ -112,6 +112,7 @@ func (cc *clientConn) encode(b []byte, ctx context.Context, id uint64, call *Cal
 		}
 		b = wire.AppendUvarint(b, wire.KeyTimeout, uint64((left+time.Microsecond-1)/time.Microsecond))
 	}
+	b = wire.AppendField(b, wire.KeyPriority, []byte{byte(PriorityFrom(ctx))})
 	for k, v := range OutgoingMetadata(ctx) {
 		b = wire.AppendMeta(b, k, v)
 	}

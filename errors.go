@@ -34,6 +34,12 @@ var (
 	// arguments, or does not know the codec it was sent in.
 	ErrBadRequest = errors.New("kiev: bad request")
 
+	// ErrOverloaded means the server refused the call without running it:
+	// its queue was full, a more important call took the call's place, or
+	// the call waited too long. It comes at once, so the caller can try
+	// another server instead of waiting for a timeout. See package shed.
+	ErrOverloaded = errors.New("kiev: server overloaded")
+
 	// ErrInternal means the handler panicked or its reply could not be
 	// encoded. The server logged the details.
 	ErrInternal = errors.New("kiev: internal server error")
@@ -54,9 +60,10 @@ const (
 	CodeCanceled         Code = 5 // the call was canceled
 	CodeBadRequest       Code = 6 // undecodable args or unknown codec
 	CodeInternal         Code = 7 // handler panic or unencodable reply
+	CodeOverloaded       Code = 8 // shed by the server's scheduler without running
 )
 
-var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal"}
+var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded"}
 
 // String returns the code's name, or "Code(N)" for a user code.
 func (c Code) String() string {
@@ -69,7 +76,7 @@ func (c Code) String() string {
 // ServerError is a failure reported by the server: the error a handler
 // returned, with its text unchanged, or a framework failure such as an
 // unknown method. errors.Is matches it against ErrNotFound, ErrShutdown,
-// ErrBadRequest, ErrInternal, context.DeadlineExceeded and
+// ErrOverloaded, ErrBadRequest, ErrInternal, context.DeadlineExceeded and
 // context.Canceled according to its Code.
 type ServerError struct {
 	Code    Code
@@ -94,6 +101,8 @@ func (e *ServerError) Is(target error) bool {
 		return target == ErrBadRequest
 	case CodeInternal:
 		return target == ErrInternal
+	case CodeOverloaded:
+		return target == ErrOverloaded
 	}
 	return false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Defaults for the settings below. Every setting's zero value means its
@@ -64,6 +65,7 @@ type serverOptions struct {
 	codecs       []codec.Codec
 	interceptors []ServerInterceptor
 	baseContext  func(net.Listener) context.Context
+	shed         shed.Options
 }
 
 type dialOptions struct {
@@ -149,6 +151,15 @@ func WithCodecs(cs ...codec.Codec) ServerOption {
 // runs. The first one given is the outermost.
 func WithServerInterceptor(ics ...ServerInterceptor) ServerOption {
 	return serverOption(func(o *serverOptions) { o.interceptors = append(o.interceptors, ics...) })
+}
+
+// WithShed configures the overload scheduler every call passes through
+// before its handler runs (see package shed). A zero shed.Options field
+// takes its default, so servers shed load without this option; pass
+// shed.Options{Disabled: true} to run every call at once on its own
+// goroutine, as net/rpc does.
+func WithShed(o shed.Options) ServerOption {
+	return serverOption(func(so *serverOptions) { so.shed = o })
 }
 
 // WithBaseContext sets the function that gives the parent context of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Server serves registered services over any number of listeners. Create
@@ -28,8 +29,8 @@ type Server struct {
 	methods atomic.Pointer[map[string]*method] // "Service.Method" -> method; copy on write
 	codecs  map[string]codec.Codec             // read-only after NewServer
 
-	connWG  sync.WaitGroup // connection goroutines
-	workers workers        // goroutines that run calls
+	connWG sync.WaitGroup  // connection goroutines
+	sched  *shed.Scheduler // runs every call
 }
 
 // NewServer returns a Server with the given options and no services.
@@ -49,6 +50,7 @@ func NewServer(opts ...ServerOption) *Server {
 		s.codecs[c.Name()] = c
 	}
 	s.handler = chainServer(s.invoke, s.opts.interceptors)
+	s.sched = shed.New(s.opts.shed)
 	empty := map[string]*method{}
 	s.methods.Store(&empty)
 	return s
@@ -187,11 +189,14 @@ func (s *Server) track(nc net.Conn, base context.Context) bool {
 		s.mu.Unlock()
 		if last {
 			// No connection, no calls: hold no parked goroutines.
-			s.workers.release(false)
+			s.sched.ReleaseIdle()
 		}
 	}()
 	return true
 }
+
+// Scheduler returns the server's overload scheduler, for its Stats.
+func (s *Server) Scheduler() *shed.Scheduler { return s.sched }
 
 // ListenAndServe listens on network ("tcp", "tcp4", "tcp6" or "unix") and
 // addr, then calls Serve.
@@ -253,8 +258,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		s.workers.stop()
-		s.workers.wg.Wait() // every call has finished; workers are parked or leaving
+		s.sched.Close()
+		s.sched.Wait() // every call has finished; workers are parked or leaving
 		return nil
 	case <-ctx.Done():
 		s.Close()
@@ -271,7 +276,7 @@ func (s *Server) Close() error {
 	for _, c := range s.stopListening() {
 		c.close(ErrServerClosed)
 	}
+	s.sched.Close()
 	s.connWG.Wait()
-	s.workers.stop()
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/wire"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // serverConn serves one client connection. It owns three goroutines: the
@@ -136,6 +137,10 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 	}
 	sc.ctx.parent = c.base
 	sc.ctx.md = sc.req.Metadata
+	sc.ctx.priority = DefaultPriority
+	if h.HasPriority {
+		sc.ctx.priority = Priority(h.Priority)
+	}
 	if h.HasTimeout {
 		sc.ctx.deadline = time.Now().Add(time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond)
 	}
@@ -154,7 +159,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 	if err := c.base.Err(); err != nil {
 		sc.ctx.cancel(err)
 	}
-	c.srv.workers.run(sc)
+	c.srv.sched.Submit(sc)
 }
 
 func (c *serverConn) replyError(id uint64, code Code, msg string) {
@@ -260,8 +265,38 @@ type serverCall struct {
 	req        Request
 }
 
-// run executes the interceptor chain and the method, then replies.
-func (sc *serverCall) run() {
+// Priority, Deadline, Canceled, Cost, Run and Drop make a serverCall a
+// shed.Task.
+
+func (sc *serverCall) Priority() int               { return int(sc.ctx.priority) }
+func (sc *serverCall) Deadline() (time.Time, bool) { return sc.ctx.Deadline() }
+func (sc *serverCall) Canceled() bool              { return sc.callerGone.Load() }
+func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
+
+// Drop answers a call the scheduler will not run.
+func (sc *serverCall) Drop(r shed.Reason) {
+	c := sc.conn
+	defer c.finish(sc.id)
+	putBuf(sc.body)
+	sc.body = nil
+	sc.ctx.cancel(context.Canceled)
+	if sc.callerGone.Load() {
+		return
+	}
+	switch r {
+	case shed.Evicted:
+		c.replyError(sc.id, CodeOverloaded, "kiev: "+sc.m.name+" was shed: the server is overloaded and a more important call took its place in the queue; retry on another server")
+	case shed.Refused:
+		c.replyError(sc.id, CodeOverloaded, "kiev: "+sc.m.name+" was refused: the server is overloaded and its queue is full of calls as important; retry on another server")
+	case shed.Expired:
+		c.replyError(sc.id, CodeOverloaded, "kiev: "+sc.m.name+" was shed: it waited in the overloaded server's queue past the wait limit; retry on another server")
+	case shed.Deadline:
+		c.replyError(sc.id, CodeDeadlineExceeded, "kiev: "+sc.m.name+" was not run: too little time was left before the caller's deadline")
+	}
+}
+
+// Run executes the interceptor chain and the method, then replies.
+func (sc *serverCall) Run() {
 	c := sc.conn
 	defer c.finish(sc.id)
 	sc.ctx.start()

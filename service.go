@@ -7,6 +7,8 @@ import (
 	"go/token"
 	"reflect"
 	"strings"
+
+	"github.com/kievrpc/kiev/shed"
 )
 
 var (
@@ -23,6 +25,7 @@ type method struct {
 	argType   reflect.Type // as declared: T or *T
 	argIsPtr  bool
 	replyType reflect.Type // the pointed-to type of the reply
+	cost      shed.ServiceTime
 }
 
 // newArg returns a pointer to a fresh argument, for the codec to decode

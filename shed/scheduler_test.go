@@ -1,0 +1,360 @@
+package shed
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// task is a test Task that records how it ended.
+type task struct {
+	name     string
+	prio     int
+	deadline time.Time
+	canceled atomic.Bool
+	cost     *ServiceTime
+	release  chan struct{} // Run blocks on it when non-nil
+	started  chan string   // Run reports here when non-nil
+	ended    chan string   // Run and Drop report "name:ran" / "name:reason"
+}
+
+func (t *task) Priority() int { return t.prio }
+func (t *task) Deadline() (time.Time, bool) {
+	return t.deadline, !t.deadline.IsZero()
+}
+func (t *task) Canceled() bool     { return t.canceled.Load() }
+func (t *task) Cost() *ServiceTime { return t.cost }
+func (t *task) Run() {
+	if t.started != nil {
+		t.started <- t.name
+	}
+	if t.release != nil {
+		<-t.release
+	}
+	t.ended <- t.name + ":ran"
+}
+func (t *task) Drop(r Reason) { t.ended <- t.name + ":" + r.String() }
+
+// harness builds tasks that share channels.
+type harness struct {
+	t       *testing.T
+	s       *Scheduler
+	ended   chan string
+	started chan string
+}
+
+func newHarness(t *testing.T, o Options) *harness {
+	h := &harness{t: t, s: New(o), ended: make(chan string, 1000), started: make(chan string, 1000)}
+	t.Cleanup(func() {
+		h.s.Close()
+		if !t.Failed() { // a failed test may leave a blocker running
+			h.s.Wait()
+		}
+	})
+	return h
+}
+
+func (h *harness) task(name string, prio int) *task {
+	return &task{name: name, prio: prio, ended: h.ended}
+}
+
+// blocker submits a task that runs until released, and waits until it
+// runs, so the scheduler's workers are known to be busy.
+func (h *harness) blocker(name string) chan struct{} {
+	t := h.task(name, 9)
+	t.release = make(chan struct{})
+	t.started = h.started
+	h.s.Submit(t)
+	if got := <-h.started; got != name {
+		h.t.Fatalf("started %s, want %s", got, name)
+	}
+	return t.release
+}
+
+func (h *harness) next() string {
+	h.t.Helper()
+	select {
+	case e := <-h.ended:
+		return e
+	case <-time.After(5 * time.Second): // a safety net, not synchronization
+		h.t.Fatal("no task ended within 5s")
+		return ""
+	}
+}
+
+func (h *harness) expect(want ...string) {
+	h.t.Helper()
+	for _, w := range want {
+		if got := h.next(); got != w {
+			h.t.Fatalf("got %q, want %q", got, w)
+		}
+	}
+}
+
+func TestHighestPriorityRunsFirst(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	release := h.blocker("block")
+	for _, p := range []int{3, 7, 5, 9, 5, 0} {
+		h.s.Submit(h.task(fmt.Sprintf("p%d-%d", p, h.s.Stats().Queued[p]), p))
+	}
+	if st := h.s.Stats(); st.Queued != [Levels]int{0: 1, 3: 1, 5: 2, 7: 1, 9: 1} || st.Running != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+	close(release)
+	h.expect("block:ran", "p9-0:ran", "p7-0:ran", "p5-0:ran", "p5-1:ran", "p3-0:ran", "p0-0:ran")
+}
+
+func TestFullQueueEvictsLowestNewestThenRefuses(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 3})
+	release := h.blocker("block")
+	h.s.Submit(h.task("a3", 3))
+	h.s.Submit(h.task("b3", 3))
+	h.s.Submit(h.task("c5", 5))
+	h.s.Submit(h.task("d7", 7)) // full: evicts the newest of the lowest, b3
+	h.expect("b3:evicted")
+	h.s.Submit(h.task("e1", 1)) // nothing lower than 1: refused
+	h.expect("e1:refused")
+	h.s.Submit(h.task("f3", 3)) // a3 has the same priority: not lower, refused
+	h.expect("f3:refused")
+	h.s.Submit(h.task("g9", 9)) // evicts a3
+	h.expect("a3:evicted")
+	close(release)
+	h.expect("block:ran", "g9:ran", "d7:ran", "c5:ran")
+	st := h.s.Stats()
+	if st.DroppedFor(Evicted) != 2 || st.DroppedFor(Refused) != 2 || st.Ran != 4 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestQueuedCallExpiresWhileWorkersAreBusy(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, MaxWait: 20 * time.Millisecond})
+	release := h.blocker("block")
+	h.s.Submit(h.task("late", 5))
+	// The worker stays busy: only the sweep timer can answer "late".
+	h.expect("late:expired")
+	close(release)
+	h.expect("block:ran")
+	if st := h.s.Stats(); st.DroppedFor(Expired) != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestExpiredAtDequeue(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, MaxWait: 50 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	h.s.timer.Stop() // only the dequeue check should act here
+	release := h.blocker("block")
+	h.s.Submit(h.task("old", 5))
+	mu.Lock()
+	clock = clock.Add(60 * time.Millisecond)
+	mu.Unlock()
+	h.s.Submit(h.task("new", 5))
+	close(release)
+	h.expect("block:ran", "old:expired", "new:ran")
+}
+
+func TestDeadlineSkips(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	gone := h.task("gone", 5)
+	gone.deadline = time.Now().Add(-time.Millisecond)
+	h.s.Submit(gone)
+	h.expect("gone:deadline")
+
+	// A method that takes ~50ms is not started with 5ms left.
+	cost := new(ServiceTime)
+	for range minObservations {
+		cost.Observe(50 * time.Millisecond)
+	}
+	short := h.task("short", 5)
+	short.cost = cost
+	short.deadline = time.Now().Add(5 * time.Millisecond)
+	h.s.Submit(short)
+	h.expect("short:deadline")
+
+	ample := h.task("ample", 5)
+	ample.cost = cost
+	ample.deadline = time.Now().Add(time.Minute)
+	h.s.Submit(ample)
+	h.expect("ample:ran")
+}
+
+// A queued call whose deadline passes while it waits is not run.
+func TestDeadlinePassesInQueue(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	release := h.blocker("block")
+	soon := h.task("soon", 5)
+	soon.deadline = clock.Add(10 * time.Millisecond)
+	h.s.Submit(soon)
+	mu.Lock()
+	clock = clock.Add(20 * time.Millisecond)
+	mu.Unlock()
+	close(release)
+	h.expect("block:ran", "soon:deadline")
+}
+
+func TestCanceledCallIsNotRun(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	release := h.blocker("block")
+	c := h.task("c", 5)
+	h.s.Submit(c)
+	c.canceled.Store(true)
+	close(release)
+	h.expect("block:ran", "c:canceled")
+}
+
+func TestOverloadSwitchesToLIFOAndShortQueue(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	for range minObservations { // tasks take 1ms: 1,000/s on one worker
+		h.s.all.Observe(time.Millisecond)
+	}
+	release := h.blocker("block")
+	h.s.Submit(h.task("first", 5))
+	if h.s.Stats().Overloaded {
+		t.Fatal("overloaded before the queue stayed full for an interval")
+	}
+	advance(101 * time.Millisecond)
+	if !h.s.Stats().Overloaded {
+		t.Fatal("not overloaded after the queue stayed full for an interval")
+	}
+	// "first" has waited past Target; under overload it will expire. The
+	// queue now holds about Target's worth of work: 5 tasks at 1ms each.
+	for i := range 8 {
+		h.s.Submit(h.task(fmt.Sprintf("n%d", i), 5))
+	}
+	h.expect("n4:refused", "n5:refused", "n6:refused", "n7:refused")
+	close(release)
+	// Newest first (LIFO) within the level; "first" waited too long.
+	h.expect("block:ran", "n3:ran", "n2:ran", "n1:ran", "n0:ran", "first:expired")
+}
+
+func TestDisabledRunsEverythingAtOnce(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 1, Disabled: true})
+	release := make(chan struct{})
+	for i := range 10 {
+		tk := h.task(fmt.Sprint(i), 0)
+		tk.release = release
+		tk.started = h.started
+		h.s.Submit(tk)
+	}
+	for range 10 {
+		<-h.started // all 10 run at once despite Workers: 1
+	}
+	close(release)
+	for range 10 {
+		h.next()
+	}
+}
+
+func TestCloseRefusesQueuedAndNew(t *testing.T) {
+	s := New(Options{Workers: 1})
+	ended := make(chan string, 10)
+	started := make(chan string, 1)
+	release := make(chan struct{})
+	s.Submit(&task{name: "block", release: release, started: started, ended: ended})
+	<-started
+	s.Submit(&task{name: "queued", ended: ended})
+	s.Close()
+	if got := <-ended; got != "queued:refused" {
+		t.Fatalf("got %q", got)
+	}
+	s.Submit(&task{name: "after", ended: ended})
+	if got := <-ended; got != "after:refused" {
+		t.Fatalf("got %q", got)
+	}
+	close(release)
+	s.Wait()
+	if got := <-ended; got != "block:ran" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// Under random concurrent load, every task ends exactly once and no more
+// than Workers run at once.
+func TestConcurrentInvariants(t *testing.T) {
+	const workers, total = 4, 4000
+	s := New(Options{Workers: workers, QueueSize: 16, MaxWait: 5 * time.Millisecond})
+	var running, peak, ended atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(total)
+	for g := range 8 {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range total / 8 {
+				s.Submit(&countTask{prio: r.IntN(Levels), running: &running, peak: &peak, ended: &ended, wg: &wg, spin: r.IntN(200)})
+			}
+		}()
+	}
+	wg.Wait()
+	s.Close()
+	s.Wait()
+	if p := peak.Load(); p > workers {
+		t.Errorf("%d tasks ran at once, limit %d", p, workers)
+	}
+	st := s.Stats()
+	var dropped uint64
+	for _, n := range st.Dropped {
+		dropped += n
+	}
+	if got := st.Ran + dropped; got != total || ended.Load() != total {
+		t.Errorf("ran %d + dropped %d = %d, ended %d; want %d each", st.Ran, dropped, got, ended.Load(), total)
+	}
+}
+
+type countTask struct {
+	prio                 int
+	spin                 int
+	running, peak, ended *atomic.Int64
+	wg                   *sync.WaitGroup
+	once                 atomic.Bool
+}
+
+func (c *countTask) Priority() int               { return c.prio }
+func (c *countTask) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *countTask) Canceled() bool              { return false }
+func (c *countTask) Cost() *ServiceTime          { return nil }
+func (c *countTask) Run() {
+	n := c.running.Add(1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	for i := 0; i < c.spin*100; i++ {
+		_ = i * i
+	}
+	c.running.Add(-1)
+	c.end()
+}
+func (c *countTask) Drop(Reason) { c.end() }
+func (c *countTask) end() {
+	if c.once.Swap(true) {
+		panic("task ended twice")
+	}
+	c.ended.Add(1)
+	c.wg.Done()
+}
+
+func TestReleaseIdleLeavesNoGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	h := newHarness(t, Options{Workers: 4})
+	for i := range 20 {
+		h.s.Submit(h.task(fmt.Sprint(i), 5))
+	}
+	for range 20 {
+		h.next()
+	}
+	h.s.ReleaseIdle()
+}

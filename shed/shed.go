@@ -1,0 +1,146 @@
+// Package shed is kiev's overload scheduler: the queue every call passes
+// through before a handler runs.
+//
+// The scheduler runs at most Options.Workers calls at once and queues the
+// rest in 10 priority levels, 9 the most important. It keeps a service
+// answering the calls that matter when offered more work than it can do:
+//
+//   - Workers take the highest-priority queued call first.
+//   - When the queue is full, a new call evicts the newest queued call of
+//     the lowest priority below its own; if there is none, the new call is
+//     refused. Both get an immediate answer (kiev.ErrOverloaded).
+//   - A call that waited longer than the wait limit, or whose caller's
+//     deadline has passed or is closer than the method's recent service
+//     time, is answered without running.
+//   - Under sustained overload (the queue has not been empty for
+//     Options.Interval) the wait limit drops from MaxWait to Target and
+//     the queue holds only about Target's worth of work, so queueing delay
+//     stays short and rejections come at once instead of after a wait; and
+//     each priority level is served newest first (adaptive LIFO), so the
+//     calls that run are the ones whose callers are still waiting. This is
+//     CoDel as Facebook applies it to RPC queues.
+//
+// A Scheduler is safe for concurrent use. kiev servers create one from
+// the Options given to kiev.WithShed; a program rarely uses this package
+// beyond Options and Stats.
+package shed
+
+import (
+	"runtime"
+	"time"
+)
+
+// Levels is the number of priorities: 0 (shed first) to 9 (shed last).
+const Levels = 10
+
+// Defaults for Options fields left zero.
+const (
+	DefaultQueueSize = 1024
+	DefaultMaxWait   = 100 * time.Millisecond
+	DefaultTarget    = 5 * time.Millisecond
+	DefaultInterval  = 100 * time.Millisecond
+)
+
+// DefaultWorkers is the default concurrency: 64 per CPU, room for
+// handlers that wait on databases and other services. CPU-bound services
+// run best with fewer.
+func DefaultWorkers() int { return 64 * runtime.GOMAXPROCS(0) }
+
+// Options configures a Scheduler. The zero value works: every zero field
+// takes its default.
+type Options struct {
+	// Workers is how many calls run at once (DefaultWorkers()).
+	Workers int
+
+	// QueueSize is how many calls may wait (DefaultQueueSize, 1024).
+	QueueSize int
+
+	// MaxWait is the longest a call may wait in the queue while the
+	// service keeps up (DefaultMaxWait, 100ms).
+	MaxWait time.Duration
+
+	// Target is the wait limit under sustained overload, CoDel's target
+	// delay (DefaultTarget, 5ms). The queue then holds about Target's
+	// worth of work.
+	Target time.Duration
+
+	// Interval is how long the queue must stay non-empty before the
+	// scheduler counts the service as overloaded (DefaultInterval,
+	// 100ms).
+	Interval time.Duration
+
+	// Disabled turns the scheduler off: every call runs at once on a
+	// goroutine of its own, as in net/rpc, with no queue, no limit and no
+	// shedding. Use it only for comparison.
+	Disabled bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers()
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.Target <= 0 {
+		o.Target = DefaultTarget
+	}
+	if o.Target > o.MaxWait {
+		o.Target = o.MaxWait
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	return o
+}
+
+// Reason says why a call was dropped without running.
+type Reason uint8
+
+// Drop reasons.
+const (
+	// Evicted: a call of higher priority took its place in a full queue.
+	Evicted Reason = iota
+	// Refused: the queue was full of calls of its priority or higher.
+	Refused
+	// Expired: it waited in the queue longer than the wait limit.
+	Expired
+	// Deadline: its caller's deadline had passed, or was closer than the
+	// method's recent service time, so it could not finish in time.
+	Deadline
+	// Canceled: its caller gave up while it waited. It gets no answer.
+	Canceled
+
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"evicted", "refused", "expired", "deadline", "canceled"}
+
+// String returns the reason's name, as used in metrics labels.
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Task is one call as the scheduler sees it. kiev implements it; its
+// methods must not block, except Run.
+type Task interface {
+	// Priority is 0 to 9; values out of range are clamped.
+	Priority() int
+	// Deadline is the caller's deadline, if it has one.
+	Deadline() (time.Time, bool)
+	// Canceled reports whether the caller has given up.
+	Canceled() bool
+	// Cost tracks how long this kind of task takes to run; nil if
+	// unknown. The scheduler updates it after every run.
+	Cost() *ServiceTime
+	// Run runs the call and answers it.
+	Run()
+	// Drop answers the call without running it.
+	Drop(Reason)
+}

@@ -1,0 +1,86 @@
+package shed
+
+import "time"
+
+// waitBounds are the upper bounds of the queue-wait histogram buckets.
+var waitBounds = [...]time.Duration{
+	100 * time.Microsecond,
+	time.Millisecond,
+	5 * time.Millisecond,
+	10 * time.Millisecond,
+	50 * time.Millisecond,
+	100 * time.Millisecond,
+	500 * time.Millisecond,
+	time.Second,
+}
+
+// WaitBounds returns the upper bounds of the buckets of Stats.WaitBuckets;
+// the last bucket counts the waits above the last bound.
+func WaitBounds() []time.Duration { return waitBounds[:] }
+
+// Stats is a snapshot of a Scheduler's state and counters. Counters count
+// from the scheduler's creation.
+type Stats struct {
+	// Queued is the number of waiting tasks by priority.
+	Queued [Levels]int
+	// Running is the number of tasks running now; Workers is the limit.
+	Running, Workers int
+	// Overloaded reports whether the queue has stayed non-empty for
+	// longer than Options.Interval, so the short Target limit applies.
+	Overloaded bool
+	// Ran counts the tasks that ran.
+	Ran uint64
+	// Dropped counts the tasks dropped without running, by Reason.
+	Dropped [numReasons]uint64
+	// WaitTotal is the time the tasks that ran spent queued, and
+	// WaitBuckets a histogram of it, with bounds WaitBounds().
+	WaitTotal   time.Duration
+	WaitBuckets [len(waitBounds) + 1]uint64
+	// ServiceTime is the moving average run time of all tasks.
+	ServiceTime time.Duration
+}
+
+// DroppedFor returns the count of tasks dropped for reason r.
+func (st *Stats) DroppedFor(r Reason) uint64 {
+	if r >= numReasons {
+		return 0
+	}
+	return st.Dropped[r]
+}
+
+// Reasons lists every drop Reason, in order, for iterating over
+// Stats.Dropped.
+func Reasons() []Reason { return []Reason{Evicted, Refused, Expired, Deadline, Canceled} }
+
+// Stats returns a snapshot of the scheduler's state and counters.
+func (s *Scheduler) Stats() Stats {
+	var st Stats
+	now := s.now()
+	s.mu.Lock()
+	for level := range s.q {
+		st.Queued[level] = s.q[level].len()
+	}
+	st.Running = s.running
+	st.Overloaded = s.overloaded(now)
+	s.mu.Unlock()
+	st.Workers = s.opts.Workers
+	st.Ran = s.ran.Load()
+	for r := range st.Dropped {
+		st.Dropped[r] = s.dropped[r].Load()
+	}
+	st.WaitTotal = time.Duration(s.waitSum.Load())
+	for i := range st.WaitBuckets {
+		st.WaitBuckets[i] = s.waitHist[i].Load()
+	}
+	st.ServiceTime = time.Duration(s.all.avg.Load())
+	return st
+}
+
+func (s *Scheduler) recordWait(d time.Duration) {
+	s.waitSum.Add(int64(d))
+	i := 0
+	for i < len(waitBounds) && d > waitBounds[i] {
+		i++
+	}
+	s.waitHist[i].Add(1)
+}
