@@ -25,6 +25,7 @@ type Scheduler struct {
 	timer     *time.Timer
 	timerAt   time.Time // when timer fires; zero if not armed
 	closed    bool
+	noPark    bool        // set by ReleaseIdle until new work comes
 	idle      []chan Task // parked workers, newest last
 	wg        sync.WaitGroup
 
@@ -159,6 +160,7 @@ func (s *Scheduler) evictBelow(p int) Task {
 // start runs t on a parked worker or a new one.
 func (s *Scheduler) start(t Task) {
 	s.mu.Lock()
+	s.noPark = false
 	if n := len(s.idle); n > 0 {
 		ch := s.idle[n-1]
 		s.idle = s.idle[:n-1]
@@ -180,7 +182,7 @@ func (s *Scheduler) worker(t Task) {
 			continue
 		}
 		s.mu.Lock()
-		if s.closed || len(s.idle) >= maxIdle {
+		if s.closed || s.noPark || len(s.idle) >= maxIdle {
 			s.mu.Unlock()
 			return
 		}
@@ -324,10 +326,12 @@ func (s *Scheduler) drop(t Task, r Reason) {
 	t.Drop(r)
 }
 
-// ReleaseIdle lets the parked worker goroutines exit. kiev calls it when a
-// server has no connection left, so an idle server holds no goroutines.
+// ReleaseIdle lets the parked worker goroutines exit, and the busy ones
+// exit when their work runs out, until new work comes. kiev calls it when
+// a server has no connection left, so an idle server holds no goroutines.
 func (s *Scheduler) ReleaseIdle() {
 	s.mu.Lock()
+	s.noPark = true
 	idle := s.idle
 	s.idle = nil
 	s.mu.Unlock()
