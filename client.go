@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"math/rand/v2"
@@ -55,6 +56,9 @@ type Client struct {
 	network, addr string
 	opts          dialOptions
 	invoke        Invoker
+	budget        *retryBudget
+	throttle      *[MaxPriority + 1]throttler
+	direct        bool // Go may send without a goroutine: no interceptors, retries or throttle
 
 	live atomic.Pointer[clientConn] // the current connection, for the fast path
 
@@ -82,7 +86,10 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 		o.applyDial(&c.opts)
 	}
 	c.opts.fill()
-	c.invoke = chainClient(c.roundTrip, c.opts.interceptors)
+	c.budget = newRetryBudget(c.opts.retry)
+	c.throttle = newThrottlers(c.opts.throttle)
+	c.invoke = chainClient(c.attempts, c.opts.interceptors)
+	c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.throttle == nil
 	if _, err := c.conn(context.Background()); err != nil {
 		return nil, err
 	}
@@ -129,7 +136,7 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 		panic("kiev: Client.Go: done channel is unbuffered; give it room for the calls it will receive")
 	}
 	call := &Call{ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
-	if len(c.opts.interceptors) > 0 {
+	if !c.direct {
 		go func() {
 			call.signal = make(chan *Call, 1)
 			err := c.invoke(ctx, call)
@@ -173,7 +180,11 @@ func (c *Client) start(ctx context.Context, call *Call, async bool) (*clientConn
 	call.codec = c.opts.codec
 	cc, err := c.conn(ctx)
 	if err != nil {
-		return nil, &callError{call.ServiceMethod, err}
+		err = &callError{call.ServiceMethod, err}
+		if !errors.Is(err, errClientClosed) {
+			err = notSent{err}
+		}
+		return nil, err
 	}
 	if err := cc.send(ctx, call, async); err != nil {
 		return nil, &callError{call.ServiceMethod, err}

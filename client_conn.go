@@ -78,10 +78,10 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	switch {
 	case cc.err != nil:
 		cc.mu.Unlock()
-		return cc.err
+		return notSent{cc.err}
 	case cc.draining:
 		cc.mu.Unlock()
-		return fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, cc.c.addr)
+		return notSent{fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, cc.c.addr)}
 	}
 	call.id = id
 	if async && ctx.Done() != nil {

@@ -76,6 +76,8 @@ type dialOptions struct {
 	minBackoff   time.Duration
 	maxBackoff   time.Duration
 	dialer       func(ctx context.Context, network, addr string) (net.Conn, error)
+	retry        RetryPolicy
+	throttle     Throttle
 }
 
 func (o *dialOptions) fill() {

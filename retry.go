@@ -1,0 +1,181 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RetryPolicy says which failed calls a Client tries again, and bounds how
+// many retries it sends so that retries cannot grow an overload into an
+// avalanche.
+//
+// A call is retried only when it surely did not run: the server shed it
+// (ErrOverloaded) or was shutting down, or the client never sent it. Calls
+// whose outcome is unknown (a connection that broke under them) are
+// retried only for methods Idempotent says may run twice. Calls are never
+// retried past their context's deadline.
+//
+// Retries draw on a budget: every call adds Ratio of a retry to it (at
+// most 10% extra load by default), a floor of MinPerSecond retries per
+// second keeps rare failures retried, and every ErrOverloaded answer takes
+// a retry away, so a refusing server gets fewer retries, not more.
+type RetryPolicy struct {
+	// MaxAttempts is the most attempts per call, the first included
+	// (default 3). 1 turns retries off.
+	MaxAttempts int
+	// Ratio is the retries allowed per call made (default 0.1).
+	Ratio float64
+	// MinPerSecond is the retries allowed per second whatever the call
+	// rate (default 10).
+	MinPerSecond float64
+	// Idempotent reports whether a method may safely run more than once,
+	// so that calls whose outcome is unknown may be retried too. nil
+	// means no method is.
+	Idempotent func(serviceMethod string) bool
+}
+
+// maxBudget bounds the saved-up retries, so a long quiet spell cannot
+// fund a burst of retries later.
+const maxBudget = 100
+
+// retryBudget is a token bucket of retries, counted in thousandths so
+// that calls can credit it with one atomic add.
+type retryBudget struct {
+	p       RetryPolicy
+	credit  int64 // thousandths of a retry each call adds
+	balance atomic.Int64
+
+	mu   sync.Mutex // serializes refills
+	last time.Time
+}
+
+func newRetryBudget(p RetryPolicy) *retryBudget {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	if p.Ratio <= 0 {
+		p.Ratio = 0.1
+	}
+	if p.MinPerSecond <= 0 {
+		p.MinPerSecond = 10
+	}
+	b := &retryBudget{p: p, credit: int64(p.Ratio * 1000), last: time.Now()}
+	b.balance.Store(int64(min(p.MinPerSecond, maxBudget) * 1000))
+	return b
+}
+
+// add changes the balance by d thousandths, keeping it within
+// ±maxBudget retries.
+func (b *retryBudget) add(d int64) {
+	for {
+		old := b.balance.Load()
+		next := min(max(old+d, -maxBudget*1000), maxBudget*1000)
+		if next == old || b.balance.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// deposit credits one call.
+func (b *retryBudget) deposit() { b.add(b.credit) }
+
+// withdraw takes one retry, reporting whether the budget had it.
+func (b *retryBudget) withdraw(now time.Time) bool {
+	b.mu.Lock()
+	b.add(int64(now.Sub(b.last).Seconds() * b.p.MinPerSecond * 1000))
+	b.last = now
+	b.mu.Unlock()
+	for {
+		old := b.balance.Load()
+		if old < 1000 {
+			return false
+		}
+		if b.balance.CompareAndSwap(old, old-1000) {
+			return true
+		}
+	}
+}
+
+// penalize takes a retry away for an ErrOverloaded answer.
+func (b *retryBudget) penalize() { b.add(-1000) }
+
+// WithRetry sets the client's RetryPolicy; the zero RetryPolicy means the
+// defaults. Retries are on by default.
+func WithRetry(p RetryPolicy) DialOption {
+	return dialOption(func(o *dialOptions) { o.retry = p })
+}
+
+// WithThrottle sets the client's adaptive throttling; see Throttle. It is
+// on by default.
+func WithThrottle(t Throttle) DialOption {
+	return dialOption(func(o *dialOptions) { o.throttle = t })
+}
+
+// notSent marks an error from a call the client never sent.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
+
+// retryable reports whether err shows the call did not run, or may run
+// again because the method is idempotent.
+func (c *Client) retryable(method string, err error) bool {
+	var ns notSent
+	var se *ServerError
+	switch {
+	case errors.As(err, &ns):
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	case errors.As(err, &se):
+		return se.Code == CodeOverloaded || se.Code == CodeShutdown
+	case errors.Is(err, ErrShutdown):
+		return c.budget.p.Idempotent != nil && c.budget.p.Idempotent(method)
+	}
+	return false
+}
+
+// attempts runs call, retrying as the policy and budget allow; it is the
+// Invoker beneath the client's interceptors.
+func (c *Client) attempts(ctx context.Context, call *Call) error {
+	c.budget.deposit()
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = c.attempt(ctx, call)
+		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(call.ServiceMethod, err) {
+			return err
+		}
+		if !c.budget.withdraw(time.Now()) {
+			return err
+		}
+		call.Error = nil
+	}
+}
+
+// attempt sends call once, through the throttle.
+func (c *Client) attempt(ctx context.Context, call *Call) error {
+	var t *throttler
+	if c.throttle != nil {
+		t = &c.throttle[PriorityFrom(ctx)]
+		if !t.allow(time.Now()) {
+			return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
+		}
+	}
+	err := c.roundTrip(ctx, call)
+	overloaded := errors.Is(err, ErrOverloaded)
+	if overloaded {
+		c.budget.penalize()
+	}
+	if t != nil && (overloaded || err == nil || isServerAnswer(err)) {
+		t.done(time.Now(), !overloaded)
+	}
+	return err
+}
+
+// isServerAnswer reports whether err is an answer the server gave (and so
+// an accepted call, for throttling), other than an overload refusal.
+func isServerAnswer(err error) bool {
+	var se *ServerError
+	return errors.As(err, &se) && se.Code != CodeOverloaded
+}
