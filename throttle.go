@@ -17,10 +17,11 @@ import (
 // accepted (answered with anything but ErrOverloaded), separately for
 // each priority, and refuses a new call with probability
 //
-//	max(0, (calls - K*accepted) / (calls + 1))
+//	max(0, (calls - K*accepted) / (calls + 8))
 //
 // so nothing is refused while the server accepts more than 1/K of the
-// calls. Priorities are counted apart because a server serves important
+// calls. (The book adds 1 to the divisor; kiev adds 8, as gRPC does, so
+// that a handful of refusals on a quiet client does not start refusing.) Priorities are counted apart because a server serves important
 // calls first: a priority-9 call is not refused because priority-0 calls
 // are.
 type Throttle struct {
@@ -34,6 +35,9 @@ type Throttle struct {
 }
 
 const throttleBuckets = 30
+
+// throttlePadding damps the refusal probability while counts are small.
+const throttlePadding = 8
 
 // throttler holds one priority's counts in a ring of time buckets. The
 // current bucket is updated with atomics; the sums of the older buckets
@@ -112,7 +116,7 @@ func (t *throttler) allow(now time.Time) bool {
 	i := t.bucket(now)
 	calls := float64(t.pastCalls.Load() + t.calls[i].Load())
 	accepts := float64(t.pastAccepts.Load() + t.accepts[i].Load())
-	p := (calls - t.k*accepts) / (calls + 1)
+	p := (calls - t.k*accepts) / (calls + throttlePadding)
 	if p <= 0 || rand.Float64() >= p {
 		return true
 	}

@@ -41,7 +41,7 @@ type Stats struct {
 }
 
 // DroppedFor returns the count of tasks dropped for reason r.
-func (st *Stats) DroppedFor(r Reason) uint64 {
+func (st Stats) DroppedFor(r Reason) uint64 {
 	if r >= numReasons {
 		return 0
 	}
