@@ -55,7 +55,8 @@ holds up no other.
 Errors a handler returns arrive as *ServerError with the handler's text.
 Framework failures match with errors.Is: ErrNotFound (no such service or
 method), ErrShutdown (the connection or server is going away),
-ErrUnavailable (cannot connect), ErrTooLarge, ErrBadRequest, ErrInternal,
+ErrUnavailable (cannot connect), ErrOverloaded (shed by the server),
+ErrTooLarge, ErrBadRequest, ErrInternal,
 context.DeadlineExceeded and context.Canceled.
 
 # Codecs
@@ -76,6 +77,31 @@ once with ErrShutdown.
 Server.Shutdown drains: it stops accepting, tells clients to send no new
 calls (those fail fast with ErrShutdown), and closes each connection once
 its calls have replied. Server.Close stops at once.
+
+# Overload protection
+
+Every call passes the server's overload scheduler (package shed) before
+its handler runs. At most shed.Options.Workers calls run at once; the rest
+wait in a queue with 10 priorities. When the queue is full, a new call
+takes the place of a less important one, and both the evicted call and a
+call with nothing less important to evict are answered ErrOverloaded at
+once. Calls that waited too long, or whose caller's deadline has passed or
+is nearer than the method's usual run time, are answered without running.
+Under sustained overload the queue shrinks to a few milliseconds of work
+and serves newest first, so the calls that run are those whose callers
+still wait. Configure it with WithShed.
+
+A call's priority, 0 (shed first) to 9 (shed last), is set with
+WithPriority and read in a handler with PriorityFrom; DefaultPriority
+applies when none is set. A handler's ctx carries its call's priority and
+deadline, so the calls it makes inherit both and a whole chain sheds
+consistently.
+
+Clients make storms smaller, not bigger. A Client retries only calls that
+surely did not run (see RetryPolicy), and only within a budget of about
+10% extra load that every ErrOverloaded answer shrinks. When a server
+keeps refusing, the client refuses a share of new calls itself, at once
+(see Throttle).
 
 # Metadata and interceptors
 

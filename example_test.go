@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Greeter is an example service.
@@ -139,4 +140,37 @@ func ExampleServerInterceptor() {
 	// Output:
 	// Code(401) unauthenticated: send a token
 	// hello, x <nil>
+}
+
+// Push is an example service that reports the priority of its calls.
+type Push struct{}
+
+func (Push) Send(ctx context.Context, to string, reply *string) error {
+	*reply = fmt.Sprintf("sent to %s at %v", to, kiev.PriorityFrom(ctx))
+	return nil
+}
+
+func ExampleWithPriority() {
+	// At most 64 calls run at once; up to 512 wait, the least important
+	// shed first when more arrive.
+	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 64, QueueSize: 512, MaxWait: 100 * time.Millisecond}))
+	srv.Register(Push{})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go srv.Serve(l)
+	defer srv.Close()
+	c, _ := kiev.Dial(l.Addr().String())
+	defer c.Close()
+
+	var reply string
+	c.Call(context.Background(), "Push.Send", "ann", &reply)
+	fmt.Println(reply)
+	ctx := kiev.WithPriority(context.Background(), kiev.MaxPriority)
+	err := c.Call(ctx, "Push.Send", "bob", &reply)
+	if errors.Is(err, kiev.ErrOverloaded) {
+		fmt.Println("shed; try another server")
+	}
+	fmt.Println(reply)
+	// Output:
+	// sent to ann at priority 5
+	// sent to bob at priority 9
 }
