@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Arith is a service; its methods are found by reflection.
@@ -37,6 +38,75 @@ func (Arith) Div(args Args, reply *int) error {
 	}
 	*reply = args.A / args.B
 	return nil
+}
+
+// Work holds its worker for 2ms, like a call that does real work.
+func (Arith) Work(ctx context.Context, args Args, reply *int) error {
+	time.Sleep(2 * time.Millisecond)
+	*reply = args.A
+	return nil
+}
+
+// overload floods a server that can do 4 calls at a time with 400 calls
+// at once, 1 in 25 of them at priority 9, and shows that every call gets
+// a fast answer and the important ones get through.
+func overload(ctx context.Context) {
+	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 4, QueueSize: 16}))
+	if err := srv.Register(Arith{}); err != nil {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	c, err := kiev.Dial(l.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	type result struct {
+		important, ok, shed bool
+		took                time.Duration
+	}
+	results := make(chan result, 400)
+	for i := range 400 {
+		go func() {
+			p := kiev.Priority(i % 9) // 0..8
+			if i%25 == 0 {
+				p = kiev.MaxPriority
+			}
+			start := time.Now()
+			var r int
+			err := c.Call(kiev.WithPriority(ctx, p), "Arith.Work", Args{A: i}, &r)
+			results <- result{p == kiev.MaxPriority, err == nil, errors.Is(err, kiev.ErrOverloaded), time.Since(start)}
+		}()
+	}
+	var ok, shedN, vipOK, vip int
+	var slowestShed time.Duration
+	for range 400 {
+		r := <-results
+		switch {
+		case r.ok:
+			ok++
+		case r.shed:
+			shedN++
+			slowestShed = max(slowestShed, r.took)
+		}
+		if r.important {
+			vip++
+			if r.ok {
+				vipOK++
+			}
+		}
+	}
+	st := srv.Scheduler().Stats()
+	fmt.Printf("overload: 400 calls at once on 4 workers: %d served, %d shed with ErrOverloaded (slowest answer %v); priority 9: %d of %d served\n",
+		ok, shedN, slowestShed.Round(time.Millisecond), vipOK, vip)
+	fmt.Printf("overload: the server's scheduler refused %d, evicted %d, expired %d; the client refused the rest itself (adaptive throttling) and retried a few (retry budget)\n",
+		st.DroppedFor(shed.Refused), st.DroppedFor(shed.Evicted), st.DroppedFor(shed.Expired))
 }
 
 // Slow waits for its deadline, to show that deadlines cross the wire.
@@ -104,6 +174,8 @@ func main() {
 	defer cancel()
 	err = c.Call(dctx, "Arith.Slow", Args{}, &product)
 	fmt.Printf("client: Arith.Slow with a 100ms deadline: deadline exceeded = %v\n", errors.Is(err, context.DeadlineExceeded))
+
+	overload(ctx)
 
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Fatal(err)
