@@ -126,3 +126,29 @@ func (t *Arith) Big(args Args, reply *[]byte) error {
 	*reply = make([]byte, args.A)
 	return nil
 }
+
+// rawServer accepts one connection on a loopback listener and hands it to
+// serve, for tests that play a misbehaving peer. It stops when the test
+// ends.
+func rawServer(t *testing.T, serve func(nc net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		serve(nc)
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+	})
+	return l.Addr().String()
+}

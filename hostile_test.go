@@ -312,31 +312,16 @@ func TestForwardCompatibility(t *testing.T) {
 // TestDialNonKievServer checks that dialing something that is not a kiev
 // server fails at once with an error that says so.
 func TestDialNonKievServer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
+	addr := rawServer(t, func(nc net.Conn) {
 		_, _ = nc.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 		// Like an HTTP server, keep the connection until the peer hangs
 		// up, so it surely reads the answer.
 		_, _ = io.Copy(io.Discard, nc)
-	}()
-	defer func() {
-		l.Close()
-		<-done
-	}()
+	})
 
 	const dialTimeout = 3 * time.Second
 	start := time.Now()
-	c, err := kiev.Dial(l.Addr().String(), kiev.WithDialTimeout(dialTimeout))
+	c, err := kiev.Dial(addr, kiev.WithDialTimeout(dialTimeout))
 	elapsed := time.Since(start)
 	if err == nil {
 		c.Close()

@@ -128,29 +128,13 @@ func TestClientCloseFailsPendingAndLaterCalls(t *testing.T) {
 
 // silentServer completes the handshake, then reads and never answers.
 func silentServer(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nc, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
+	return rawServer(t, func(nc net.Conn) {
 		if _, err := wire.ReadPreface(nc); err != nil {
 			return
 		}
 		nc.Write(wire.AppendPreface(nil, wire.Version))
 		io.Copy(io.Discard, nc)
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
 	})
-	return l.Addr().String()
 }
 
 func TestHeartbeatFindsDeadServer(t *testing.T) {
