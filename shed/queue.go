@@ -2,10 +2,13 @@ package shed
 
 import "time"
 
-// entry is a queued task and when it was queued.
+// entry is a queued task, when it was queued, and when it expires: the
+// wait limit in force when it was queued, kept even if the limit changes,
+// so a call admitted to a long queue is not rejected late for it.
 type entry struct {
-	t   Task
-	enq time.Time
+	t       Task
+	enq     time.Time
+	expires time.Time
 }
 
 // deque is a ring buffer of entries, oldest at the front.

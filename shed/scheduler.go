@@ -22,6 +22,10 @@ type Scheduler struct {
 	n         int       // queued tasks
 	running   int       // tasks running
 	lastEmpty time.Time // the last time the queue was empty
+	lastShort time.Time // the last time it was no longer than the overload queue
+	overload  bool      // in overload mode: short wait limit, short queue
+	winStart  time.Time // start of the current measuring window
+	arrivals  int       // tasks submitted in the window
 	timer     *time.Timer
 	timerAt   time.Time // when timer fires; zero if not armed
 	closed    bool
@@ -41,6 +45,8 @@ type Scheduler struct {
 func New(o Options) *Scheduler {
 	s := &Scheduler{opts: o.withDefaults(), now: time.Now}
 	s.lastEmpty = s.now()
+	s.lastShort = s.lastEmpty
+	s.winStart = s.lastEmpty
 	s.timer = time.AfterFunc(time.Hour, s.sweep)
 	s.timer.Stop()
 	return s
@@ -75,6 +81,7 @@ func (s *Scheduler) Submit(t Task) {
 		s.drop(t, Refused)
 		return
 	}
+	s.arrivals++
 	if s.n == 0 && s.running < s.opts.Workers {
 		s.running++
 		s.lastEmpty = now
@@ -84,7 +91,20 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	var victim Task
-	if s.n >= s.capacity(now) {
+	expires := now.Add(s.opts.MaxWait)
+	if s.overloaded(now) {
+		// Admit a call only if the calls that will start before it (those
+		// of its priority or higher) fit its priority's share of the short
+		// queue: a call that would wait too long is refused now, while a
+		// refusal is quick, not after it waited.
+		if s.ahead(p) >= s.share(p) {
+			s.mu.Unlock()
+			s.drop(t, Refused)
+			return
+		}
+		expires = now.Add(s.overloadLimit())
+	}
+	if s.n >= s.opts.QueueSize {
 		victim = s.evictBelow(p)
 		if victim == nil {
 			s.mu.Unlock()
@@ -92,13 +112,35 @@ func (s *Scheduler) Submit(t Task) {
 			return
 		}
 	}
-	s.q[p].pushBack(entry{t, now})
+	s.q[p].pushBack(entry{t, now, expires})
 	s.n++
+	var pushed []dropped
+	if s.overload {
+		pushed = s.pushOut(p)
+	}
 	s.arm(now)
 	s.mu.Unlock()
 	if victim != nil {
 		s.drop(victim, Evicted)
 	}
+	for _, d := range pushed {
+		s.drop(d.t, d.r)
+	}
+}
+
+// pushOut evicts, under overload, the calls that a new call of priority p
+// pushed past their own priority's share: they would expire before
+// starting, so they are answered now, while their wait is short. The
+// newest of each level goes first. Callers hold s.mu.
+func (s *Scheduler) pushOut(p int) []dropped {
+	var out []dropped
+	for level := p - 1; level >= 0; level-- {
+		for s.q[level].len() > 0 && s.ahead(level) > s.share(level) {
+			out = append(out, dropped{s.q[level].popBack().t, Evicted})
+			s.n--
+		}
+	}
+	return out
 }
 
 // hopeless reports whether t should be dropped before it runs: its caller
@@ -114,39 +156,71 @@ func (s *Scheduler) hopeless(t Task, now time.Time) (Reason, bool) {
 	return 0, false
 }
 
-// overloaded reports whether the queue has stayed non-empty for longer
-// than Interval. Callers hold s.mu.
+// overloaded updates and reports the overload mode. The scheduler enters
+// it when the queue has not been empty for Interval, as CoDel does, and
+// leaves it after an Interval in which fewer calls arrived than the
+// workers could have started: a short queue that empties now and then
+// under overload does not flip it back to long waits. Callers hold s.mu.
 func (s *Scheduler) overloaded(now time.Time) bool {
-	return s.n > 0 && now.Sub(s.lastEmpty) > s.opts.Interval
-}
-
-// limit is the longest a task may wait now. Callers hold s.mu.
-func (s *Scheduler) limit(now time.Time) time.Duration {
-	if s.overloaded(now) {
-		return s.opts.Target
+	if elapsed := now.Sub(s.winStart); elapsed >= s.opts.Interval {
+		if s.overload {
+			avg := s.all.Estimate()
+			could := float64(s.opts.Workers) * float64(elapsed) / float64(max(avg, time.Microsecond))
+			if float64(s.arrivals) < 0.95*could {
+				s.overload = false
+			}
+		}
+		s.winStart, s.arrivals = now, 0
 	}
-	return s.opts.MaxWait
+	if !s.overload {
+		if s.n <= s.share(Levels-1) {
+			s.lastShort = now
+		}
+		// CoDel's rule: the queue has not been empty for an Interval. A
+		// queue that has stayed longer than the overload queue for a tenth
+		// of that is a surge: act on it before it turns into long waits.
+		if s.n > 0 && (now.Sub(s.lastEmpty) > s.opts.Interval || now.Sub(s.lastShort) > s.opts.Interval/10) {
+			s.overload = true
+		}
+	}
+	return s.overload
 }
 
-// capacity is how many tasks may wait now: QueueSize, or under overload
-// about Target's worth of work at the measured throughput. Callers hold
+// overloadLimit is the wait limit under overload: Target, or two gaps
+// between task completions if that is longer, so a queued task can still
+// be taken by the next worker to finish. Callers hold s.mu.
+func (s *Scheduler) overloadLimit() time.Duration {
+	gap := s.all.Estimate() / time.Duration(s.opts.Workers)
+	return max(s.opts.Target, 2*gap)
+}
+
+// share is how many calls may be queued ahead of a new call of priority
+// p under overload: what the workers start within half the overload wait
+// limit, scaled by priority from a fifth of that for priority 0 to twice
+// that for priority 9, so important calls are refused last. Callers hold
 // s.mu.
-func (s *Scheduler) capacity(now time.Time) int {
-	if !s.overloaded(now) {
-		return s.opts.QueueSize
-	}
+func (s *Scheduler) share(p int) int {
 	avg := s.all.Estimate()
 	if avg <= 0 {
 		return s.opts.QueueSize
 	}
-	perSecond := float64(s.opts.Workers) * float64(time.Second) / float64(avg)
-	n := int(perSecond * s.opts.Target.Seconds())
-	return min(max(n, 1), s.opts.QueueSize)
+	c := float64(s.opts.Workers) * float64(s.overloadLimit()) / float64(avg) / 2
+	return min(max(int(c*float64(p+1)/5), 1), s.opts.QueueSize)
+}
+
+// ahead counts the queued calls that start before a new call of priority
+// p: those of priority p or higher. Callers hold s.mu.
+func (s *Scheduler) ahead(p int) int {
+	n := 0
+	for level := p; level < Levels; level++ {
+		n += s.q[level].len()
+	}
+	return n
 }
 
 // evictBelow removes and returns the newest task of the lowest priority
-// under p, or nil if every queued task has priority p or higher. Callers
-// hold s.mu.
+// under p, the one that would run last, or nil if every queued task has
+// priority p or higher. Callers hold s.mu.
 func (s *Scheduler) evictBelow(p int) Task {
 	for level := 0; level < p; level++ {
 		if s.q[level].len() > 0 {
@@ -224,20 +298,13 @@ func (s *Scheduler) next() Task {
 			s.lastEmpty = now
 			return nil
 		}
-		lifo := s.overloaded(now)
-		limit := s.limit(now)
-		var e entry
-		if lifo {
-			e = s.q[level].popBack()
-		} else {
-			e = s.q[level].popFront()
-		}
+		e := s.q[level].popFront()
 		s.n--
 		if s.n == 0 {
 			s.lastEmpty = now
 		}
 		wait := now.Sub(e.enq)
-		if wait > limit {
+		if now.After(e.expires) {
 			drops = append(drops, dropped{e.t, Expired})
 			continue
 		}
@@ -266,25 +333,26 @@ func (s *Scheduler) top() int {
 	return -1
 }
 
-// arm makes sure the sweep timer fires by the time the oldest queued
-// task expires, so expired tasks are answered even while every worker is
+// arm makes sure the sweep timer fires by the time the first queued task
+// at the front of its level expires, so expired tasks are answered even while every worker is
 // busy for a long time. Callers hold s.mu.
 func (s *Scheduler) arm(now time.Time) {
 	if s.n == 0 {
 		return
 	}
-	oldest := now
+	var due time.Time
 	for level := range s.q {
-		if s.q[level].len() > 0 && s.q[level].front().enq.Before(oldest) {
-			oldest = s.q[level].front().enq
+		if s.q[level].len() > 0 {
+			if e := s.q[level].front().expires; due.IsZero() || e.Before(due) {
+				due = e
+			}
 		}
 	}
-	due := oldest.Add(s.limit(now))
 	if !s.timerAt.IsZero() && !s.timerAt.After(due) {
 		return
 	}
 	s.timerAt = due
-	s.timer.Reset(max(due.Sub(now), 0) + time.Millisecond/4)
+	s.timer.Reset(max(due.Sub(now), 0) + time.Millisecond/20)
 }
 
 // sweep drops the queued tasks that have waited past the limit.
@@ -293,11 +361,10 @@ func (s *Scheduler) sweep() {
 	now := s.now()
 	s.mu.Lock()
 	s.timerAt = time.Time{}
-	limit := s.limit(now)
 	for level := range s.q {
 		for s.q[level].len() > 0 {
 			e := s.q[level].front()
-			if now.Sub(e.enq) <= limit && !e.t.Canceled() {
+			if !now.After(e.expires) && !e.t.Canceled() {
 				break
 			}
 			s.q[level].popFront()

@@ -214,33 +214,78 @@ func TestCanceledCallIsNotRun(t *testing.T) {
 	h.expect("block:ran", "c:canceled")
 }
 
-func TestOverloadSwitchesToLIFOAndShortQueue(t *testing.T) {
+func TestOverloadShortensTheQueue(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
 	clock := time.Now()
 	var mu sync.Mutex
 	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	for range minObservations { // tasks take 1ms: 1,000/s on one worker
+	for range minObservations { // tasks take 1ms: one worker starts one per ms
 		h.s.all.Observe(time.Millisecond)
 	}
 	release := h.blocker("block")
 	h.s.Submit(h.task("first", 5))
 	if h.s.Stats().Overloaded {
-		t.Fatal("overloaded before the queue stayed full for an interval")
+		t.Fatal("overloaded before the queue stayed non-empty for an interval")
 	}
 	advance(101 * time.Millisecond)
 	if !h.s.Stats().Overloaded {
-		t.Fatal("not overloaded after the queue stayed full for an interval")
+		t.Fatal("not overloaded after the queue stayed non-empty for an interval")
 	}
-	// "first" has waited past Target; under overload it will expire. The
-	// queue now holds about Target's worth of work: 5 tasks at 1ms each.
-	for i := range 8 {
-		h.s.Submit(h.task(fmt.Sprintf("n%d", i), 5))
-	}
-	h.expect("n4:refused", "n5:refused", "n6:refused", "n7:refused")
+	// The overload queue holds what the worker starts in half of Target,
+	// 2.5 calls, scaled by priority: priority 5 may have 3 calls ahead of
+	// it (itself included), priority 2 one, priority 9 five.
+	h.s.Submit(h.task("a", 5))
+	h.s.Submit(h.task("b", 5))
+	h.s.Submit(h.task("c", 5))
+	h.expect("c:refused")
+	h.s.Submit(h.task("low", 2))
+	h.expect("low:refused")
+	// Priority 9 calls go ahead of the others and push out the newest
+	// priority-5 calls, which would no longer start in time.
+	h.s.Submit(h.task("v1", 9))
+	h.expect("b:evicted")
+	h.s.Submit(h.task("v2", 9))
+	h.expect("a:evicted")
 	close(release)
-	// Newest first (LIFO) within the level; "first" waited too long.
-	h.expect("block:ran", "n3:ran", "n2:ran", "n1:ran", "n0:ran", "first:expired")
+	h.expect("block:ran", "v1:ran", "v2:ran", "first:ran")
+
+	// Overload mode ends after an interval in which fewer calls arrived
+	// than the worker could start.
+	advance(101 * time.Millisecond)
+	h.s.Stats()
+	advance(101 * time.Millisecond)
+	if h.s.Stats().Overloaded {
+		t.Fatal("still overloaded after a quiet interval")
+	}
+}
+
+// A surge ends normal mode before the queue has been busy for a whole
+// Interval: once it stays longer than the overload queue for a tenth of
+// the Interval.
+func TestSurgeEntersOverloadEarly(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 100, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	for range minObservations {
+		h.s.all.Observe(time.Millisecond)
+	}
+	release := h.blocker("block")
+	for i := range 10 {
+		h.s.Submit(h.task(fmt.Sprint(i), 9))
+	}
+	mu.Lock()
+	clock = clock.Add(11 * time.Millisecond)
+	mu.Unlock()
+	if !h.s.Stats().Overloaded {
+		t.Fatal("a queue of 10 calls, twice the overload queue, for 11ms did not count as overload")
+	}
+	close(release)
+	h.expect("block:ran")
+	for range 10 {
+		h.next()
+	}
 }
 
 func TestDisabledRunsEverythingAtOnce(t *testing.T) {

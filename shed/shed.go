@@ -5,20 +5,39 @@
 // rest in 10 priority levels, 9 the most important. It keeps a service
 // answering the calls that matter when offered more work than it can do:
 //
-//   - Workers take the highest-priority queued call first.
+//   - Workers take the highest-priority queued call first, oldest first
+//     within a priority.
 //   - When the queue is full, a new call evicts the newest queued call of
 //     the lowest priority below its own; if there is none, the new call is
 //     refused. Both get an immediate answer (kiev.ErrOverloaded).
 //   - A call that waited longer than the wait limit, or whose caller's
 //     deadline has passed or is closer than the method's recent service
 //     time, is answered without running.
-//   - Under sustained overload (the queue has not been empty for
-//     Options.Interval) the wait limit drops from MaxWait to Target and
-//     the queue holds only about Target's worth of work, so queueing delay
-//     stays short and rejections come at once instead of after a wait; and
-//     each priority level is served newest first (adaptive LIFO), so the
-//     calls that run are the ones whose callers are still waiting. This is
-//     CoDel as Facebook applies it to RPC queues.
+//
+// Under overload the scheduler changes mode, so that queueing delay stays
+// a few milliseconds and nearly every call that will not run is told so
+// on arrival, not after a wait:
+//
+//   - It enters overload mode when the queue has not been empty for
+//     Options.Interval (CoDel's rule, as Facebook applies it to RPC
+//     queues), or has stayed longer than the overload queue below for a
+//     tenth of that (a surge). It leaves after an Interval in which fewer
+//     calls arrived than the workers could start.
+//   - In overload mode a call is admitted only if the calls that will
+//     start before it, those of its priority or higher, are fewer than
+//     its priority's share of a short queue: what the workers start in
+//     half of Options.Target, scaled from a fifth of that for priority 0
+//     to twice that for priority 9. Others are refused at once. A call
+//     admitted in overload mode waits at most Target.
+//   - An admitted call pushes out the newest queued calls of lower
+//     priority that it leaves with more calls ahead of them than their
+//     share, as they would expire before starting.
+//
+// Calls are served first in, first out within a priority. Facebook's
+// adaptive LIFO serves the newest first under overload; with the queue
+// kept to a few milliseconds of work it only starved the oldest calls
+// until they expired, so kiev does not use it. bench/overload measures
+// the result against net/rpc and grpc-go.
 //
 // A Scheduler is safe for concurrent use. kiev servers create one from
 // the Options given to kiev.WithShed; a program rarely uses this package
@@ -37,7 +56,7 @@ const Levels = 10
 const (
 	DefaultQueueSize = 1024
 	DefaultMaxWait   = 100 * time.Millisecond
-	DefaultTarget    = 5 * time.Millisecond
+	DefaultTarget    = 3 * time.Millisecond
 	DefaultInterval  = 100 * time.Millisecond
 )
 
@@ -59,14 +78,15 @@ type Options struct {
 	// service keeps up (DefaultMaxWait, 100ms).
 	MaxWait time.Duration
 
-	// Target is the wait limit under sustained overload, CoDel's target
-	// delay (DefaultTarget, 5ms). The queue then holds about Target's
-	// worth of work.
+	// Target is the wait limit in overload mode, CoDel's target delay
+	// (DefaultTarget, 3ms), or two gaps between task completions if that
+	// is longer. The overload queue holds what the workers start within
+	// half of it.
 	Target time.Duration
 
 	// Interval is how long the queue must stay non-empty before the
-	// scheduler counts the service as overloaded (DefaultInterval,
-	// 100ms).
+	// scheduler enters overload mode, and how long a quiet spell must last
+	// before it leaves (DefaultInterval, 100ms).
 	Interval time.Duration
 
 	// Disabled turns the scheduler off: every call runs at once on a
