@@ -2,7 +2,7 @@
 # servers; `make test` runs every check CI runs.
 GO ?= go
 
-.PHONY: demo test vet fmt bench fuzz
+.PHONY: demo test vet fmt bench overload fuzz
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -11,6 +11,8 @@ test: fmt vet
 	$(GO) test -race -count=1 ./...
 	# Allocation guards skip under -race; run them once without it.
 	$(GO) test -count=1 -run 'Alloc' ./...
+	# bench/ is a module of its own: vet it and run its end-to-end test.
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 vet:
 	$(GO) vet ./...
@@ -21,6 +23,10 @@ fmt:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 .
+
+# overload runs the avalanche benchmark (bench/overload), about 3 minutes.
+overload:
+	cd bench && $(GO) run ./overload
 
 # fuzz runs each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

@@ -13,7 +13,7 @@ import (
 // them, so a struggling server is not also buried under calls it would
 // refuse anyway.
 //
-// Over the last Window the client counts calls made and calls the server
+// Over the last Window the client counts calls sent and calls the server
 // accepted (answered with anything but ErrOverloaded), separately for
 // each priority, and refuses a new call with probability
 //
@@ -28,7 +28,10 @@ type Throttle struct {
 	// K is how many calls per accepted call the client sends before it
 	// starts refusing (default 2). Lower is more aggressive.
 	K float64
-	// Window is how far back the counts go (default 1 minute).
+	// Window is how far back the counts go (default 1 second). The book
+	// uses 2 minutes; kiev servers refuse cheaply and at once, so a short
+	// memory lets a client stop refusing within a second of the server
+	// recovering, while a sustained overload keeps it refusing.
 	Window time.Duration
 	// Disabled turns throttling off.
 	Disabled bool
@@ -64,7 +67,7 @@ func newThrottlers(t Throttle) *[MaxPriority + 1]throttler {
 		t.K = 2
 	}
 	if t.Window <= 0 {
-		t.Window = time.Minute
+		t.Window = time.Second
 	}
 	var ts [MaxPriority + 1]throttler
 	for i := range ts {
@@ -108,20 +111,17 @@ func (t *throttler) advance(e int64) {
 	t.epoch.Store(e)
 }
 
-// allow reports whether to send a new call. A call it refuses counts as
-// a call the server did not accept; a call it lets through is counted by
-// done, once its outcome is known, so calls in flight do not count as
-// refused.
+// allow reports whether to send a new call. Only calls sent are counted,
+// by done once their outcome is known, so calls in flight do not count as
+// refused, and neither do the client's own refusals: the book counts
+// those too, which keeps a client refusing for several windows after the
+// server has recovered.
 func (t *throttler) allow(now time.Time) bool {
 	i := t.bucket(now)
 	calls := float64(t.pastCalls.Load() + t.calls[i].Load())
 	accepts := float64(t.pastAccepts.Load() + t.accepts[i].Load())
 	p := (calls - t.k*accepts) / (calls + throttlePadding)
-	if p <= 0 || rand.Float64() >= p {
-		return true
-	}
-	t.calls[i].Add(1)
-	return false
+	return p <= 0 || rand.Float64() >= p
 }
 
 // done counts a sent call, accepted or not by the server.
