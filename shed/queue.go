@@ -9,6 +9,7 @@ type entry struct {
 	t       Task
 	enq     time.Time
 	expires time.Time
+	short   bool // admitted in overload mode, to the short queue
 }
 
 // deque is a ring buffer of entries, oldest at the front.
@@ -33,6 +34,8 @@ func (d *deque) pushBack(e entry) {
 }
 
 func (d *deque) front() entry { return d.buf[d.head] }
+
+func (d *deque) back() entry { return d.buf[(d.head+d.n-1)%len(d.buf)] }
 
 func (d *deque) popFront() entry {
 	e := d.buf[d.head]

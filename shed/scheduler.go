@@ -91,7 +91,7 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	var victim Task
-	expires := now.Add(s.opts.MaxWait)
+	expires, short := now.Add(s.opts.MaxWait), false
 	if s.overloaded(now) {
 		// Admit a call only if the calls that will start before it (those
 		// of its priority or higher) fit its priority's share of the short
@@ -102,7 +102,7 @@ func (s *Scheduler) Submit(t Task) {
 			s.drop(t, Refused)
 			return
 		}
-		expires = now.Add(s.overloadLimit())
+		expires, short = now.Add(s.overloadLimit()), true
 	}
 	if s.n >= s.opts.QueueSize {
 		victim = s.evictBelow(p)
@@ -112,7 +112,7 @@ func (s *Scheduler) Submit(t Task) {
 			return
 		}
 	}
-	s.q[p].pushBack(entry{t, now, expires})
+	s.q[p].pushBack(entry{t, now, expires, short})
 	s.n++
 	var pushed []dropped
 	if s.overload {
@@ -131,11 +131,13 @@ func (s *Scheduler) Submit(t Task) {
 // pushOut evicts, under overload, the calls that a new call of priority p
 // pushed past their own priority's share: they would expire before
 // starting, so they are answered now, while their wait is short. The
-// newest of each level goes first. Callers hold s.mu.
+// newest of each level goes first. Calls admitted before overload mode
+// began keep their place: they have waited long already, and answering
+// them now would only make a late refusal. Callers hold s.mu.
 func (s *Scheduler) pushOut(p int) []dropped {
 	var out []dropped
 	for level := p - 1; level >= 0; level-- {
-		for s.q[level].len() > 0 && s.ahead(level) > s.share(level) {
+		for s.q[level].len() > 0 && s.q[level].back().short && s.ahead(level) > s.share(level) {
 			out = append(out, dropped{s.q[level].popBack().t, Evicted})
 			s.n--
 		}
