@@ -102,7 +102,10 @@ func (s *Scheduler) Submit(t Task) {
 			s.drop(t, Refused)
 			return
 		}
-		expires, short = now.Add(s.overloadLimit()), true
+		// Less important calls get less of the wait limit: they are the
+		// ones pushed back by later arrivals, and the sooner one that
+		// will not start is answered, the better for its caller.
+		expires, short = now.Add(s.overloadLimit()*time.Duration(p+1)/Levels), true
 	}
 	if s.n >= s.opts.QueueSize {
 		victim = s.evictBelow(p)

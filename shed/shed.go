@@ -28,7 +28,9 @@
 //     its priority's share of a short queue: what the workers start in
 //     half of Options.Target, scaled from a fifth of that for priority 0
 //     to twice that for priority 9. Others are refused at once. A call
-//     admitted in overload mode waits at most Target.
+//     of priority p admitted in overload mode waits at most (p+1)/10 of
+//     Target: the less important calls are the ones later arrivals push
+//     back, and one that will not start is best answered soon.
 //   - An admitted call pushes out the newest queued calls of lower
 //     priority that it leaves with more calls ahead of them than their
 //     share, as they would expire before starting.
