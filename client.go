@@ -75,7 +75,9 @@ type Client struct {
 
 // Dial connects to the kiev server at target, "host:port" over TCP (also
 // written "tcp://host:port"), or "unix:///path/to/socket". It returns once
-// the connection and the protocol handshake succeed.
+// the connection and the protocol handshake succeed. The client retries
+// calls that surely did not run within a budget (see RetryPolicy) and
+// throttles itself while the server keeps refusing (see Throttle).
 func Dial(target string, opts ...DialOption) (*Client, error) {
 	network, addr, err := parseTarget(target)
 	if err != nil {
@@ -128,7 +130,11 @@ func (c *Client) Call(ctx context.Context, serviceMethod string, args, reply any
 // Go starts a call and returns at once. The Call is sent on done when it
 // completes; if done is nil, Go makes a channel with room for 10 calls. A
 // non-nil done must be buffered, or Go panics, as in net/rpc. When ctx
-// ends first, the Call completes with ctx's error.
+// ends first, the Call completes with ctx's error. The call goes through
+// the same interceptors, retries and throttling as Client.Call, on a
+// goroutine of its own; a client with none of them (WithRetry with
+// MaxAttempts 1, Throttle.Disabled, no interceptors) sends it from the
+// caller's goroutine.
 func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, done chan *Call) *Call {
 	if done == nil {
 		done = make(chan *Call, 10)
