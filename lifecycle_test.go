@@ -177,10 +177,10 @@ func TestHeartbeatClosesSilentClient(t *testing.T) {
 }
 
 func TestIdleConnectionStaysUpOnHeartbeats(t *testing.T) {
-	hb := kiev.WithHeartbeat(5*time.Millisecond, 30*time.Millisecond)
+	hb := kiev.WithHeartbeat(20*time.Millisecond, 200*time.Millisecond)
 	c := dial(t, newArithServer(t, nil, hb), hb)
-	// Stay idle for many heartbeat timeouts; the pings keep both ends alive.
-	<-time.After(150 * time.Millisecond)
+	// Stay idle for two heartbeat timeouts; the pings keep both ends alive.
+	<-time.After(400 * time.Millisecond)
 	var r Reply
 	if err := c.Call(context.Background(), "Arith.Add", Args{1, 1}, &r); err != nil || r.C != 2 {
 		t.Fatalf("call on an idle connection = %v, %v", r.C, err)
