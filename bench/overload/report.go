@@ -31,16 +31,17 @@ type phaseResult struct {
 	p9Demand  float64 // priority-9 user requests offered, ×X
 	p9Success float64 // fraction of priority-9 user requests that succeeded; NaN if none
 	p99OK     time.Duration
-	p99Rej    time.Duration // -1 if there was no rejection
-	rejected  float64       // fraction of attempts rejected at once
-	timedOut  float64       // fraction of attempts that timed out
-	errors    int           // attempts that failed otherwise
-	served    float64       // handler runs per second, ×X
-	wasted    float64       // fraction of handler runs whose caller had given up; NaN if none
-	ampl      float64       // requests received by the server ÷ user requests
-	perUser   float64       // attempts made per user request (client side)
-	server    serverStats   // the server's counters over the phase
-	lag       time.Duration // p99 of how late the generator launched user requests
+	p99Rej    time.Duration    // -1 if there was no rejection
+	rejPcts   [3]time.Duration // p50, p90, p99.9 of rejections; -1 if none
+	rejected  float64          // fraction of attempts rejected at once
+	timedOut  float64          // fraction of attempts that timed out
+	errors    int              // attempts that failed otherwise
+	served    float64          // handler runs per second, ×X
+	wasted    float64          // fraction of handler runs whose caller had given up; NaN if none
+	ampl      float64          // requests received by the server ÷ user requests
+	perUser   float64          // attempts made per user request (client side)
+	server    serverStats      // the server's counters over the phase
+	lag       time.Duration    // p99 of how late the generator launched user requests
 }
 
 // spikeResult is the spike run of one system at fine time resolution.
@@ -88,6 +89,9 @@ func phaseMetrics(system string, res *loadResult, segs []segment, i int, capacit
 	pr.goodput = float64(ok) / secs / capacity
 	pr.p99OK = p99(okLat)
 	pr.p99Rej = p99(rejLat)
+	for i, q := range []float64{0.5, 0.9, 0.999} {
+		pr.rejPcts[i] = quantile(rejLat, q)
+	}
 	pr.rejected = ratio(rej, ended)
 	pr.timedOut = ratio(tmo, ended)
 
@@ -170,12 +174,16 @@ func spikeMetrics(system string, res *loadResult, segs []segment, capacity float
 }
 
 // p99 returns the 99th percentile (nearest rank) of ds, or -1 if empty.
-func p99(ds []time.Duration) time.Duration {
+func p99(ds []time.Duration) time.Duration { return quantile(ds, 0.99) }
+
+// quantile returns the q quantile (nearest rank) of ds, or -1 if empty.
+// It sorts ds.
+func quantile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return -1
 	}
 	slices.Sort(ds)
-	return ds[int(math.Ceil(0.99*float64(len(ds))))-1]
+	return ds[max(int(math.Ceil(q*float64(len(ds))))-1, 0)]
 }
 
 func ratio(a, b int) float64 {
@@ -237,6 +245,7 @@ func (r *report) write(w io.Writer) {
 	}
 
 	r.writeDrops(w)
+	r.writeRejectionLatency(w)
 
 	fmt.Fprintf(w, "\n### Recovery after the spike\n\n")
 	for _, s := range r.spikes {
@@ -280,6 +289,23 @@ func (r *report) writeDrops(w io.Writer) {
 			fmt.Fprintf(w, " %s |", pct(ratio(int(p.server.DropsBy[x]), int(p.server.Received))))
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// writeRejectionLatency prints the spread of rejection latencies, which
+// the table's p99 alone does not show: how many refusals are immediate,
+// and how slow the slowest are.
+func (r *report) writeRejectionLatency(w io.Writer) {
+	header := false
+	for _, p := range r.phases {
+		if p.rejPcts[0] < 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\n### Latency of rejections\n\n| system | phase | p50 | p90 | p99 | p99.9 |\n|---|---|---|---|---|---|\n")
+			header = true
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", p.system, p.phase, ms(p.rejPcts[0]), ms(p.rejPcts[1]), ms(p.p99Rej), ms(p.rejPcts[2]))
 	}
 }
 
