@@ -106,6 +106,12 @@ func (s *Scheduler) Submit(t Task) {
 		// ones pushed back by later arrivals, and the sooner one that
 		// will not start is answered, the better for its caller.
 		expires, short = now.Add(s.overloadLimit()*time.Duration(p+1)/Levels), true
+		if p == Levels-1 {
+			// The most important calls are bounded by their share
+			// alone: none is shed for a wait the CPU, not the queue,
+			// made longer.
+			expires = now.Add(s.opts.MaxWait)
+		}
 	}
 	if s.n >= s.opts.QueueSize {
 		victim = s.evictBelow(p)
@@ -210,7 +216,11 @@ func (s *Scheduler) share(p int) int {
 		return s.opts.QueueSize
 	}
 	c := float64(s.opts.Workers) * float64(s.overloadLimit()) / float64(avg) / 2
-	return min(max(int(c*float64(p+1)/5), 1), s.opts.QueueSize)
+	n := int(c * float64(p+1) / 5)
+	if p == Levels-1 {
+		n = max(n, s.opts.Workers) // room for a round of the most important calls
+	}
+	return min(max(n, 1), s.opts.QueueSize)
 }
 
 // ahead counts the queued calls that start before a new call of priority

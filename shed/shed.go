@@ -28,9 +28,11 @@
 //     its priority's share of a short queue: what the workers start in
 //     half of Options.Target, scaled from a fifth of that for priority 0
 //     to twice that for priority 9. Others are refused at once. A call
-//     of priority p admitted in overload mode waits at most (p+1)/10 of
-//     Target: the less important calls are the ones later arrivals push
-//     back, and one that will not start is best answered soon.
+//     of priority p below 9 admitted in overload mode waits at most
+//     (p+1)/10 of Target: the less important calls are the ones later
+//     arrivals push back, and one that will not start is best answered
+//     soon. Priority 9 has room for at least a round of Workers and is
+//     bounded by its share alone, never shed for a wait.
 //   - An admitted call pushes out the newest queued calls of lower
 //     priority that it leaves with more calls ahead of them than their
 //     share, as they would expire before starting.
@@ -58,7 +60,7 @@ const Levels = 10
 const (
 	DefaultQueueSize = 1024
 	DefaultMaxWait   = 100 * time.Millisecond
-	DefaultTarget    = 3 * time.Millisecond
+	DefaultTarget    = time.Millisecond
 	DefaultInterval  = 100 * time.Millisecond
 )
 
@@ -81,7 +83,7 @@ type Options struct {
 	MaxWait time.Duration
 
 	// Target is the wait limit in overload mode, CoDel's target delay
-	// (DefaultTarget, 3ms), or two gaps between task completions if that
+	// (DefaultTarget, 1ms), or two gaps between task completions if that
 	// is longer. The overload queue holds what the workers start within
 	// half of it.
 	Target time.Duration
