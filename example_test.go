@@ -69,14 +69,31 @@ func Example() {
 	// not found: true
 }
 
-func ExampleWithMetadata() {
-	srv := kiev.NewServer()
-	srv.Register(Greeter{})
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
+// serveExample serves svc on srv over loopback and returns a client of
+// it, and a function that stops both. Example shows the same steps in
+// full.
+func serveExample(srv *kiev.Server, svc any) (*kiev.Client, func()) {
+	if err := srv.Register(svc); err != nil {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
 	go srv.Serve(l)
-	defer srv.Close()
-	c, _ := kiev.Dial(l.Addr().String())
-	defer c.Close()
+	c, err := kiev.Dial(l.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c, func() {
+		c.Close()
+		srv.Close()
+	}
+}
+
+func ExampleWithMetadata() {
+	c, stop := serveExample(kiev.NewServer(), Greeter{})
+	defer stop()
 
 	ctx := kiev.WithMetadata(context.Background(), "trace-id", "4bf92f35")
 	var reply string
@@ -88,13 +105,8 @@ func ExampleWithMetadata() {
 }
 
 func ExampleClient_Go() {
-	srv := kiev.NewServer()
-	srv.Register(Greeter{})
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	go srv.Serve(l)
-	defer srv.Close()
-	c, _ := kiev.Dial(l.Addr().String())
-	defer c.Close()
+	c, stop := serveExample(kiev.NewServer(), Greeter{})
+	defer stop()
 
 	done := make(chan *kiev.Call, 3)
 	for _, name := range []string{"a", "b", "c"} {
@@ -120,13 +132,8 @@ func ExampleServerInterceptor() {
 			return next(ctx, req)
 		}
 	}
-	srv := kiev.NewServer(kiev.WithServerInterceptor(auth))
-	srv.Register(Greeter{})
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	go srv.Serve(l)
-	defer srv.Close()
-	c, _ := kiev.Dial(l.Addr().String())
-	defer c.Close()
+	c, stop := serveExample(kiev.NewServer(kiev.WithServerInterceptor(auth)), Greeter{})
+	defer stop()
 
 	var reply string
 	err := c.Call(context.Background(), "Greeter.Hello", GreetArgs{Name: "x"}, &reply)
@@ -154,12 +161,8 @@ func ExampleWithPriority() {
 	// At most 64 calls run at once; up to 512 wait, the least important
 	// shed first when more arrive.
 	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 64, QueueSize: 512, MaxWait: 100 * time.Millisecond}))
-	srv.Register(Push{})
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	go srv.Serve(l)
-	defer srv.Close()
-	c, _ := kiev.Dial(l.Addr().String())
-	defer c.Close()
+	c, stop := serveExample(srv, Push{})
+	defer stop()
 
 	var reply string
 	c.Call(context.Background(), "Push.Send", "ann", &reply)
