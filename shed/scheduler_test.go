@@ -403,3 +403,43 @@ func TestReleaseIdleLeavesNoGoroutines(t *testing.T) {
 	}
 	h.s.ReleaseIdle()
 }
+
+// In overload mode, priority 9 has room for a round of workers even when
+// the overload queue is shorter, and is not shed for waiting.
+func TestPriority9KeepsRoomUnderOverload(t *testing.T) {
+	h := newHarness(t, Options{Workers: 4, QueueSize: 100, MaxWait: time.Second, Target: time.Millisecond, Interval: 100 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	for range minObservations { // 10ms per task: the overload queue is tiny
+		h.s.all.Observe(10 * time.Millisecond)
+	}
+	var releases []chan struct{}
+	for i := range 4 {
+		releases = append(releases, h.blocker(fmt.Sprint("block", i)))
+	}
+	h.s.Submit(h.task("first", 9))
+	advance(101 * time.Millisecond)
+	if !h.s.Stats().Overloaded {
+		t.Fatal("not overloaded")
+	}
+	for i := range 3 { // with "first", a round of 4 workers
+		h.s.Submit(h.task(fmt.Sprint("v", i), 9))
+	}
+	h.s.Submit(h.task("v3", 9))
+	h.expect("v3:refused")
+	advance(500 * time.Millisecond) // far past Target, within MaxWait
+	for _, r := range releases {
+		close(r)
+	}
+	got := map[string]bool{}
+	for range 8 {
+		got[h.next()] = true
+	}
+	for _, want := range []string{"first:ran", "v0:ran", "v1:ran", "v2:ran"} {
+		if !got[want] {
+			t.Errorf("%s missing from %v", want, got)
+		}
+	}
+}
