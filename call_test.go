@@ -75,11 +75,7 @@ func TestManyConcurrentCallsShareOneConnection(t *testing.T) {
 	if err := srv.Register(&Arith{}); err != nil {
 		t.Fatal(err)
 	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &countingListener{Listener: inner}
+	l := &countingListener{Listener: listen(t)}
 	go srv.Serve(l)
 	defer srv.Close()
 	c := dial(t, l.Addr().String())

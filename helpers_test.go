@@ -72,10 +72,7 @@ func (t *Arith) Meta(ctx context.Context, key string, reply *string) error {
 // test ends.
 func startServer(t testing.TB, srv *kiev.Server) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -132,10 +129,7 @@ func (t *Arith) Big(args Args, reply *[]byte) error {
 // ends.
 func rawServer(t *testing.T, serve func(nc net.Conn)) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -151,4 +145,14 @@ func rawServer(t *testing.T, serve func(nc net.Conn)) string {
 		<-done
 	})
 	return l.Addr().String()
+}
+
+// listen opens a loopback listener for a test server.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -19,10 +19,7 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
 	srv := kiev.NewServer()
 	srv.Register(svc)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	c := dial(t, l.Addr().String())
@@ -190,10 +187,7 @@ func TestIdleConnectionStaysUpOnHeartbeats(t *testing.T) {
 func TestClientRedialsAfterServerRestart(t *testing.T) {
 	srv := kiev.NewServer()
 	srv.Register(&Arith{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	addr := l.Addr().String()
 	go srv.Serve(l)
 	c := dial(t, addr, kiev.WithBackoff(time.Millisecond, 20*time.Millisecond))
@@ -243,10 +237,7 @@ func TestDialErrors(t *testing.T) {
 			t.Errorf("Dial(%q) = %v; want error saying %q", tc.target, err, tc.want)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	addr := l.Addr().String()
 	l.Close()
 	if _, err := kiev.Dial(addr); !errors.Is(err, kiev.ErrUnavailable) {
@@ -347,10 +338,7 @@ func TestDefaultServer(t *testing.T) {
 	if err := registerDefault(); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	served := make(chan error, 1)
 	go func() { served <- kiev.Serve(l) }()
 	c := dial(t, l.Addr().String())
@@ -369,10 +357,7 @@ func TestNoGoroutinesLeftBehind(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := kiev.NewServer()
 	srv.Register(&Arith{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listen(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	for range 3 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,13 +102,7 @@ func (s *Server) lookup(name []byte) (*method, error) {
 		return m, nil
 	}
 	full := string(name)
-	dot := -1
-	for i := len(full) - 1; i >= 0; i-- {
-		if full[i] == '.' {
-			dot = i
-			break
-		}
-	}
+	dot := strings.LastIndexByte(full, '.')
 	if dot < 0 {
 		return nil, fmt.Errorf("kiev: method name %q is not of the form Service.Method", full)
 	}
