@@ -87,9 +87,10 @@ takes the place of a less important one, and both the evicted call and a
 call with nothing less important to evict are answered ErrOverloaded at
 once. Calls that waited too long, or whose caller's deadline has passed or
 is nearer than the method's usual run time, are answered without running.
-Under sustained overload the queue shrinks to a few milliseconds of work
-and serves newest first, so the calls that run are those whose callers
-still wait. Configure it with WithShed.
+Under sustained overload the queue shrinks to about a millisecond of work,
+each priority gets a share of it, and a call that will not start in time
+is refused on arrival rather than after a wait. Configure it with
+WithShed.
 
 A call's priority, 0 (shed first) to 9 (shed last), is set with
 WithPriority and read in a handler with PriorityFrom; DefaultPriority
