@@ -3,6 +3,7 @@ module github.com/kievrpc/kiev
 go 1.26
 
 require (
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/go-cmp v0.7.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	go.uber.org/goleak v1.3.0

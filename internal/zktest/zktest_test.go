@@ -1,0 +1,129 @@
+package zktest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestShared(t *testing.T) {
+	if err := Ready(Shared(t), time.Second); err != nil {
+		t.Fatalf("the shared server at $%s does not answer: %v", EnvAddr, err)
+	}
+}
+
+func TestServerStopStart(t *testing.T) {
+	s := Start(t)
+	if err := Ready(s.Addr(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if err := Ruok(s.Addr(), time.Second); err == nil {
+		t.Fatal("the server answers after Stop")
+	}
+	s.Stop() // stopping a stopped server does nothing
+	s.Start()
+	if err := Ready(s.Addr(), time.Second); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+}
+
+func TestStartSkipsWithoutClasspath(t *testing.T) {
+	if os.Getenv(EnvClasspath) == "" {
+		t.Skip("nothing to check: the variable is unset already")
+	}
+	t.Setenv(EnvClasspath, "")
+	t.Run("skip", func(t *testing.T) {
+		Start(t)
+		t.Fatal("Start did not skip")
+	})
+}
+
+// echo serves one loopback listener that echoes what it reads.
+func echo(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	conns := make(chan net.Conn, 16)
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+			go io.Copy(c, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		close(conns)
+		for c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+func roundTrip(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, msg); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c, msg)
+}
+
+func expect(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+		t.Fatalf("read %q, %v; want %q", buf, err, msg)
+	}
+}
+
+func TestProxy(t *testing.T) {
+	p := NewProxy(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip(t, c, "hello")
+
+	p.Pause()
+	if _, err := io.WriteString(c, "held"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing to wait for but silence: a short read deadline.
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var ne net.Error
+	if n, err := c.Read(make([]byte, 4)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read while paused = %d, %v; want a timeout", n, err)
+	}
+	p.Resume()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	expect(t, c, "held")
+
+	p.Cut()
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("Read after Cut = %d, nil; want an error", n)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	roundTrip(t, c2, "again")
+}

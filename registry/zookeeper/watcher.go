@@ -1,0 +1,222 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/kievrpc/kiev/registry"
+)
+
+// watcher follows one service. Its goroutine, run, reads the providers
+// with a children watch, reads again after each event, and publishes the
+// set when it changed; Next hands the published sets to its caller.
+type watcher struct {
+	r       *Registry
+	service string
+	path    string // of the providers node
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	ready    chan struct{} // closed at the first published set
+
+	mu      sync.Mutex
+	cur     []registry.Instance // the latest set read, sorted; never modified
+	changed chan struct{}       // closed and replaced when cur changes
+
+	// Owned by the goroutine calling Next.
+	last    []registry.Instance
+	started bool
+
+	// Owned by run: malformed nodes already logged, by name, with the
+	// Mzxid of the data that was logged.
+	bad map[string]int64
+}
+
+var _ registry.Watcher = (*watcher)(nil)
+
+func newWatcher(r *Registry, service string) *watcher {
+	return &watcher{
+		r:       r,
+		service: service,
+		path:    r.providersPath(service),
+		stop:    make(chan struct{}),
+		ready:   make(chan struct{}),
+		changed: make(chan struct{}),
+		bad:     make(map[string]int64),
+	}
+}
+
+// Next returns the provider set when it differs from the one it last
+// returned; see registry.Watcher.
+func (w *watcher) Next(ctx context.Context) ([]registry.Instance, error) {
+	for {
+		select {
+		case <-w.stop:
+			return nil, registry.ErrStopped
+		case <-w.r.done:
+			return nil, registry.ErrClosed
+		default:
+		}
+		w.mu.Lock()
+		cur, changed := w.cur, w.changed
+		have := w.cur != nil
+		w.mu.Unlock()
+		if have && (!w.started || !registry.SameSet(cur, w.last)) {
+			w.started = true
+			w.last = cur
+			return cloneSet(cur), nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-w.stop:
+			return nil, registry.ErrStopped
+		case <-w.r.done:
+			return nil, registry.ErrClosed
+		}
+	}
+}
+
+// Stop ends the watch. The goroutine reading ZooKeeper returns at its next
+// step; Registry.Close waits for it.
+func (w *watcher) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+func (w *watcher) ended() bool {
+	select {
+	case <-w.stop:
+		return true
+	case <-w.r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// run reads the set, publishes it and waits for ZooKeeper's watch to fire,
+// over and over. A read that fails (the connection is lost, or the session
+// expired) publishes nothing: it is tried again when the next session is
+// established, or after a backoff.
+func (w *watcher) run() {
+	defer w.r.watchers.Done()
+	backoff := minBackoff
+	for !w.ended() {
+		up := w.r.sessionUp()
+		set, event, err := w.read()
+		if err != nil {
+			if w.r.conn.State() == zk.StateHasSession {
+				w.r.log.Warn("kiev/registry/zookeeper: reading providers", "service", w.service, "err", err)
+			}
+			t := time.NewTimer(backoff)
+			backoff = min(2*backoff, maxBackoff)
+			select {
+			case <-up:
+			case <-t.C:
+			case <-w.stop:
+			case <-w.r.done:
+			}
+			t.Stop()
+			continue
+		}
+		backoff = minBackoff
+		w.publish(set)
+		// Any event means reading again: the children changed, the
+		// providers node appeared or went, or the watch was lost with
+		// the session (EventNotWatching). While the connection is down
+		// the client keeps the watch and sets it again on reconnection.
+		select {
+		case <-event:
+		case <-w.stop:
+		case <-w.r.done:
+		}
+	}
+}
+
+// read returns the current providers and a channel that fires at the next
+// change. If the providers node does not exist yet, the set is empty and
+// the channel fires when it is created.
+func (w *watcher) read() ([]registry.Instance, <-chan zk.Event, error) {
+	conn := w.r.conn
+	for {
+		names, _, event, err := conn.ChildrenW(w.path)
+		if errors.Is(err, zk.ErrNoNode) {
+			exists, _, event, err := conn.ExistsW(w.path)
+			if err != nil {
+				return nil, nil, err
+			}
+			if exists {
+				continue // created since ChildrenW
+			}
+			return []registry.Instance{}, event, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		set := make([]registry.Instance, 0, len(names))
+		for _, name := range names {
+			data, stat, err := conn.Get(w.path + "/" + name)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // gone since ChildrenW; the watch fires for it
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			in, err := decodeNode(data, w.service, name)
+			if err != nil {
+				w.skip(name, stat, err)
+				continue
+			}
+			delete(w.bad, name)
+			set = append(set, in)
+		}
+		for name := range w.bad {
+			if !slices.Contains(names, name) {
+				delete(w.bad, name)
+			}
+		}
+		registry.Sort(set)
+		return set, event, nil
+	}
+}
+
+// skip logs a malformed provider node, once for each version of its data.
+func (w *watcher) skip(name string, stat *zk.Stat, err error) {
+	if mzxid, ok := w.bad[name]; ok && mzxid == stat.Mzxid {
+		return
+	}
+	w.bad[name] = stat.Mzxid
+	w.r.log.Warn("kiev/registry/zookeeper: skipping a malformed provider node",
+		"path", w.path+"/"+name, "err", err)
+}
+
+// publish makes set the current set if it differs from it, and wakes Next.
+func (w *watcher) publish(set []registry.Instance) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur != nil && registry.SameSet(w.cur, set) {
+		return
+	}
+	if w.cur == nil {
+		close(w.ready)
+	}
+	w.cur = set
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// cloneSet copies set deeply, so that callers may change what they get.
+func cloneSet(set []registry.Instance) []registry.Instance {
+	out := make([]registry.Instance, len(set))
+	for i, in := range set {
+		in.Codecs = slices.Clone(in.Codecs)
+		in.Metadata = maps.Clone(in.Metadata)
+		out[i] = in
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# services.sh starts and stops the real servers kiev's tests run against.
+#
+#   scripts/services.sh up     install (if needed) and start every service
+#   scripts/services.sh down   stop the services this script started
+#   scripts/services.sh env    print the export lines the tests read:
+#                              eval "$(scripts/services.sh env)"
+#
+# A service that already answers on its port is used as it is; only where
+# none answers does the script start one, under $KIEV_SERVICES_DIR
+# (default /tmp/kiev-services), and record its PID there so that `down`
+# stops only what `up` started. Everything binds to 127.0.0.1.
+#
+# Each service is a set of functions named <service>_up, <service>_down and
+# <service>_env; add a service by writing its three functions and listing it
+# in SERVICES.
+set -euo pipefail
+
+SERVICES=(zookeeper)
+STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# alive PID succeeds if PID is a running process; a zombie counts as dead
+# (PID 1 on these machines does not reap orphans, so kill -0 is not enough).
+alive() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }            # the state is the field after "(comm) "
+	[[ ${stat%% *} != Z ]]
+}
+
+# stop_pidfile FILE sends SIGTERM to the PID in FILE, waits up to 10 s for it
+# to end, then SIGKILLs it, and removes FILE.
+stop_pidfile() {
+	local file=$1 pid i
+	[[ -f $file ]] || return 0
+	pid=$(<"$file")
+	if [[ $pid =~ ^[0-9]+$ ]] && alive "$pid"; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 100; i++)); do
+			alive "$pid" || break
+			sleep 0.1
+		done
+		if alive "$pid"; then
+			log "PID $pid ignored SIGTERM; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	rm -f "$file"
+}
+
+# apt_install PACKAGE... installs Debian packages without letting their
+# maintainer scripts start any daemon.
+apt_install() {
+	local created_policy="" rc=0
+	export DEBIAN_FRONTEND=noninteractive
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		created_policy=1
+	fi
+	# Refresh the package lists only when apt does not know a package.
+	if ! apt-cache show "$@" >/dev/null 2>&1; then
+		log "apt-get update"
+		apt-get update -qq || rc=$?
+	fi
+	if ((rc == 0)); then
+		log "apt-get install $*"
+		apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+	fi
+	if [[ -n $created_policy ]]; then
+		rm -f /usr/sbin/policy-rc.d
+	fi
+	return "$rc"
+}
+
+# --- ZooKeeper ---------------------------------------------------------------
+
+ZK_HOST=127.0.0.1
+ZK_PORT=2181
+ZK_JAR=/usr/share/java/zookeeper.jar
+# slf4j-simple gives ZooKeeper a log binding (Debian's classpath has none, so
+# the server would log nothing); it writes to stderr, that is to $ZK_DIR/log.
+ZK_CLASSPATH=/etc/zookeeper/conf:$ZK_JAR:/usr/share/java/slf4j-simple.jar
+ZK_DIR=$STATE_DIR/zookeeper
+
+# zk_4lw HOST PORT WORD prints the ZooKeeper server's answer to a
+# four-letter word, through bash's /dev/tcp (no nc needed).
+zk_4lw() {
+	local host=$1 port=$2 word=$3
+	( # a subshell, so that the socket and the exit stay in it
+		exec 3<>"/dev/tcp/$host/$port" || exit 1
+		printf '%s' "$word" >&3
+		timeout 2 cat <&3
+	) 2>/dev/null
+}
+
+# zk_ruok succeeds if a ZooKeeper on HOST PORT answers ruok with imok.
+zk_ruok() {
+	[[ $(zk_4lw "${1:-$ZK_HOST}" "${2:-$ZK_PORT}" ruok) == imok ]]
+}
+
+# zk_ready succeeds if that ZooKeeper also serves sessions: srvr shows its
+# Mode (ruok answers imok a moment before that).
+zk_ready() {
+	zk_ruok "$@" && [[ $(zk_4lw "${1:-$ZK_HOST}" "${2:-$ZK_PORT}" srvr) == *$'\n'Mode:* ]]
+}
+
+zookeeper_up() {
+	if zk_ruok; then
+		log "zookeeper: already answering on $ZK_HOST:$ZK_PORT"
+		return 0
+	fi
+	if [[ ! -f $ZK_JAR ]]; then
+		apt_install zookeeper
+	fi
+	command -v java >/dev/null || apt_install default-jre-headless
+	mkdir -p "$ZK_DIR/data"
+	stop_pidfile "$ZK_DIR/pid" # a stale server of ours that stopped answering
+	cat >"$ZK_DIR/zoo.cfg" <<EOF
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$ZK_DIR/data
+clientPort=$ZK_PORT
+clientPortAddress=$ZK_HOST
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+EOF
+	log "zookeeper: starting on $ZK_HOST:$ZK_PORT (state in $ZK_DIR)"
+	setsid java -Xmx256m -XX:+UseSerialGC \
+		-Dorg.slf4j.simpleLogger.showDateTime=true \
+		-cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
+		"$ZK_DIR/zoo.cfg" >"$ZK_DIR/log" 2>&1 </dev/null &
+	echo $! >"$ZK_DIR/pid"
+	local pid=$! i
+	for ((i = 0; i < 300; i++)); do # 30 s
+		if zk_ready; then
+			log "zookeeper: ready (PID $pid)"
+			return 0
+		fi
+		alive "$pid" || break
+		sleep 0.1
+	done
+	log "zookeeper: not serving within 30 s; the end of $ZK_DIR/log:"
+	tail -n 40 "$ZK_DIR/log" >&2 || true
+	stop_pidfile "$ZK_DIR/pid"
+	return 1
+}
+
+zookeeper_down() {
+	if [[ -f $ZK_DIR/pid ]]; then
+		log "zookeeper: stopping PID $(<"$ZK_DIR/pid")"
+	fi
+	stop_pidfile "$ZK_DIR/pid"
+}
+
+zookeeper_env() {
+	echo "export KIEV_ZOOKEEPER=$ZK_HOST:$ZK_PORT"
+	echo "export KIEV_ZOOKEEPER_CLASSPATH=$ZK_CLASSPATH"
+}
+
+# --- main --------------------------------------------------------------------
+
+main() {
+	local s
+	case ${1:-} in
+	up)
+		mkdir -p "$STATE_DIR"
+		for s in "${SERVICES[@]}"; do "${s}_up"; done
+		;;
+	down)
+		for s in "${SERVICES[@]}"; do "${s}_down"; done
+		;;
+	env)
+		for s in "${SERVICES[@]}"; do "${s}_env"; done
+		;;
+	*)
+		die "usage: $0 up|down|env"
+		;;
+	esac
+}
+
+main "$@"
