@@ -1,14 +1,31 @@
 # kiev's two entry points: `make demo` runs the quickstart with no outside
-# servers; `make test` runs every check CI runs.
+# servers; `make test` installs and starts the real servers the tests need
+# (scripts/services.sh) and runs every check CI runs against them.
 GO ?= go
+SHELL := /bin/bash
 
-.PHONY: demo test vet fmt bench overload fuzz
+# WITH_SERVICES exports the servers' addresses for the command after it.
+WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
+
+.PHONY: demo test vet fmt bench overload fuzz services services-down
 
 demo:
 	$(GO) run ./examples/quickstart
 
-test: fmt vet
-	$(GO) test -race -count=1 ./...
+# go-zookeeper/zk v1.0.4 writes its lastZxid field in its receive loop
+# while its connect loop reads it to set watches again after a reconnect
+# (upstream go-zookeeper/zk#35, not fixed in any release), so the race
+# detector flags tests that make a ZooKeeper client reconnect, at random.
+# Those tests run in a pass of their own without -race; every other test,
+# kiev's ZooKeeper registry included, runs with it.
+ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable
+
+test: fmt vet services
+	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' ./...
+	# -v shows the failover figures the tests measure; the filter drops
+	# the ZooKeeper client's chatter.
+	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ \
+		| grep -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)'
 	# Allocation guards skip under -race; run them once without it.
 	$(GO) test -count=1 -run 'Alloc' ./...
 	# bench/ is a module of its own: vet it and run its end-to-end test.
@@ -16,6 +33,14 @@ test: fmt vet
 
 vet:
 	$(GO) vet ./...
+
+# services installs (if needed) and starts ZooKeeper; services-down stops
+# what it started.
+services:
+	bash scripts/services.sh up
+
+services-down:
+	bash scripts/services.sh down
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -34,3 +59,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/

@@ -3,16 +3,12 @@ package kiev
 import (
 	"context"
 	"errors"
-
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/registry"
 )
 
 // Call is an RPC in progress or done, as in net/rpc. Client.Go returns one;
@@ -49,68 +45,92 @@ func (call *Call) complete() {
 
 var callPool = sync.Pool{New: func() any { return &Call{signal: make(chan *Call, 1)} }}
 
-// Client calls services on one server over one multiplexed connection,
-// which it redials with backoff when it breaks. A Client is safe for use
-// by many goroutines at once; share one per server.
+// Client calls services over multiplexed connections: to one server, or
+// to every provider of a service found in a registry, one connection
+// each, balanced per call. Broken connections are redialed with backoff.
+// A Client is safe for use by many goroutines at once; share one per
+// server or service.
 type Client struct {
-	network, addr string
-	opts          dialOptions
-	invoke        Invoker
-	budget        *retryBudget
-	throttle      *[MaxPriority + 1]throttler
-	direct        bool // Go may send without a goroutine: no interceptors, retries or throttle
+	target string
+	opts   dialOptions
+	invoke Invoker
+	budget *retryBudget
+	direct bool // Go may send without a goroutine: one server, no interceptors, retries or throttle
 
-	live atomic.Pointer[clientConn] // the current connection, for the fast path
+	single *endpoint // the server of Dial(address); nil when dialing a service
+	group  *group    // the providers of Dial(service)
 
-	mu       sync.Mutex
-	cc       *clientConn
-	closed   bool
-	dialing  chan struct{} // closed when the dial in progress ends
-	failures int           // failed dials in a row
-	retryAt  time.Time     // no dial before this
-	lastErr  error
+	mu     sync.Mutex
+	closed bool
 
-	wg sync.WaitGroup // goroutines of every connection
+	wg sync.WaitGroup // goroutines of every connection and of the group
 }
 
-// Dial connects to the kiev server at target, "host:port" over TCP (also
-// written "tcp://host:port"), or "unix:///path/to/socket". It returns once
-// the connection and the protocol handshake succeed. The client retries
-// calls that surely did not run within a budget (see RetryPolicy) and
-// throttles itself while the server keeps refusing (see Throttle).
+// Dial returns a Client for target, which is one of:
+//
+//   - a server's address: "host:port" over TCP (also "tcp://host:port"),
+//     or "unix:///path/to/socket". Dial returns once the connection and
+//     the protocol handshake succeed.
+//   - a service name, such as "Arith": the client follows the providers of
+//     the service in the registry given by WithRegistry, or else
+//     DefaultRegistry, and balances calls over them (WithBalancer).
+//   - "zookeeper://host:2181,host2:2181/Service", or with a root other
+//     than "/kiev", "zookeeper://host:2181/team-a/kiev/Service": the
+//     same, on a ZooKeeper registry (see registry/zookeeper) that the
+//     client opens and closes itself. "?session_timeout=10s" sets its
+//     session timeout.
+//
+// A service client is returned at once, before any provider is known;
+// calls wait within their context for one to register, or fail at once
+// with WithFailFast. Calls that surely did not run are retried on another
+// provider within a budget (see RetryPolicy), and the client throttles
+// itself while a server keeps refusing (see Throttle).
 func Dial(target string, opts ...DialOption) (*Client, error) {
-	network, addr, err := parseTarget(target)
+	t, err := parseTarget(target)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{network: network, addr: addr}
+	c := &Client{target: target}
 	for _, o := range opts {
 		o.applyDial(&c.opts)
 	}
 	c.opts.fill()
 	c.budget = newRetryBudget(c.opts.retry)
-	c.throttle = newThrottlers(c.opts.throttle)
 	c.invoke = chainClient(c.attempts, c.opts.interceptors)
-	c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.throttle == nil
-	if _, err := c.conn(context.Background()); err != nil {
+	if t.service == "" {
+		c.single = newEndpoint(c, registry.Instance{Network: t.network, Address: t.addr})
+		c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.single.throttle == nil
+		if _, err := c.single.conn(context.Background()); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	reg, own := c.opts.registry, false
+	switch {
+	case t.zookeeper != nil:
+		if reg, err = openZooKeeper(t.zookeeper); err != nil {
+			return nil, fmt.Errorf("kiev: Dial %q: %w", target, err)
+		}
+		own = true
+	case reg == nil:
+		reg = DefaultRegistry()
+	}
+	if c.group, err = newGroup(c, t.service, reg, own); err != nil {
+		if own {
+			reg.Close()
+		}
 		return nil, err
 	}
 	return c, nil
 }
 
-func parseTarget(target string) (network, addr string, err error) {
-	switch {
-	case strings.HasPrefix(target, "unix://"):
-		return "unix", strings.TrimPrefix(target, "unix://"), nil
-	case strings.HasPrefix(target, "tcp://"):
-		target = strings.TrimPrefix(target, "tcp://")
-	case strings.Contains(target, "://"):
-		return "", "", fmt.Errorf("kiev: Dial %q: unknown scheme; use host:port, tcp://host:port or unix:///path", target)
+// Providers reports the providers a service client knows, sorted by ID;
+// it is empty for a client of one address.
+func (c *Client) Providers() []Provider {
+	if c.group == nil {
+		return nil
 	}
-	if _, _, err := net.SplitHostPort(target); err != nil {
-		return "", "", fmt.Errorf("kiev: Dial %q: want host:port: %v", target, err)
-	}
-	return "tcp", target, nil
+	return c.group.providers()
 }
 
 // Call calls serviceMethod ("Service.Method") with args, waits for the
@@ -152,16 +172,16 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 		}()
 		return call
 	}
-	if _, err := c.start(ctx, call, true); err != nil {
+	if _, err := c.start(ctx, c.single, call, true); err != nil {
 		call.Error = err
 		call.complete()
 	}
 	return call
 }
 
-// roundTrip is the innermost Invoker: send the call, wait for its end.
-func (c *Client) roundTrip(ctx context.Context, call *Call) error {
-	cc, err := c.start(ctx, call, false)
+// roundTrip sends the call to ep and waits for its end.
+func (c *Client) roundTrip(ctx context.Context, ep *endpoint, call *Call) error {
+	cc, err := c.start(ctx, ep, call, false)
 	if err != nil {
 		return err
 	}
@@ -177,14 +197,14 @@ func (c *Client) roundTrip(ctx context.Context, call *Call) error {
 	}
 }
 
-// start sends call on the current connection, dialing one if needed. For
-// an async call (Client.Go), the connection also watches ctx.
-func (c *Client) start(ctx context.Context, call *Call, async bool) (*clientConn, error) {
+// start sends call on ep's connection, dialing one if needed. For an
+// async call (Client.Go), the connection also watches ctx.
+func (c *Client) start(ctx context.Context, ep *endpoint, call *Call, async bool) (*clientConn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &callError{call.ServiceMethod, err}
 	}
 	call.codec = c.opts.codec
-	cc, err := c.conn(ctx)
+	cc, err := ep.conn(ctx)
 	if err != nil {
 		err = &callError{call.ServiceMethod, err}
 		if !errors.Is(err, errClientClosed) {
@@ -198,8 +218,9 @@ func (c *Client) start(ctx context.Context, call *Call, async bool) (*clientConn
 	return cc, nil
 }
 
-// Close closes the connection. Calls in flight fail with ErrShutdown, as
-// do calls made after Close. Close waits for the client's goroutines.
+// Close closes the client's connections and stops following the
+// registry. Calls in flight fail with ErrShutdown, as do calls made after
+// Close. Close waits for the client's goroutines.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -207,16 +228,11 @@ func (c *Client) Close() error {
 		return ErrShutdown
 	}
 	c.closed = true
-	cc := c.cc
-	c.cc = nil
-	c.live.Store(nil)
-	dialing := c.dialing
 	c.mu.Unlock()
-	if dialing != nil {
-		<-dialing // its caller sees closed and closes what it dialed
-	}
-	if cc != nil {
-		cc.fail(errClientClosed)
+	if c.single != nil {
+		c.single.close(errClientClosed, false)
+	} else {
+		c.group.close()
 	}
 	c.wg.Wait()
 	return nil
@@ -224,91 +240,11 @@ func (c *Client) Close() error {
 
 var errClientClosed = fmt.Errorf("%w: the client is closed", ErrShutdown)
 
-// conn returns a live connection, dialing one if there is none. While a
-// redial backoff runs it fails at once, so no call waits on a dead server.
-func (c *Client) conn(ctx context.Context) (*clientConn, error) {
-	if cc := c.live.Load(); cc != nil && !cc.dead.Load() {
-		return cc, nil
+// ejected tells the balancer that ep is out of balancing for a while.
+func (c *Client) ejected(ep *endpoint) {
+	if c.group != nil {
+		c.group.ejected(ep)
 	}
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, errClientClosed
-		}
-		if cc := c.cc; cc != nil && !cc.dead.Load() {
-			c.mu.Unlock()
-			return cc, nil
-		}
-		if ch := c.dialing; ch != nil {
-			c.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		if wait := time.Until(c.retryAt); wait > 0 {
-			err := c.lastErr
-			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s: %v (next redial in %v)", ErrUnavailable, c.addr, err, wait.Round(time.Millisecond))
-		}
-		ch := make(chan struct{})
-		c.dialing = ch
-		c.mu.Unlock()
-
-		cc, err := c.dial(ctx)
-
-		c.mu.Lock()
-		c.dialing = nil
-		close(ch)
-		if err != nil {
-			if ctx.Err() == nil { // the server failed, not the caller
-				c.failures++
-				c.retryAt = time.Now().Add(c.backoff())
-				c.lastErr = err
-			}
-			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		c.failures = 0
-		if c.closed {
-			c.mu.Unlock()
-			cc.fail(errClientClosed)
-			return nil, errClientClosed
-		}
-		c.cc = cc
-		c.live.Store(cc)
-		c.mu.Unlock()
-		return cc, nil
-	}
-}
-
-// backoff is the wait after c.failures failed dials in a row.
-func (c *Client) backoff() time.Duration {
-	d := c.opts.minBackoff << min(c.failures-1, 30)
-	if d <= 0 || d > c.opts.maxBackoff {
-		d = c.opts.maxBackoff
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
-// dial opens and handshakes a connection, bounded by the dial timeout and
-// by ctx.
-func (c *Client) dial(ctx context.Context) (*clientConn, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.dialTimeout)
-	defer cancel()
-	nc, err := c.opts.dialer(ctx, c.network, c.addr)
-	if err != nil {
-		return nil, err
-	}
-	cc, err := newClientConn(ctx, c, nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("kiev: handshake with %s: %w", c.addr, err)
-	}
-	return cc, nil
 }
 
 // callError wraps a client-side failure with the method it belongs to.

@@ -18,6 +18,7 @@ import (
 // link's writer.
 type clientConn struct {
 	c      *Client
+	ep     *endpoint
 	nc     net.Conn
 	link   *link
 	nextID atomic.Uint64
@@ -25,12 +26,14 @@ type clientConn struct {
 
 	mu       sync.Mutex
 	pending  map[uint64]*Call
-	draining bool  // the server sent GoAway
-	err      error // why the connection died
+	draining atomic.Bool // the server sent GoAway
+	retiring error       // close with this error once no call is pending
+	err      error       // why the connection died
 }
 
 // newClientConn handshakes on nc and starts the connection's goroutines.
-func newClientConn(ctx context.Context, c *Client, nc net.Conn) (*clientConn, error) {
+func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn, error) {
+	c := ep.c
 	deadline, _ := ctx.Deadline()
 	_ = nc.SetDeadline(deadline)
 	if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
@@ -40,15 +43,15 @@ func newClientConn(ctx context.Context, c *Client, nc net.Conn) (*clientConn, er
 	v, err := wire.ReadPreface(r.Buffered())
 	if err != nil {
 		if errors.Is(err, wire.ErrBadMagic) {
-			return nil, fmt.Errorf("%s does not speak the kiev protocol: %w", c.addr, err)
+			return nil, fmt.Errorf("%s does not speak the kiev protocol: %w", ep.inst.Address, err)
 		}
 		return nil, err
 	}
 	if v > wire.Version {
-		return nil, fmt.Errorf("%s answered with protocol version %d, newer than this client's %d; it must answer with the lower version", c.addr, v, wire.Version)
+		return nil, fmt.Errorf("%s answered with protocol version %d, newer than this client's %d; it must answer with the lower version", ep.inst.Address, v, wire.Version)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: c, nc: nc, pending: make(map[uint64]*Call)}
+	cc := &clientConn{c: c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
 	cc.link = newLink(nc, &c.opts.connOptions, cc.fail)
 	c.wg.Add(2)
 	go func() {
@@ -79,9 +82,12 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	case cc.err != nil:
 		cc.mu.Unlock()
 		return notSent{cc.err}
-	case cc.draining:
+	case cc.retiring != nil:
 		cc.mu.Unlock()
-		return notSent{fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, cc.c.addr)}
+		return notSent{cc.retiring}
+	case cc.draining.Load():
+		cc.mu.Unlock()
+		return notSent{fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, cc.ep.inst.Address)}
 	}
 	call.id = id
 	if async && ctx.Done() != nil {
@@ -96,7 +102,7 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	cc.pending[id] = call
 	cc.mu.Unlock()
 	if err := cc.link.send(b); err != nil && cc.take(id) != nil {
-		return &connError{cc.c.addr, err}
+		return &connError{cc.ep.inst.Address, err}
 	}
 	return nil
 }
@@ -135,8 +141,29 @@ func (cc *clientConn) take(id uint64) *Call {
 	cc.mu.Lock()
 	call := cc.pending[id]
 	delete(cc.pending, id)
+	var retired error
+	if len(cc.pending) == 0 {
+		retired = cc.retiring
+	}
 	cc.mu.Unlock()
+	if retired != nil {
+		cc.fail(retired)
+	}
 	return call
+}
+
+// closeWhenIdle closes the connection with err once the calls in flight
+// have ended; new calls fail at once with err.
+func (cc *clientConn) closeWhenIdle(err error) {
+	cc.mu.Lock()
+	idle := len(cc.pending) == 0
+	if cc.retiring == nil {
+		cc.retiring = err
+	}
+	cc.mu.Unlock()
+	if idle {
+		cc.fail(err)
+	}
 }
 
 // abandon gives up on a call whose context ended with err. It reports
@@ -177,9 +204,8 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 				call.complete()
 			}
 		case wire.TypeGoAway:
-			cc.mu.Lock()
-			cc.draining = true
-			cc.mu.Unlock()
+			cc.draining.Store(true)
+			cc.ep.goAway()
 		case wire.TypePing:
 			var tmp [wire.HeaderSize]byte
 			b := wire.BeginFrame(tmp[:0], wire.TypePong, f.ID)
@@ -216,20 +242,21 @@ func (cc *clientConn) fail(cause error) {
 	switch {
 	case errors.Is(cause, ErrShutdown):
 		cc.err = cause
-	case cc.draining && errors.Is(cause, io.EOF):
-		cc.err = fmt.Errorf("%w: the server at %s shut down gracefully and closed the connection", ErrShutdown, cc.c.addr)
+	case cc.draining.Load() && errors.Is(cause, io.EOF):
+		cc.err = fmt.Errorf("%w: the server at %s shut down gracefully and closed the connection", ErrShutdown, cc.ep.inst.Address)
 	default:
-		cc.err = &connError{cc.c.addr, cause}
+		cc.err = &connError{cc.ep.inst.Address, cause}
 	}
 	cc.dead.Store(true)
 	pending := cc.pending
 	cc.pending = nil
 	cc.mu.Unlock()
 	if !errors.Is(cause, ErrShutdown) {
-		cc.c.opts.logger.Warn("kiev: connection lost", "addr", cc.c.addr, "err", cause, "failed_calls", len(pending))
+		cc.c.opts.logger.Warn("kiev: connection lost", "addr", cc.ep.inst.Address, "err", cause, "failed_calls", len(pending))
 	}
 	cc.link.stop(cc.err)
 	cc.nc.Close()
+	cc.ep.lost()
 	for _, call := range pending {
 		call.Error = &callError{call.ServiceMethod, cc.err}
 		call.complete()

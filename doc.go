@@ -78,6 +78,43 @@ Server.Shutdown drains: it stops accepting, tells clients to send no new
 calls (those fail fast with ErrShutdown), and closes each connection once
 its calls have replied. Server.Close stops at once.
 
+# Discovery and balancing
+
+Dial a service by name, and the Client follows its providers in a
+registry (package registry) and balances calls over them, one multiplexed
+connection each:
+
+	// On each server:
+	srv := kiev.NewServer(kiev.WithRegistry(reg))
+	srv.Register(&Arith{})
+	go srv.ListenAndServe("tcp", ":7000") // registers Arith once listening
+
+	// On each client:
+	c, err := kiev.Dial("Arith", kiev.WithRegistry(reg))
+
+reg is a registry/zookeeper Registry shared by many processes, or
+registry/memory within one. Without WithRegistry both sides use
+DefaultRegistry, in memory unless SetDefaultRegistry says otherwise, so
+kiev.Dial("Arith") finds a service served in the same process with
+nothing to configure; kiev.Dial("zookeeper://10.0.0.1:2181/Arith")
+needs no code at all. A Server registers each service once per listener,
+with an address others can reach (see WithAdvertise), and on Shutdown
+deregisters before it drains.
+
+Services may start in any order: Dial of a name returns at once, and a
+call waits within its ctx for a provider to register (WithFailFast makes
+it fail at once instead). Round robin is the default balancer;
+WithBalancer picks another from package balance, such as consistent
+hashing on a key set per call with WithHashKey. A call that was never
+sent, or that a provider refused (ErrOverloaded, ErrShutdown), is retried
+on another provider within the retry budget; a call whose outcome is
+unknown is retried only for methods RetryPolicy.Idempotent names.
+Providers whose calls keep failing, that cannot be dialed, or whose
+heartbeats stop, leave balancing for a while and are then tried again.
+When the registry lists no provider at all, as when ZooKeeper loses the
+servers' sessions, the client keeps calling those it is still connected to.
+Client.Providers shows what the client sees.
+
 # Overload protection
 
 Every call passes the server's overload scheduler (package shed) before

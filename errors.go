@@ -113,12 +113,19 @@ func Errorf(c Code, format string, args ...any) error {
 	return &ServerError{Code: c, Message: fmt.Sprintf(format, args...)}
 }
 
-// codeOf maps a handler's error to a wire code.
+// codeOf maps a handler's error to a wire code. A handler (or server
+// interceptor) that returns ErrOverloaded sheds the call as the scheduler
+// would, so clients retry it elsewhere; one that returns ErrBadRequest
+// blames the caller's arguments.
 func codeOf(err error) Code {
 	var se *ServerError
 	switch {
 	case errors.As(err, &se):
 		return se.Code
+	case errors.Is(err, ErrOverloaded):
+		return CodeOverloaded
+	case errors.Is(err, ErrBadRequest):
+		return CodeBadRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		return CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):

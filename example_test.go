@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/balance"
+	"github.com/kievrpc/kiev/registry"
+	"github.com/kievrpc/kiev/registry/memory"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -176,4 +179,66 @@ func ExampleWithPriority() {
 	// Output:
 	// sent to ann at priority 5
 	// sent to bob at priority 9
+}
+
+// Shard answers with the name of the server that ran the call.
+type Shard struct{ name string }
+
+func (s Shard) Owner(ctx context.Context, key string, reply *string) error {
+	*reply = s.name
+	return nil
+}
+
+// Servers register in a registry and clients dial the service by name;
+// calls are balanced over every provider. Here the registry is in memory,
+// and three servers run in one process.
+func ExampleDial_service() {
+	reg := memory.New()
+	for _, name := range []string{"east", "north", "west"} {
+		srv := kiev.NewServer(kiev.WithRegistry(reg))
+		srv.RegisterName("Shard", Shard{name})
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		go srv.Serve(l)
+		defer srv.Close()
+	}
+
+	// Wait until all three are registered; without this, calls would
+	// wait for the first provider, and balance over those that came.
+	w, err := reg.Watch(context.Background(), "Shard")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for set := []registry.Instance(nil); len(set) < 3; {
+		set, _ = w.Next(context.Background())
+	}
+	w.Stop()
+
+	// Consistent hashing sends each key to the same server while it is
+	// there.
+	c, err := kiev.Dial("Shard", kiev.WithRegistry(reg), kiev.WithBalancer(balance.ConsistentHash()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	owners := map[string]string{}
+	for _, key := range []string{"alice", "bob", "alice", "bob"} {
+		var owner string
+		if err := c.Call(kiev.WithHashKey(ctx, key), "Shard.Owner", key, &owner); err != nil {
+			log.Fatal(err)
+		}
+		if prev, ok := owners[key]; ok {
+			fmt.Println(key, "on the same server again:", prev == owner)
+		}
+		owners[key] = owner
+	}
+	fmt.Println("providers:", len(c.Providers()))
+	// Output:
+	// alice on the same server again: true
+	// bob on the same server again: true
+	// providers: 3
 }

@@ -3,6 +3,7 @@ package kiev_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/kievrpc/kiev"
@@ -10,6 +11,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if name := os.Getenv(envProvider); name != "" {
+		// This process is a provider that a discovery test started.
+		os.Exit(runProvider(name))
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -230,8 +230,14 @@ func TestClientRedialsAfterServerRestart(t *testing.T) {
 
 func TestDialErrors(t *testing.T) {
 	for _, tc := range []struct{ target, want string }{
-		{"nohostport", "want host:port"},
-		{"udp://127.0.0.1:1", "unknown scheme"},
+		{"tcp://nohostport", "want host:port"},
+		{"host:port:extra", "want host:port"},
+		{"unix://", "no socket path"},
+		{"gopher://127.0.0.1:1", "unknown scheme"},
+		{"zookeeper:///Arith", "no ZooKeeper server"},
+		{"zookeeper://127.0.0.1:2181", "no service name"},
+		{"zookeeper://127.0.0.1:2181/Arith?sesion_timeout=1s", "unknown parameter"},
+		{"zookeeper://127.0.0.1:2181/Arith?session_timeout=soon", "not a positive duration"},
 	} {
 		if _, err := kiev.Dial(tc.target); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Dial(%q) = %v; want error saying %q", tc.target, err, tc.want)

@@ -7,7 +7,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -66,6 +68,10 @@ type serverOptions struct {
 	interceptors []ServerInterceptor
 	baseContext  func(net.Listener) context.Context
 	shed         shed.Options
+	registry     registry.Registry
+	advertise    string
+	weight       int
+	instanceMeta map[string]string
 }
 
 type dialOptions struct {
@@ -78,6 +84,9 @@ type dialOptions struct {
 	dialer       func(ctx context.Context, network, addr string) (net.Conn, error)
 	retry        RetryPolicy
 	throttle     Throttle
+	registry     registry.Registry
+	balancer     balance.Balancer
+	failFast     bool
 }
 
 func (o *dialOptions) fill() {
@@ -96,6 +105,9 @@ func (o *dialOptions) fill() {
 	}
 	if o.maxBackoff < o.minBackoff {
 		o.maxBackoff = o.minBackoff
+	}
+	if o.balancer == nil {
+		o.balancer = balance.RoundRobin()
 	}
 	if o.dialer == nil {
 		d := &net.Dialer{KeepAlive: -1} // kiev's heartbeats do this job
@@ -200,4 +212,55 @@ func WithBackoff(min, max time.Duration) DialOption {
 // is a net.Dialer. Use it for custom transports, proxies or tests.
 func WithContextDialer(f func(ctx context.Context, network, addr string) (net.Conn, error)) DialOption {
 	return dialOption(func(o *dialOptions) { o.dialer = f })
+}
+
+// registryOption is WithRegistry, for both sides.
+type registryOption struct{ r registry.Registry }
+
+func (o registryOption) applyServer(so *serverOptions) { so.registry = o.r }
+func (o registryOption) applyDial(do *dialOptions)     { do.registry = o.r }
+
+// WithRegistry sets the registry for service discovery. A Server
+// registers each of its services there, once per listener, as soon as the
+// listener serves, and deregisters them first thing on Shutdown, before it
+// drains, so that clients stop picking it. A Client made by Dial of a
+// service name follows the service's providers there. Without it both use
+// DefaultRegistry.
+func WithRegistry(r registry.Registry) Option { return registryOption{r} }
+
+// WithBalancer sets how a service client picks a provider for each call
+// (balance.RoundRobin by default); see package balance.
+func WithBalancer(b balance.Balancer) DialOption {
+	return dialOption(func(o *dialOptions) { o.balancer = b })
+}
+
+// WithFailFast makes calls of a service client fail at once with
+// ErrUnavailable while the registry lists no provider of the service,
+// instead of waiting, within their context, for one to register.
+func WithFailFast() DialOption {
+	return dialOption(func(o *dialOptions) { o.failFast = true })
+}
+
+// WithAdvertise sets the address a Server registers for its listeners,
+// "host" or "host:port", for when the one it finds is not the one clients
+// must use (NAT, containers). Without it a listener on a specific host
+// advertises that address, and one on ":port", "0.0.0.0:port" or
+// "[::]:port" advertises the first non-loopback address of the machine's
+// network interfaces, or loopback if it has none. A host without a port
+// takes the listener's port.
+func WithAdvertise(addr string) ServerOption {
+	return serverOption(func(o *serverOptions) { o.advertise = addr })
+}
+
+// WithWeight sets the weight a Server registers: its capacity relative to
+// other providers of the same services, for weighted balancers (1 by
+// default).
+func WithWeight(w int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.weight = w })
+}
+
+// WithInstanceMetadata sets labels a Server registers with its services,
+// such as zone or build, for clients and operators to read.
+func WithInstanceMetadata(md map[string]string) ServerOption {
+	return serverOption(func(o *serverOptions) { o.instanceMeta = md })
 }

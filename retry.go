@@ -14,10 +14,13 @@ import (
 // avalanche.
 //
 // A call is retried only when it surely did not run: the server shed it
-// (ErrOverloaded) or was shutting down, or the client never sent it. Calls
-// whose outcome is unknown (a connection that broke under them) are
-// retried only for methods Idempotent says may run twice. Calls are never
-// retried past their context's deadline.
+// (ErrOverloaded) or was shutting down, or the client never sent it (the
+// dial was refused, or the connection broke before the request was
+// written). Calls whose outcome is unknown (a connection that broke under
+// them, an attempt past AttemptTimeout) are retried only for methods
+// Idempotent says may run twice. A service client retries on another
+// provider than those the call has tried. Calls are never retried past
+// their context's deadline.
 //
 // Retries draw on a budget: every call adds Ratio of a retry to it (at
 // most 10% extra load by default), a floor of MinPerSecond retries per
@@ -36,6 +39,12 @@ type RetryPolicy struct {
 	// so that calls whose outcome is unknown may be retried too. nil
 	// means no method is.
 	Idempotent func(serviceMethod string) bool
+	// AttemptTimeout, if set, bounds each attempt within the call's own
+	// deadline. An attempt that times out has an unknown outcome, so it
+	// is retried (on another provider, for a service client) only for
+	// methods Idempotent says may run twice. 0 means attempts run to the
+	// call's deadline.
+	AttemptTimeout time.Duration
 }
 
 // maxBudget bounds the saved-up retries, so a long quiet spell cannot
@@ -130,7 +139,7 @@ func (c *Client) retryable(method string, err error) bool {
 		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	case errors.As(err, &se):
 		return se.Code == CodeOverloaded || se.Code == CodeShutdown
-	case errors.Is(err, ErrShutdown):
+	case errors.As(err, new(attemptTimeout)), errors.Is(err, ErrShutdown):
 		return c.budget.p.Idempotent != nil && c.budget.p.Idempotent(method)
 	}
 	return false
@@ -140,9 +149,10 @@ func (c *Client) retryable(method string, err error) bool {
 // Invoker beneath the client's interceptors.
 func (c *Client) attempts(ctx context.Context, call *Call) error {
 	c.budget.deposit()
+	var tried triedSet
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = c.attempt(ctx, call)
+		err = c.attempt(ctx, call, &tried)
 		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(call.ServiceMethod, err) {
 			return err
 		}
@@ -153,16 +163,55 @@ func (c *Client) attempts(ctx context.Context, call *Call) error {
 	}
 }
 
-// attempt sends call once, through the throttle.
-func (c *Client) attempt(ctx context.Context, call *Call) error {
+// attempt sends call once: to the client's server, or to the provider
+// the balancer picks, skipping providers whose throttle refuses it.
+func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error {
+	if err := ctx.Err(); err != nil {
+		return &callError{call.ServiceMethod, err}
+	}
+	ep := c.single
+	var done func(error)
 	var t *throttler
-	if c.throttle != nil {
-		t = &c.throttle[PriorityFrom(ctx)]
-		if !t.allow(time.Now()) {
+	for range len(tried.eps) {
+		if c.group != nil {
+			var err error
+			if ep, done, err = c.group.pick(ctx, call, tried); err != nil {
+				return &callError{call.ServiceMethod, err}
+			}
+			tried.add(ep)
+		}
+		if ep.throttle == nil {
+			break
+		}
+		t = &ep.throttle[PriorityFrom(ctx)]
+		if t.allow(time.Now()) {
+			break
+		}
+		if c.group == nil || len(c.group.state.Load().ready) <= tried.n {
 			return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
 		}
 	}
-	err := c.roundTrip(ctx, call)
+	actx, cancel := ctx, context.CancelFunc(nil)
+	if d := c.budget.p.AttemptTimeout; d > 0 {
+		actx, cancel = context.WithTimeout(ctx, d)
+	}
+	if c.group != nil {
+		ep.inflight.Add(1)
+	}
+	err := c.roundTrip(actx, ep, call)
+	if cancel != nil {
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = attemptTimeout{err}
+		}
+	}
+	if c.group != nil {
+		ep.inflight.Add(-1)
+		ep.record(err)
+		if done != nil {
+			done(err)
+		}
+	}
 	overloaded := errors.Is(err, ErrOverloaded)
 	if overloaded {
 		c.budget.penalize()
@@ -171,6 +220,22 @@ func (c *Client) attempt(ctx context.Context, call *Call) error {
 		t.done(time.Now(), !overloaded)
 	}
 	return err
+}
+
+// attemptTimeout marks an attempt cut short by RetryPolicy.AttemptTimeout
+// while the call's own context still had time.
+type attemptTimeout struct{ error }
+
+func (e attemptTimeout) Unwrap() error { return e.error }
+
+// IdempotentMethods returns a RetryPolicy.Idempotent function that
+// reports true for exactly the named "Service.Method"s.
+func IdempotentMethods(names ...string) func(serviceMethod string) bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return func(m string) bool { return set[m] }
 }
 
 // isServerAnswer reports whether err is an answer the server gave (and so

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -32,6 +33,11 @@ type Server struct {
 
 	connWG sync.WaitGroup  // connection goroutines
 	sched  *shed.Scheduler // runs every call
+
+	advertised map[net.Listener]registry.Instance // what each listener registered, without a service
+	regWG      sync.WaitGroup                     // registrations in progress
+	regCtx     context.Context                    // canceled when the server deregisters for good
+	regCancel  context.CancelFunc
 }
 
 // NewServer returns a Server with the given options and no services.
@@ -42,7 +48,10 @@ func NewServer(opts ...ServerOption) *Server {
 		conns:     make(map[*serverConn]struct{}),
 		done:      make(chan struct{}),
 		codecs:    make(map[string]codec.Codec),
+
+		advertised: make(map[net.Listener]registry.Instance),
 	}
+	s.regCtx, s.regCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o.applyServer(&s.opts)
 	}
@@ -92,6 +101,7 @@ func (s *Server) register(svc any, name string, useName bool) error {
 		all[m.name] = m
 	}
 	s.methods.Store(&all)
+	s.publishService(sname)
 	return nil
 }
 
@@ -127,7 +137,9 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
+	s.publish(l)
 	defer func() {
+		s.unpublish(context.Background(), l)
 		s.mu.Lock()
 		delete(s.listeners, l)
 		s.mu.Unlock()
@@ -243,6 +255,7 @@ func (s *Server) stopListening() []*serverConn {
 // replies, then closes the connections. If ctx ends first, Shutdown closes
 // what is left as Close does and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.unpublish(ctx)
 	for _, c := range s.stopListening() {
 		c.drain()
 	}
@@ -268,6 +281,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // their handlers' contexts are canceled. Close waits for the connection
 // goroutines to exit, but not for handlers that ignore their context.
 func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	s.unpublish(ctx)
+	cancel()
 	for _, c := range s.stopListening() {
 		c.close(ErrServerClosed)
 	}

@@ -1,0 +1,268 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/registry"
+)
+
+// endpoint is one server a Client calls: its connection, redialed with
+// backoff when it breaks, and for a Client over many providers, the
+// health record that ejects it from balancing while it misbehaves.
+type endpoint struct {
+	c        *Client
+	inst     registry.Instance // Network and Address are always set
+	id       string
+	throttle *[MaxPriority + 1]throttler
+	inflight atomic.Int64
+	weight   atomic.Int32 // inst.Weight, which the registry may change
+
+	live atomic.Pointer[clientConn] // the current connection, for the fast path
+
+	mu        sync.Mutex
+	cc        *clientConn
+	closed    bool
+	dialing   chan struct{} // closed when the dial in progress ends
+	failures  int           // failed dials in a row
+	retryAt   time.Time     // no dial before this
+	lastErr   error
+	ejections int       // ejections in a row, each longer
+	ejectEnd  time.Time // out of balancing until then
+
+	streak     atomic.Int32 // calls failed in a row, for outlier ejection
+	wasEjected atomic.Bool  // ejections > 0
+	unlisted   atomic.Bool  // kept while connected, though the registry lists it no more
+}
+
+func newEndpoint(c *Client, inst registry.Instance) *endpoint {
+	ep := &endpoint{c: c, inst: inst, id: inst.ID(), throttle: newThrottlers(c.opts.throttle)}
+	ep.weight.Store(int32(inst.Weight))
+	return ep
+}
+
+// ID, Weight and InFlight make an endpoint a balance.Node.
+func (ep *endpoint) ID() string    { return ep.id }
+func (ep *endpoint) Weight() int   { return max(int(ep.weight.Load()), 1) }
+func (ep *endpoint) InFlight() int { return int(ep.inflight.Load()) }
+
+// conn returns a live connection, dialing one if there is none. While a
+// redial backoff runs it fails at once, so no call waits on a dead server.
+func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
+	if cc := ep.live.Load(); cc != nil && !cc.dead.Load() {
+		return cc, nil
+	}
+	for {
+		ep.mu.Lock()
+		if ep.closed {
+			ep.mu.Unlock()
+			return nil, errClientClosed
+		}
+		if cc := ep.cc; cc != nil && !cc.dead.Load() {
+			ep.mu.Unlock()
+			return cc, nil
+		}
+		if ch := ep.dialing; ch != nil {
+			ep.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if ep.unlisted.Load() {
+			ep.mu.Unlock()
+			return nil, fmt.Errorf("%w: provider %s is no longer registered and its connection ended", ErrUnavailable, ep.inst.Address)
+		}
+		if wait := time.Until(ep.retryAt); wait > 0 {
+			err := ep.lastErr
+			ep.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s: %v (next redial in %v)", ErrUnavailable, ep.inst.Address, err, wait.Round(time.Millisecond))
+		}
+		ch := make(chan struct{})
+		ep.dialing = ch
+		ep.mu.Unlock()
+
+		cc, err := ep.dial(ctx)
+
+		ep.mu.Lock()
+		ep.dialing = nil
+		close(ch)
+		if err != nil {
+			failed := ctx.Err() == nil // the server failed, not the caller
+			if failed {
+				ep.failures++
+				ep.retryAt = time.Now().Add(ep.backoff())
+				ep.lastErr = err
+			}
+			ep.mu.Unlock()
+			if failed {
+				ep.c.ejected(ep)
+			}
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		ep.failures = 0
+		if ep.closed {
+			ep.mu.Unlock()
+			cc.fail(errClientClosed)
+			return nil, errClientClosed
+		}
+		ep.cc = cc
+		ep.live.Store(cc)
+		ep.mu.Unlock()
+		return cc, nil
+	}
+}
+
+// backoff is the wait after ep.failures failed dials in a row.
+func (ep *endpoint) backoff() time.Duration {
+	o := &ep.c.opts
+	d := o.minBackoff << min(ep.failures-1, 30)
+	if d <= 0 || d > o.maxBackoff {
+		d = o.maxBackoff
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// dial opens and handshakes a connection, bounded by the dial timeout and
+// by ctx.
+func (ep *endpoint) dial(ctx context.Context) (*clientConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, ep.c.opts.dialTimeout)
+	defer cancel()
+	nc, err := ep.c.opts.dialer(ctx, ep.inst.Network, ep.inst.Address)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := newClientConn(ctx, ep, nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("kiev: handshake with %s: %w", ep.inst.Address, err)
+	}
+	return cc, nil
+}
+
+// close fails the endpoint's connection and every call on it with err.
+// With graceful set, calls in flight finish first, and only new calls
+// fail.
+func (ep *endpoint) close(err error, graceful bool) {
+	ep.mu.Lock()
+	if ep.closed {
+		ep.mu.Unlock()
+		return
+	}
+	ep.closed = true
+	cc := ep.cc
+	ep.cc = nil
+	ep.live.Store(nil)
+	dialing := ep.dialing
+	ep.mu.Unlock()
+	if dialing != nil {
+		<-dialing // its caller sees closed and closes what it dialed
+	}
+	if cc == nil {
+		return
+	}
+	if graceful {
+		cc.closeWhenIdle(err)
+	} else {
+		cc.fail(err)
+	}
+}
+
+// Outlier ejection: a provider whose calls fail this many times in a row
+// leaves balancing for ejectBase, twice that the next time, up to
+// ejectMax; a success ends the series.
+const (
+	ejectStreak = 5
+	ejectBase   = time.Second
+	ejectMax    = 30 * time.Second
+)
+
+// record notes the outcome of a call sent to ep, and ejects ep from
+// balancing when its calls keep failing in a way that blames the
+// provider rather than the call. Successes cost two atomic loads.
+func (ep *endpoint) record(err error) {
+	if err == nil || !providerFault(err) {
+		if ep.streak.Load() != 0 {
+			ep.streak.Store(0)
+		}
+		if ep.wasEjected.Load() {
+			ep.mu.Lock()
+			ep.ejections = 0
+			ep.wasEjected.Store(false)
+			ep.mu.Unlock()
+		}
+		return
+	}
+	if ep.streak.Add(1) < ejectStreak {
+		return
+	}
+	ep.mu.Lock()
+	if time.Now().Before(ep.ejectEnd) {
+		ep.mu.Unlock()
+		return
+	}
+	ep.streak.Store(0)
+	d := min(ejectBase<<min(ep.ejections, 16), ejectMax)
+	ep.ejections++
+	ep.wasEjected.Store(true)
+	ep.ejectEnd = time.Now().Add(d)
+	ep.mu.Unlock()
+	ep.c.opts.logger.Warn("kiev: provider ejected from balancing", "service", ep.inst.Service, "addr", ep.inst.Address, "for", d, "err", err)
+	ep.c.ejected(ep)
+}
+
+// ejectedUntil reports until when ep is out of balancing.
+func (ep *endpoint) ejectedUntil() time.Time {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.retryAt.After(ep.ejectEnd) {
+		return ep.retryAt
+	}
+	return ep.ejectEnd
+}
+
+// providerFault reports whether err blames the provider: it could not be
+// reached, its connection broke, it failed internally, it refused the call
+// for overload, or it left a sent call unanswered past the deadline. A
+// provider that refuses a few calls among successes stays, and its
+// throttle sheds load for it; one that refuses every call leaves
+// balancing for a while, so its share goes to the others.
+func providerFault(err error) bool {
+	var se *ServerError
+	if errors.As(err, &se) {
+		return se.Code == CodeInternal || se.Code == CodeOverloaded
+	}
+	var ns notSent
+	if errors.As(err, &ns) {
+		return errors.Is(err, ErrUnavailable)
+	}
+	return errors.Is(err, ErrShutdown) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// goAway takes ep out of balancing while its server drains.
+func (ep *endpoint) goAway() {
+	ep.mu.Lock()
+	ep.ejectEnd = time.Now().Add(ejectBase)
+	ep.mu.Unlock()
+	ep.c.ejected(ep)
+}
+
+// connected reports whether ep has a connection open for new calls.
+func (ep *endpoint) connected() bool {
+	cc := ep.live.Load()
+	return cc != nil && !cc.dead.Load() && !cc.draining.Load()
+}
+
+// lost notes that ep's connection ended.
+func (ep *endpoint) lost() {
+	if ep.unlisted.Load() {
+		ep.c.ejected(ep)
+	}
+}

@@ -1,0 +1,33 @@
+package kiev
+
+import (
+	"context"
+	"net"
+)
+
+// WaitProviders waits until c balances over n usable providers, or ctx
+// ends.
+func WaitProviders(ctx context.Context, c *Client, n int) error {
+	for {
+		st := c.group.state.Load()
+		if len(st.ready) == n && st.picker != nil {
+			return nil
+		}
+		select {
+		case <-st.changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// SetInterfaceAddrs swaps the source of the machine's addresses for
+// advertiseAddr, until the returned function restores it.
+func SetInterfaceAddrs(f func() ([]net.Addr, error)) (restore func()) {
+	old := interfaceAddrs
+	interfaceAddrs = f
+	return func() { interfaceAddrs = old }
+}
+
+// AdvertiseAddr exposes advertiseAddr.
+var AdvertiseAddr = advertiseAddr
