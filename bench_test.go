@@ -9,6 +9,7 @@ import (
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/testpb"
+	"github.com/kievrpc/kiev/registry/memory"
 )
 
 // Small is the benchmark payload: an int64, a short string, a short list.
@@ -55,6 +56,21 @@ func kievCallers(b testing.TB) map[string]caller {
 	mc := dial(b, addr)
 	pc := dial(b, addr, kiev.WithCodec(codec.Protobuf))
 	ctx := context.Background()
+
+	// The same service from three providers found in a registry, balanced
+	// round robin: the cost of discovery and balancing on the call path.
+	reg := memory.New()
+	for range 3 {
+		srv := kiev.NewServer(kiev.WithRegistry(reg))
+		if err := srv.Register(Bench{}); err != nil {
+			b.Fatal(err)
+		}
+		startServer(b, srv)
+	}
+	sc := dial(b, "Bench", kiev.WithRegistry(reg))
+	if err := kiev.WaitProviders(ctx, sc, 3); err != nil {
+		b.Fatal(err)
+	}
 	return map[string]caller{
 		"kiev-msgpack": func() error {
 			var out Small
@@ -63,6 +79,10 @@ func kievCallers(b testing.TB) map[string]caller {
 		"kiev-protobuf": func() error {
 			var out testpb.Small
 			return pc.Call(ctx, "Bench.EchoProto", smallProto, &out)
+		},
+		"kiev-msgpack-3-providers": func() error {
+			var out Small
+			return sc.Call(ctx, "Bench.Echo", &smallArgs, &out)
 		},
 	}
 }
@@ -102,6 +122,7 @@ func allCallers(b *testing.B) []struct {
 	}{
 		{"kiev-msgpack", k["kiev-msgpack"]},
 		{"kiev-protobuf", k["kiev-protobuf"]},
+		{"kiev-msgpack-3-providers", k["kiev-msgpack-3-providers"]},
 		{"net-rpc-gob", netRPCCaller(b)},
 	}
 }
@@ -157,6 +178,7 @@ func TestCallAllocations(t *testing.T) {
 	}{
 		{"kiev-protobuf", 11},
 		{"kiev-msgpack", 19},
+		{"kiev-msgpack-3-providers", 19},
 	} {
 		call := k[tc.name]
 		call() // warm the pools and the connection

@@ -31,6 +31,7 @@ const (
 	envProvider = "KIEV_TEST_PROVIDER" // the provider's name; set in provider mode
 	envZK       = "KIEV_TEST_PROVIDER_ZK"
 	envRoot     = "KIEV_TEST_PROVIDER_ROOT"
+	envSession  = "KIEV_TEST_PROVIDER_SESSION" // the providers' session timeout, if not providerSession
 
 	providerSession = 4 * time.Second // the providers' ZooKeeper session timeout
 )
@@ -50,10 +51,14 @@ func (w *Who) Charge(ctx context.Context, ms int, reply *string) error {
 // runProvider serves Who named name, registered in the ZooKeeper the
 // environment names, until its standard input closes.
 func runProvider(name string) int {
+	session := providerSession
+	if s := os.Getenv(envSession); s != "" {
+		session, _ = time.ParseDuration(s)
+	}
 	reg, err := zookeeper.New(zookeeper.Config{
 		Servers:        []string{os.Getenv(envZK)},
 		Root:           os.Getenv(envRoot),
-		SessionTimeout: providerSession,
+		SessionTimeout: session,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -89,10 +94,11 @@ type proc struct {
 
 // startProvider starts a provider process registered under root in the
 // ZooKeeper at zkAddr; it is stopped when the test ends.
-func startProvider(t *testing.T, zkAddr, root, name string) *proc {
+func startProvider(t *testing.T, zkAddr, root, name string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envProvider+"="+name, envZK+"="+zkAddr, envRoot+"="+root)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -436,13 +442,14 @@ func sinceOrNone(at, from time.Time) string {
 func TestZooKeeperProviderFrozen(t *testing.T) {
 	zkAddr := zktest.Shared(t)
 	root := zkRoot(t)
+	// The providers keep ZooKeeper's default session, 10s; the client
+	// keeps kiev's default heartbeat.
+	const session = zookeeper.DefaultSessionTimeout
 	var procs []*proc
 	for i := range 3 {
-		procs = append(procs, startProvider(t, zkAddr, root, fmt.Sprint("p", i)))
+		procs = append(procs, startProvider(t, zkAddr, root, fmt.Sprint("p", i), envSession+"="+session.String()))
 	}
-	const hbTimeout = time.Second
 	c := zkDial(t, zkAddr, root,
-		kiev.WithHeartbeat(hbTimeout/4, hbTimeout),
 		kiev.WithRetry(kiev.RetryPolicy{Idempotent: kiev.IdempotentMethods("Who.Work", "Who.Charge")}))
 	waitProviders(t, c, 3)
 
@@ -469,11 +476,11 @@ func TestZooKeeperProviderFrozen(t *testing.T) {
 	if n := len(res.failed["Who.Work"]) + len(res.failed["Who.Charge"]); n != 0 {
 		t.Errorf("%d idempotent calls failed while a provider was frozen; want none: %v", n, append(res.failed["Who.Work"], res.failed["Who.Charge"]...)[0])
 	}
-	if noticed > 3*hbTimeout {
-		t.Errorf("frozen provider noticed after %v; want within about the heartbeat timeout %v", noticed, hbTimeout)
+	if limit := kiev.DefaultHeartbeatTimeout + 2*kiev.DefaultHeartbeatInterval; noticed > limit || noticed >= session {
+		t.Errorf("frozen provider noticed after %v; want within %v (the heartbeat timeout and two probes), before its ZooKeeper session of %v ends", noticed, limit, session)
 	}
-	t.Logf("SIGSTOP under load: noticed by heartbeat after %v (timeout %v; ZooKeeper session %v); %d calls ok, 0 failed",
-		noticed.Round(time.Millisecond), hbTimeout, providerSession, res.ok["Who.Work"]+res.ok["Who.Charge"])
+	t.Logf("SIGSTOP under load: noticed by the default heartbeat after %v (timeout %v; ZooKeeper session %v); %d calls ok, 0 failed",
+		noticed.Round(time.Millisecond), kiev.DefaultHeartbeatTimeout, session, res.ok["Who.Work"]+res.ok["Who.Charge"])
 }
 
 func TestZooKeeperRestartUnderLoad(t *testing.T) {
@@ -493,10 +500,12 @@ func TestZooKeeperRestartUnderLoad(t *testing.T) {
 	awaitCalls(t, &calls, 200, done)
 
 	zks.Stop()
+	stopped := time.Now()
 	during := calls.Load()
 	awaitCalls(t, &calls, during+1000, done)
 	during = calls.Load() - during
 	zks.Start()
+	down := time.Since(stopped)
 	w := watchZK(t, zks.Addr(), root)
 	awaitCount(t, w, 2, 30*time.Second)
 	// Watches are armed again: a provider that starts now is seen.
@@ -509,7 +518,7 @@ func TestZooKeeperRestartUnderLoad(t *testing.T) {
 	if n := len(res.failed["Who.Work"]) + len(res.failed["Who.Charge"]); n != 0 {
 		t.Errorf("%d calls failed while ZooKeeper was down; want none: %v", n, append(res.failed["Who.Work"], res.failed["Who.Charge"]...)[0])
 	}
-	t.Logf("ZooKeeper stopped and restarted: %d calls made while it was down, %d in all, none failed; registrations whole after restart", during, calls.Load())
+	t.Logf("ZooKeeper stopped for %v and restarted: %d calls made while it was down, %d in all, none failed; registrations whole after restart", down.Round(time.Millisecond), during, calls.Load())
 }
 
 // awaitEjected waits until c shows the provider at addr out of balancing,

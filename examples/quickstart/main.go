@@ -1,7 +1,8 @@
 // Command quickstart runs a kiev server and a client in one process, with
 // no outside servers, and prints what they do: a call, a handler error,
 // many concurrent calls over one connection, a deadline that reaches the
-// handler, and a graceful shutdown.
+// handler, overload shedding, servers found by name and balanced, and a
+// graceful shutdown.
 package main
 
 import (
@@ -176,6 +177,7 @@ func main() {
 	fmt.Printf("client: Arith.Slow with a 100ms deadline: deadline exceeded = %v\n", errors.Is(err, context.DeadlineExceeded))
 
 	overload(ctx)
+	discovery(ctx)
 
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Fatal(err)
