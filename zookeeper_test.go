@@ -593,3 +593,37 @@ func TestZooKeeperSessionExpiry(t *testing.T) {
 	t.Logf("session expiry: node dropped %v after the partition began (session %v); re-registered %v after the partition ended; every call succeeded throughout",
 		expired.Sub(paused).Round(time.Millisecond), providerSession, back.Sub(resumed).Round(time.Millisecond))
 }
+
+func TestZooKeeperClientSessionExpiry(t *testing.T) {
+	zkAddr := zktest.Shared(t)
+	root := zkRoot(t)
+	// The client and p0 reach ZooKeeper through a proxy; the client's
+	// session (2s) is shorter than p0's (4s), so once ZooKeeper drops p0's
+	// node, the client's session has expired too.
+	proxy := zktest.NewProxy(t, zkAddr)
+	startProvider(t, proxy.Addr(), root, "p0")
+	w := watchZK(t, zkAddr, root)
+	awaitCount(t, w, 1, 30*time.Second)
+	c := dial(t, "zookeeper://"+proxy.Addr()+root+"/Who?session_timeout=2s")
+	waitProviders(t, c, 1)
+
+	proxy.Pause()
+	startProvider(t, zkAddr, root, "p1") // registers while the client is cut off
+	awaitCount(t, w, 2, 30*time.Second)
+	awaitCount(t, w, 1, 30*time.Second) // p0's session expired, so the client's has
+	for range 10 {
+		if got := callName(t, c, context.Background()); got != "p0" {
+			t.Fatalf("while cut off from ZooKeeper the client called %q; it knows only p0", got)
+		}
+	}
+	proxy.Resume()
+	// The client's watch comes back with its new session and finds both.
+	waitProviders(t, c, 2)
+	seen := map[string]bool{}
+	for range 10 {
+		seen[callName(t, c, context.Background())] = true
+	}
+	if !seen["p0"] || !seen["p1"] {
+		t.Fatalf("after its session expired and came back, the client called %v; want p0 and p1", seen)
+	}
+}
