@@ -235,6 +235,46 @@ func TestServiceEjectsMisbehavingProvider(t *testing.T) {
 	}
 }
 
+func TestServiceProbesEjectedProviderAgain(t *testing.T) {
+	reg := memory.New()
+	provider(t, reg, "good")
+	bad, _ := provider(t, reg, "flaky")
+	bad.fail.Store(true)
+	c := dial(t, "Who", kiev.WithRegistry(reg),
+		kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}),
+		kiev.WithOutlier(kiev.Outlier{Failures: 3, Ejection: 20 * time.Millisecond}))
+	waitProviders(t, c, 2)
+	ejected := func() bool {
+		for _, p := range c.Providers() {
+			if p.Ejected {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; !ejected(); i++ {
+		if i == 1000 {
+			t.Fatalf("a provider failing every call was not ejected after 1000 calls: %+v", c.Providers())
+		}
+		c.Call(context.Background(), "Who.Name", 0, new(string))
+	}
+	// The provider recovers; once its ejection ends it is called again.
+	bad.fail.Store(false)
+	before := bad.calls.Load()
+	deadline := time.Now().Add(10 * time.Second)
+	for bad.calls.Load() == before {
+		if err := c.Call(context.Background(), "Who.Name", 0, new(string)); err != nil {
+			t.Fatalf("call while the flaky provider was out: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the recovered provider was not called again within 10s: %+v", c.Providers())
+		}
+	}
+	if ejected() {
+		t.Errorf("provider still shown ejected after it answered: %+v", c.Providers())
+	}
+}
+
 func TestServiceShutdownDeregistersFirst(t *testing.T) {
 	reg := memory.New()
 	w := &Who{name: "leaving", hang: make(chan struct{}), started: make(chan struct{}, 1)}

@@ -175,15 +175,6 @@ func (ep *endpoint) close(err error, graceful bool) {
 	}
 }
 
-// Outlier ejection: a provider whose calls fail this many times in a row
-// leaves balancing for ejectBase, twice that the next time, up to
-// ejectMax; a success ends the series.
-const (
-	ejectStreak = 5
-	ejectBase   = time.Second
-	ejectMax    = 30 * time.Second
-)
-
 // record notes the outcome of a call sent to ep, and ejects ep from
 // balancing when its calls keep failing in a way that blames the
 // provider rather than the call. Successes cost two atomic loads.
@@ -200,7 +191,8 @@ func (ep *endpoint) record(err error) {
 		}
 		return
 	}
-	if ep.streak.Add(1) < ejectStreak {
+	o := &ep.c.opts.outlier
+	if o.Disabled || ep.streak.Add(1) < int32(o.Failures) {
 		return
 	}
 	ep.mu.Lock()
@@ -209,7 +201,7 @@ func (ep *endpoint) record(err error) {
 		return
 	}
 	ep.streak.Store(0)
-	d := min(ejectBase<<min(ep.ejections, 16), ejectMax)
+	d := min(o.Ejection<<min(ep.ejections, 16), o.MaxEjection)
 	ep.ejections++
 	ep.wasEjected.Store(true)
 	ep.ejectEnd = time.Now().Add(d)
@@ -249,7 +241,7 @@ func providerFault(err error) bool {
 // goAway takes ep out of balancing while its server drains.
 func (ep *endpoint) goAway() {
 	ep.mu.Lock()
-	ep.ejectEnd = time.Now().Add(ejectBase)
+	ep.ejectEnd = time.Now().Add(ep.c.opts.outlier.Ejection)
 	ep.mu.Unlock()
 	ep.c.ejected(ep)
 }

@@ -87,6 +87,7 @@ type dialOptions struct {
 	registry     registry.Registry
 	balancer     balance.Balancer
 	failFast     bool
+	outlier      Outlier
 }
 
 func (o *dialOptions) fill() {
@@ -106,6 +107,7 @@ func (o *dialOptions) fill() {
 	if o.maxBackoff < o.minBackoff {
 		o.maxBackoff = o.minBackoff
 	}
+	o.outlier.fill()
 	if o.balancer == nil {
 		o.balancer = balance.RoundRobin()
 	}
@@ -266,4 +268,54 @@ func WithWeight(w int) ServerOption {
 // such as zone or build, for clients and operators to read.
 func WithInstanceMetadata(md map[string]string) ServerOption {
 	return serverOption(func(o *serverOptions) { o.instanceMeta = md })
+}
+
+// Outlier configures how a service client takes misbehaving providers out
+// of balancing, as an outlier detector or circuit breaker does. A
+// provider whose calls fail Failures times in a row (it cannot be reached,
+// its connection breaks, it fails internally, refuses for overload, or
+// leaves a call unanswered past its deadline) is ejected for Ejection; each
+// further ejection in a row lasts twice as long, up to MaxEjection. When
+// an ejection ends, the provider gets calls again: one success clears its
+// record, one more run of failures ejects it for longer. A provider that
+// cannot be dialed is out until its redial backoff ends (see WithBackoff),
+// and one whose server sent GoAway is out for Ejection. If every provider
+// is out, all are used: a provider that may fail is better than none.
+type Outlier struct {
+	// Failures is the run of failed calls that ejects a provider
+	// (default 5).
+	Failures int
+	// Ejection is how long a first ejection lasts (default 1s).
+	Ejection time.Duration
+	// MaxEjection bounds the doubling (default 30s).
+	MaxEjection time.Duration
+	// Disabled turns ejection for failed calls off; providers that
+	// cannot be dialed still wait out their backoff.
+	Disabled bool
+}
+
+// Defaults for Outlier.
+const (
+	DefaultOutlierFailures    = 5
+	DefaultOutlierEjection    = time.Second
+	DefaultOutlierMaxEjection = 30 * time.Second
+)
+
+func (o *Outlier) fill() {
+	if o.Failures <= 0 {
+		o.Failures = DefaultOutlierFailures
+	}
+	if o.Ejection <= 0 {
+		o.Ejection = DefaultOutlierEjection
+	}
+	if o.MaxEjection <= 0 {
+		o.MaxEjection = DefaultOutlierMaxEjection
+	}
+	o.MaxEjection = max(o.MaxEjection, o.Ejection)
+}
+
+// WithOutlier sets how a service client ejects misbehaving providers; see
+// Outlier. The zero Outlier means the defaults.
+func WithOutlier(o Outlier) DialOption {
+	return dialOption(func(do *dialOptions) { do.outlier = o })
 }
