@@ -26,10 +26,10 @@ func (s *Server) registryOf() registry.Registry {
 	return DefaultRegistry()
 }
 
-// endpointOf returns the instance, without a service, that a listener
-// advertises, or false if clients cannot dial its network.
-func (s *Server) endpointOf(l net.Listener) (registry.Instance, bool, error) {
-	a := l.Addr()
+// endpointOf returns the instance, without a service, that a listener or
+// packet socket at a advertises, or false if clients cannot dial its
+// network.
+func (s *Server) endpointOf(a net.Addr) (registry.Instance, bool, error) {
 	in := registry.Instance{
 		Network:  a.Network(),
 		Weight:   max(s.opts.weight, 1),
@@ -44,7 +44,7 @@ func (s *Server) endpointOf(l net.Listener) (registry.Instance, bool, error) {
 	case "unix":
 		in.Address = a.String()
 		return in, true, nil
-	case "tcp", "tcp4", "tcp6":
+	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6":
 	default:
 		return in, false, nil
 	}
@@ -105,11 +105,12 @@ func hostAddress(v4 bool) string {
 	return "::1"
 }
 
-// publish registers every service for l, in the background.
-func (s *Server) publish(l net.Listener) {
-	base, ok, err := s.endpointOf(l)
+// publish registers every service for the listener or packet socket l,
+// whose address is a, in the background.
+func (s *Server) publish(l any, a net.Addr) {
+	base, ok, err := s.endpointOf(a)
 	if err != nil {
-		s.opts.logger.Error("kiev: cannot work out the address to register; pass WithAdvertise", "listener", l.Addr().String(), "err", err)
+		s.opts.logger.Error("kiev: cannot work out the address to register; pass WithAdvertise", "listener", a.String(), "err", err)
 		return
 	}
 	if !ok {
@@ -168,9 +169,10 @@ func (s *Server) registerAll(ins []registry.Instance) {
 	})
 }
 
-// unpublish deregisters what was registered for the listeners given, or
-// for all of them if ls is empty, within ctx and deregisterTimeout.
-func (s *Server) unpublish(ctx context.Context, ls ...net.Listener) {
+// unpublish deregisters what was registered for the listeners (or packet
+// sockets) given, or for all of them if ls is empty, within ctx and
+// deregisterTimeout.
+func (s *Server) unpublish(ctx context.Context, ls ...any) {
 	s.mu.Lock()
 	all := len(ls) == 0
 	if all {

@@ -67,6 +67,13 @@ func kievCallers(b testing.TB) map[string]caller {
 		}
 		startServer(b, srv)
 	}
+	// The same service over UDP, one datagram each way.
+	usrv := kiev.NewServer()
+	if err := usrv.Register(Bench{}); err != nil {
+		b.Fatal(err)
+	}
+	uc := dial(b, servePacket(b, usrv, nil))
+
 	sc := dial(b, "Bench", kiev.WithRegistry(reg))
 	if err := kiev.WaitProviders(ctx, sc, 3); err != nil {
 		b.Fatal(err)
@@ -79,6 +86,10 @@ func kievCallers(b testing.TB) map[string]caller {
 		"kiev-protobuf": func() error {
 			var out testpb.Small
 			return pc.Call(ctx, "Bench.EchoProto", smallProto, &out)
+		},
+		"kiev-msgpack-udp": func() error {
+			var out Small
+			return uc.Call(ctx, "Bench.Echo", &smallArgs, &out)
 		},
 		"kiev-msgpack-3-providers": func() error {
 			var out Small
@@ -123,6 +134,7 @@ func allCallers(b *testing.B) []struct {
 		{"kiev-msgpack", k["kiev-msgpack"]},
 		{"kiev-protobuf", k["kiev-protobuf"]},
 		{"kiev-msgpack-3-providers", k["kiev-msgpack-3-providers"]},
+		{"kiev-msgpack-udp", k["kiev-msgpack-udp"]},
 		{"net-rpc-gob", netRPCCaller(b)},
 	}
 }

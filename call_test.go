@@ -386,8 +386,8 @@ func TestMessageTooLarge(t *testing.T) {
 		t.Fatalf("large request = %v; want ErrTooLarge", err)
 	}
 	err = c.Call(context.Background(), "Arith.Big", Args{A: max}, &b)
-	if !errors.Is(err, kiev.ErrInternal) || !strings.Contains(err.Error(), "too large") {
-		t.Fatalf("large reply = %v; want ErrInternal saying too large", err)
+	if !errors.Is(err, kiev.ErrTooLarge) || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("large reply = %v; want ErrTooLarge saying too large", err)
 	}
 	if err := c.Call(context.Background(), "Arith.Big", Args{A: 1000}, &b); err != nil || len(b) != 1000 {
 		t.Fatalf("connection broken after large messages: %v", err)

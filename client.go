@@ -63,7 +63,8 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool
 
-	wg sync.WaitGroup // goroutines of every connection and of the group
+	wg          sync.WaitGroup // goroutines of every connection and of the group
+	packetStats packetCounters
 }
 
 // Dial returns a Client for target, which is one of:
@@ -71,6 +72,9 @@ type Client struct {
 //   - a server's address: "host:port" over TCP (also "tcp://host:port"),
 //     or "unix:///path/to/socket". Dial returns once the connection and
 //     the protocol handshake succeed.
+//   - "udp://host:port": calls go over UDP, one datagram each way, from one
+//     socket (see Server.ServePacket and Packet). There is no handshake:
+//     Dial returns once the address resolves.
 //   - a service name, such as "Arith": the client follows the providers of
 //     the service in the registry given by WithRegistry, or else
 //     DefaultRegistry, and balances calls over them (WithBalancer).
@@ -99,6 +103,12 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 	c.invoke = chainClient(c.attempts, c.opts.interceptors)
 	if t.service == "" {
 		c.single = newEndpoint(c, registry.Instance{Network: t.network, Address: t.addr})
+		if c.single.udp {
+			if _, err := c.single.packet(); err != nil {
+				return nil, fmt.Errorf("kiev: Dial %q: %w: %w", target, ErrUnavailable, err)
+			}
+			return c, nil
+		}
 		c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.single.throttle == nil
 		if _, err := c.single.conn(context.Background()); err != nil {
 			return nil, err

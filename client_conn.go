@@ -72,7 +72,8 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	id := cc.nextID.Add(1)
 	buf := getBuf(0)
 	defer putBuf(buf)
-	b, err := cc.encode((*buf)[:0], ctx, id, call)
+	deadline, _ := ctx.Deadline()
+	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0)
 	*buf = b
 	if err != nil {
 		return err
@@ -107,30 +108,38 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	return nil
 }
 
-func (cc *clientConn) encode(b []byte, ctx context.Context, id uint64, call *Call) ([]byte, error) {
+// encodeRequest appends call's Request frame, which starts at offset
+// start of b. The frame carries the time left until deadline, unless it
+// is zero, ctx's priority and metadata, and in a datagram, the client's
+// session and ack floor.
+func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64) ([]byte, error) {
 	b = wire.BeginFrame(b, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, call.ServiceMethod)
 	b = wire.AppendString(b, wire.KeyCodec, call.codec.Name())
-	if d, ok := ctx.Deadline(); ok {
-		left := time.Until(d)
+	if !deadline.IsZero() {
+		left := time.Until(deadline)
 		if left <= 0 {
 			return b, context.DeadlineExceeded
 		}
 		b = wire.AppendUvarint(b, wire.KeyTimeout, uint64((left+time.Microsecond-1)/time.Microsecond))
 	}
 	b = wire.AppendField(b, wire.KeyPriority, []byte{byte(PriorityFrom(ctx))})
+	if session != 0 {
+		b = wire.AppendUvarint(b, wire.KeySession, session)
+		b = wire.AppendUvarint(b, wire.KeyAckFloor, floor)
+	}
 	for k, v := range OutgoingMetadata(ctx) {
 		b = wire.AppendMeta(b, k, v)
 	}
-	if err := wire.EndHeader(b, 0); err != nil {
+	if err := wire.EndHeader(b, start); err != nil {
 		return b, fmt.Errorf("%w: metadata over 64 KiB", ErrTooLarge)
 	}
 	b, err := call.codec.Marshal(b, call.Args)
 	if err != nil {
 		return b, fmt.Errorf("encoding args (codec %s): %w", call.codec.Name(), err)
 	}
-	if err := wire.EndFrame(b, 0, cc.c.opts.maxFrame); err != nil {
-		return b, fmt.Errorf("%w: request is %d bytes, over the %d-byte frame limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(b)-4, cc.c.opts.maxFrame)
+	if err := wire.EndFrame(b, start, maxFrame); err != nil {
+		return b, fmt.Errorf("%w: request is %d bytes, over the %d-byte frame limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(b)-start-4, maxFrame)
 	}
 	return b, nil
 }
@@ -200,7 +209,7 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 		switch f.Type {
 		case wire.TypeResponse:
 			if call := cc.take(f.ID); call != nil {
-				call.Error = cc.decode(call, &f, &h)
+				call.Error = decodeReply(call, &f, &h)
 				call.complete()
 			}
 		case wire.TypeGoAway:
@@ -215,7 +224,8 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 	}
 }
 
-func (cc *clientConn) decode(call *Call, f *wire.Frame, h *wire.Header) error {
+// decodeReply decodes a Response frame into call.
+func decodeReply(call *Call, f *wire.Frame, h *wire.Header) error {
 	if h.ErrCode != 0 {
 		return &ServerError{Code: Code(h.ErrCode), Message: string(h.ErrMsg)}
 	}

@@ -201,7 +201,7 @@ func (g *group) retire(ep *endpoint) {
 // usable reports whether the client can call in.
 func (g *group) usable(in registry.Instance) bool {
 	switch in.Network {
-	case "tcp", "tcp4", "tcp6", "unix":
+	case "tcp", "tcp4", "tcp6", "unix", "udp", "udp4", "udp6":
 	default:
 		g.c.opts.logger.Warn("kiev: provider skipped: this client cannot reach its network", "service", g.service, "id", in.ID())
 		return false

@@ -24,9 +24,11 @@ type endpoint struct {
 	weight   atomic.Int32 // inst.Weight, which the registry may change
 
 	live atomic.Pointer[clientConn] // the current connection, for the fast path
+	udp  bool                       // calls go in datagrams, through pk
 
 	mu        sync.Mutex
 	cc        *clientConn
+	pk        *packetClient // the UDP socket, made on first use
 	closed    bool
 	dialing   chan struct{} // closed when the dial in progress ends
 	failures  int           // failed dials in a row
@@ -42,6 +44,10 @@ type endpoint struct {
 
 func newEndpoint(c *Client, inst registry.Instance) *endpoint {
 	ep := &endpoint{c: c, inst: inst, id: inst.ID(), throttle: newThrottlers(c.opts.throttle)}
+	switch inst.Network {
+	case "udp", "udp4", "udp6":
+		ep.udp = true
+	}
 	ep.weight.Store(int32(inst.Weight))
 	return ep
 }
@@ -157,13 +163,20 @@ func (ep *endpoint) close(err error, graceful bool) {
 		return
 	}
 	ep.closed = true
-	cc := ep.cc
-	ep.cc = nil
+	cc, pk := ep.cc, ep.pk
+	ep.cc, ep.pk = nil, nil
 	ep.live.Store(nil)
 	dialing := ep.dialing
 	ep.mu.Unlock()
 	if dialing != nil {
 		<-dialing // its caller sees closed and closes what it dialed
+	}
+	if pk != nil {
+		if graceful {
+			pk.closeWhenIdle(err)
+		} else {
+			pk.close(err)
+		}
 	}
 	if cc == nil {
 		return
@@ -257,4 +270,22 @@ func (ep *endpoint) lost() {
 	if ep.unlisted.Load() {
 		ep.c.ejected(ep)
 	}
+}
+
+// packet returns the endpoint's UDP socket, opening it on first use.
+func (ep *endpoint) packet() (*packetClient, error) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	switch {
+	case ep.closed:
+		return nil, errClientClosed
+	case ep.pk != nil:
+		return ep.pk, nil
+	}
+	pk, err := newPacketClient(ep.c, ep.inst.Network, ep.inst.Address)
+	if err != nil {
+		return nil, err
+	}
+	ep.pk = pk
+	return pk, nil
 }

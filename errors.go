@@ -26,7 +26,8 @@ var (
 	// wraps the dial error; the client redials with backoff on later calls.
 	ErrUnavailable = errors.New("kiev: server unavailable")
 
-	// ErrTooLarge means a message does not fit the maximum frame size.
+	// ErrTooLarge means a message does not fit the maximum frame size, or
+	// over UDP, one datagram.
 	// Send less, or raise the limit with WithMaxFrameSize on both sides.
 	ErrTooLarge = errors.New("kiev: message too large")
 
@@ -61,9 +62,10 @@ const (
 	CodeBadRequest       Code = 6 // undecodable args or unknown codec
 	CodeInternal         Code = 7 // handler panic or unencodable reply
 	CodeOverloaded       Code = 8 // shed by the server's scheduler without running
+	CodeTooLarge         Code = 9 // the reply does not fit a frame or datagram
 )
 
-var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded"}
+var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge"}
 
 // String returns the code's name, or "Code(N)" for a user code.
 func (c Code) String() string {
@@ -103,6 +105,8 @@ func (e *ServerError) Is(target error) bool {
 		return target == ErrInternal
 	case CodeOverloaded:
 		return target == ErrOverloaded
+	case CodeTooLarge:
+		return target == ErrTooLarge
 	}
 	return false
 }

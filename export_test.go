@@ -31,3 +31,12 @@ func SetInterfaceAddrs(f func() ([]net.Addr, error)) (restore func()) {
 
 // AdvertiseAddr exposes advertiseAddr.
 var AdvertiseAddr = advertiseAddr
+
+// PacketLocalAddr returns the local address of c's UDP socket.
+func PacketLocalAddr(c *Client) net.Addr {
+	pk, err := c.single.packet()
+	if err != nil {
+		return nil
+	}
+	return pk.io.pc.LocalAddr()
+}

@@ -253,8 +253,8 @@ func TestDialErrors(t *testing.T) {
 
 func TestListenAndServe(t *testing.T) {
 	srv := kiev.NewServer()
-	if err := srv.ListenAndServe("udp", "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "not supported") {
-		t.Errorf("ListenAndServe(udp) = %v", err)
+	if err := srv.ListenAndServe("sctp", "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("ListenAndServe(sctp) = %v", err)
 	}
 	if err := srv.ListenAndServe("tcp", "256.0.0.1:0"); err == nil {
 		t.Error("ListenAndServe on a bad address succeeded")
@@ -262,6 +262,9 @@ func TestListenAndServe(t *testing.T) {
 	srv.Close()
 	if err := srv.ListenAndServe("tcp", "127.0.0.1:0"); !errors.Is(err, kiev.ErrServerClosed) {
 		t.Errorf("ListenAndServe after Close = %v", err)
+	}
+	if err := srv.ListenAndServe("udp", "127.0.0.1:0"); !errors.Is(err, kiev.ErrServerClosed) {
+		t.Errorf("ListenAndServe(udp) after Close = %v", err)
 	}
 }
 

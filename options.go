@@ -72,6 +72,12 @@ type serverOptions struct {
 	advertise    string
 	weight       int
 	instanceMeta map[string]string
+	packet       Packet
+}
+
+func (o *serverOptions) fill() {
+	o.connOptions.fill()
+	o.packet.fill()
 }
 
 type dialOptions struct {
@@ -88,6 +94,7 @@ type dialOptions struct {
 	balancer     balance.Balancer
 	failFast     bool
 	outlier      Outlier
+	packet       Packet
 }
 
 func (o *dialOptions) fill() {
@@ -108,6 +115,7 @@ func (o *dialOptions) fill() {
 		o.maxBackoff = o.minBackoff
 	}
 	o.outlier.fill()
+	o.packet.fill()
 	if o.balancer == nil {
 		o.balancer = balance.RoundRobin()
 	}

@@ -198,7 +198,12 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error
 	if c.group != nil {
 		ep.inflight.Add(1)
 	}
-	err := c.roundTrip(actx, ep, call)
+	var err error
+	if ep.udp {
+		err = c.packetRoundTrip(actx, ep, call)
+	} else {
+		err = c.roundTrip(actx, ep, call)
+	}
 	if cancel != nil {
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {

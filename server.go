@@ -34,9 +34,12 @@ type Server struct {
 	connWG sync.WaitGroup  // connection goroutines
 	sched  *shed.Scheduler // runs every call
 
-	advertised map[net.Listener]registry.Instance // what each listener registered, without a service
-	regWG      sync.WaitGroup                     // registrations in progress
-	regCtx     context.Context                    // canceled when the server deregisters for good
+	packets     map[*packetServer]struct{}
+	packetStats packetCounters
+
+	advertised map[any]registry.Instance // what each listener or packet socket registered, without a service
+	regWG      sync.WaitGroup            // registrations in progress
+	regCtx     context.Context           // canceled when the server deregisters for good
 	regCancel  context.CancelFunc
 }
 
@@ -49,7 +52,8 @@ func NewServer(opts ...ServerOption) *Server {
 		done:      make(chan struct{}),
 		codecs:    make(map[string]codec.Codec),
 
-		advertised: make(map[net.Listener]registry.Instance),
+		packets:    make(map[*packetServer]struct{}),
+		advertised: make(map[any]registry.Instance),
 	}
 	s.regCtx, s.regCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -137,7 +141,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
-	s.publish(l)
+	s.publish(l, l.Addr())
 	defer func() {
 		s.unpublish(context.Background(), l)
 		s.mu.Lock()
@@ -206,12 +210,19 @@ func (s *Server) track(nc net.Conn, base context.Context) bool {
 func (s *Server) Scheduler() *shed.Scheduler { return s.sched }
 
 // ListenAndServe listens on network ("tcp", "tcp4", "tcp6" or "unix") and
-// addr, then calls Serve.
+// addr, then calls Serve; or for "udp", "udp4" or "udp6", opens a socket
+// and calls ServePacket.
 func (s *Server) ListenAndServe(network, addr string) error {
 	switch network {
 	case "tcp", "tcp4", "tcp6", "unix":
+	case "udp", "udp4", "udp6":
+		pc, err := net.ListenPacket(network, addr)
+		if err != nil {
+			return err
+		}
+		return s.ServePacket(pc)
 	default:
-		return fmt.Errorf("kiev: ListenAndServe: network %q is not supported; use tcp, tcp4, tcp6 or unix", network)
+		return fmt.Errorf("kiev: ListenAndServe: network %q is not supported; use tcp, tcp4, tcp6, unix, udp, udp4 or udp6", network)
 	}
 	l, err := net.Listen(network, addr)
 	if err != nil {
@@ -249,15 +260,33 @@ func (s *Server) stopListening() []*serverConn {
 	return conns
 }
 
-// Shutdown stops the server gracefully. It closes the listeners, tells
-// every connected client to send no new calls (those fail at once on the
-// client with ErrShutdown), lets the calls in flight finish and send their
-// replies, then closes the connections. If ctx ends first, Shutdown closes
-// what is left as Close does and returns ctx's error.
+// packetServers returns the packet sockets being served.
+func (s *Server) packetServers() []*packetServer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pss := make([]*packetServer, 0, len(s.packets))
+	for ps := range s.packets {
+		pss = append(pss, ps)
+	}
+	return pss
+}
+
+// Shutdown stops the server gracefully. It first withdraws the server's
+// registrations (see WithRegistry), so that clients stop picking it. Then
+// it closes the listeners, tells every connected client to send no new
+// calls (those fail at once on the client with ErrShutdown, and service
+// clients retry them on another provider), lets the calls in flight finish
+// and send their replies, then closes the connections. Packet sockets
+// answer new calls with ErrShutdown and close once their calls have
+// replied. If ctx ends first, Shutdown closes what is left as Close does
+// and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.unpublish(ctx)
 	for _, c := range s.stopListening() {
 		c.drain()
+	}
+	for _, ps := range s.packetServers() {
+		ps.drain()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -286,6 +315,9 @@ func (s *Server) Close() error {
 	cancel()
 	for _, c := range s.stopListening() {
 		c.close(ErrServerClosed)
+	}
+	for _, ps := range s.packetServers() {
+		ps.abort()
 	}
 	s.sched.Close()
 	s.connWG.Wait()

@@ -118,24 +118,43 @@ const maxTimeoutMicros = math.MaxInt64 / 1000
 // request starts one call. Failures known before the handler runs are
 // answered from here, without a goroutine.
 func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
-	m, err := c.srv.lookup(h.Method)
+	sc, code, msg := c.srv.newCall(f, h, c.nc.RemoteAddr(), c.base, c)
+	if sc == nil {
+		c.replyError(f.ID, code, msg)
+		return
+	}
+	c.mu.Lock()
+	if c.draining || c.dead {
+		c.mu.Unlock()
+		sc.release()
+		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
+		return
+	}
+	c.calls[f.ID] = sc
+	c.mu.Unlock()
+	c.srv.submit(sc, c.base)
+}
+
+// newCall makes the call a Request frame asks for, or says why it cannot:
+// no such method, or an unknown codec. It copies the args, so the frame
+// may be reused.
+func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base context.Context, sink callSink) (*serverCall, Code, string) {
+	m, err := s.lookup(h.Method)
 	if err != nil {
-		c.replyError(f.ID, CodeNotFound, err.Error())
-		return
+		return nil, CodeNotFound, err.Error()
 	}
-	cd := c.srv.codecs[string(h.Codec)]
+	cd := s.codecs[string(h.Codec)]
 	if cd == nil {
-		c.replyError(f.ID, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", h.Codec, c.srv.codecNames()))
-		return
+		return nil, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", h.Codec, s.codecNames())
 	}
-	sc := &serverCall{conn: c, m: m, codec: cd, id: f.ID}
-	sc.req = Request{ServiceMethod: m.name, ID: f.ID, Peer: c.nc.RemoteAddr(), Codec: cd.Name(), call: sc}
+	sc := &serverCall{srv: s, sink: sink, m: m, codec: cd, id: f.ID}
+	sc.req = Request{ServiceMethod: m.name, ID: f.ID, Peer: peer, Codec: cd.Name(), call: sc}
 	if h.MetaCount > 0 {
 		md := make(Metadata, h.MetaCount)
 		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
 		sc.req.Metadata = md
 	}
-	sc.ctx.parent = c.base
+	sc.ctx.parent = base
 	sc.ctx.md = sc.req.Metadata
 	sc.ctx.priority = DefaultPriority
 	if h.HasPriority {
@@ -146,28 +165,28 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 	}
 	sc.body = getBuf(len(f.Body))
 	*sc.body = append((*sc.body)[:0], f.Body...)
+	return sc, 0, ""
+}
 
-	c.mu.Lock()
-	if c.draining || c.dead {
-		c.mu.Unlock()
-		putBuf(sc.body)
-		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
-		return
-	}
-	c.calls[f.ID] = sc
-	c.mu.Unlock()
-	if err := c.base.Err(); err != nil {
+// submit hands a call to the scheduler.
+func (s *Server) submit(sc *serverCall, base context.Context) {
+	if err := base.Err(); err != nil {
 		sc.ctx.cancel(err)
 	}
-	c.srv.sched.Submit(sc)
+	s.sched.Submit(sc)
+}
+
+// release returns a call that will not run or be answered.
+func (sc *serverCall) release() {
+	if sc.body != nil {
+		putBuf(sc.body)
+		sc.body = nil
+	}
 }
 
 func (c *serverConn) replyError(id uint64, code Code, msg string) {
 	buf := getBuf(0)
-	b := wire.BeginFrame((*buf)[:0], wire.TypeResponse, id)
-	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
-	b = wire.AppendString(b, wire.KeyErrMsg, msg)
-	_ = wire.EndHeader(b, 0)
+	b := appendError((*buf)[:0], id, code, msg)
 	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err == nil {
 		_ = c.link.send(b)
 	}
@@ -253,9 +272,36 @@ func (s *Server) codecNames() string {
 	return strings.Join(slices.Sorted(maps.Keys(s.codecs)), ", ")
 }
 
+// callSink is where a call's answer goes: the connection it came on, or
+// a packet socket and the caller's address.
+type callSink interface {
+	// prefix appends what goes before a Response frame: nothing on a
+	// connection, the preface in a datagram.
+	prefix(b []byte) []byte
+	// send sends b, a Response frame after its prefix, unless it is too
+	// large, which it reports.
+	send(sc *serverCall, b []byte) error
+	// done forgets the call; it is the last thing a call does.
+	done(sc *serverCall)
+}
+
+// prefix, send and done make a serverConn the callSink of its calls.
+func (c *serverConn) prefix(b []byte) []byte { return b }
+
+func (c *serverConn) send(sc *serverCall, b []byte) error {
+	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err != nil {
+		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
+	}
+	_ = c.link.send(b)
+	return nil
+}
+
+func (c *serverConn) done(sc *serverCall) { c.finish(sc.id) }
+
 // serverCall is one call in flight.
 type serverCall struct {
-	conn       *serverConn
+	srv        *Server
+	sink       callSink
 	m          *method
 	codec      codec.Codec
 	id         uint64
@@ -275,8 +321,7 @@ func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
 
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {
-	c := sc.conn
-	defer c.finish(sc.id)
+	defer sc.sink.done(sc)
 	putBuf(sc.body)
 	sc.body = nil
 	sc.ctx.cancel(context.Canceled)
@@ -285,22 +330,21 @@ func (sc *serverCall) Drop(r shed.Reason) {
 	}
 	switch r {
 	case shed.Evicted:
-		c.replyError(sc.id, CodeOverloaded, "kiev: "+sc.m.name+" was shed: the server is overloaded and a more important call took its place in the queue; retry on another server")
+		sc.replyError(CodeOverloaded, "kiev: "+sc.m.name+" was shed: the server is overloaded and a more important call took its place in the queue; retry on another server")
 	case shed.Refused:
-		c.replyError(sc.id, CodeOverloaded, "kiev: "+sc.m.name+" was refused: the server is overloaded and its queue is full of calls as important; retry on another server")
+		sc.replyError(CodeOverloaded, "kiev: "+sc.m.name+" was refused: the server is overloaded and its queue is full of calls as important; retry on another server")
 	case shed.Expired:
-		c.replyError(sc.id, CodeOverloaded, "kiev: "+sc.m.name+" was shed: it waited in the overloaded server's queue past the wait limit; retry on another server")
+		sc.replyError(CodeOverloaded, "kiev: "+sc.m.name+" was shed: it waited in the overloaded server's queue past the wait limit; retry on another server")
 	case shed.Deadline:
-		c.replyError(sc.id, CodeDeadlineExceeded, "kiev: "+sc.m.name+" was not run: too little time was left before the caller's deadline")
+		sc.replyError(CodeDeadlineExceeded, "kiev: "+sc.m.name+" was not run: too little time was left before the caller's deadline")
 	}
 }
 
 // Run executes the interceptor chain and the method, then replies.
 func (sc *serverCall) Run() {
-	c := sc.conn
-	defer c.finish(sc.id)
+	defer sc.sink.done(sc)
 	sc.ctx.start()
-	err := sc.protect(func() error { return c.srv.handler(&sc.ctx, &sc.req) })
+	err := sc.protect(func() error { return sc.srv.handler(&sc.ctx, &sc.req) })
 	if sc.body != nil {
 		putBuf(sc.body)
 		sc.body = nil
@@ -313,7 +357,7 @@ func (sc *serverCall) Run() {
 		return
 	}
 	if err != nil {
-		c.replyError(sc.id, codeOf(err), err.Error())
+		sc.replyError(codeOf(err), err.Error())
 		return
 	}
 	sc.reply()
@@ -325,7 +369,7 @@ func (sc *serverCall) protect(f func() error) (err error) {
 		if p := recover(); p != nil {
 			stack := make([]byte, 8<<10)
 			stack = stack[:runtime.Stack(stack, false)]
-			sc.conn.srv.opts.logger.Error("kiev: handler panicked", "method", sc.m.name, "panic", p, "stack", string(stack))
+			sc.srv.opts.logger.Error("kiev: handler panicked", "method", sc.m.name, "panic", p, "stack", string(stack))
 			err = &ServerError{Code: CodeInternal, Message: fmt.Sprintf("kiev: %s panicked: %v", sc.m.name, p)}
 		}
 	}()
@@ -351,22 +395,49 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 }
 
 func (sc *serverCall) reply() {
-	c := sc.conn
 	buf := getBuf(0)
 	defer putBuf(buf)
-	b := wire.BeginFrame((*buf)[:0], wire.TypeResponse, sc.id)
+	b := sc.sink.prefix((*buf)[:0])
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeResponse, sc.id)
 	b = wire.AppendString(b, wire.KeyCodec, sc.codec.Name())
-	_ = wire.EndHeader(b, 0)
+	_ = wire.EndHeader(b, start)
 	b, err := sc.codec.Marshal(b, sc.req.Reply)
 	*buf = b
 	if err != nil {
-		c.srv.opts.logger.Error("kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err)
-		c.replyError(sc.id, CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err))
+		sc.srv.opts.logger.Error("kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err)
+		sc.replyError(CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err))
 		return
 	}
-	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err != nil {
-		c.replyError(sc.id, CodeInternal, fmt.Sprintf("kiev: reply of %s is too large: %v; return less or raise WithMaxFrameSize on both sides", sc.m.name, err))
-		return
+	if err := sc.sink.send(sc, b); err != nil {
+		sc.replyError(CodeTooLarge, fmt.Sprintf("kiev: reply of %s is too large: %v", sc.m.name, err))
 	}
-	_ = c.link.send(b)
+}
+
+// replyError answers the call with an error. A message too long for the
+// sink (a datagram, say) is cut short.
+func (sc *serverCall) replyError(code Code, msg string) {
+	buf := getBuf(0)
+	b := appendError(sc.sink.prefix((*buf)[:0]), sc.id, code, msg)
+	if sc.sink.send(sc, b) != nil && len(msg) > maxShortError {
+		b = appendError(sc.sink.prefix(b[:0]), sc.id, code, msg[:maxShortError]+"...")
+		_ = sc.sink.send(sc, b)
+	}
+	*buf = b
+	putBuf(buf)
+}
+
+// maxShortError is the length error messages are cut to when they do not
+// fit whole.
+const maxShortError = 256
+
+// appendError appends an error Response frame, without its length, which
+// the sink's send fills in.
+func appendError(b []byte, id uint64, code Code, msg string) []byte {
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeResponse, id)
+	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
+	b = wire.AppendString(b, wire.KeyErrMsg, msg)
+	_ = wire.EndHeader(b, start)
+	return b
 }

@@ -37,10 +37,15 @@ func parseTarget(s string) (target, error) {
 			return target{}, fmt.Errorf("kiev: Dial %q: want host:port, a service name, or a URL (tcp://, unix://, zookeeper://): %v", s, err)
 		}
 		return target{network: "tcp", addr: rest}, nil
+	case "udp":
+		if _, _, err := net.SplitHostPort(rest); err != nil {
+			return target{}, fmt.Errorf("kiev: Dial %q: want udp://host:port: %v", s, err)
+		}
+		return target{network: "udp", addr: rest}, nil
 	case "zookeeper", "zk":
 		return parseZooKeeper(s)
 	}
-	return target{}, fmt.Errorf("kiev: Dial %q: unknown scheme %q; use host:port, a service name, tcp://, unix:// or zookeeper://", s, scheme)
+	return target{}, fmt.Errorf("kiev: Dial %q: unknown scheme %q; use host:port, a service name, tcp://, udp://, unix:// or zookeeper://", s, scheme)
 }
 
 // isServiceName reports whether s is a bare service name rather than an

@@ -166,3 +166,33 @@ func FuzzPreface(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDatagram checks that any datagram is either refused or parsed
+// into a frame that lies within it and whose header parses or is refused,
+// without panics.
+func FuzzParseDatagram(f *testing.F) {
+	ok := BeginDatagram(nil, TypeRequest, 7)
+	ok = AppendString(ok, KeyMethod, "Arith.Add")
+	ok = AppendString(ok, KeyCodec, "msgpack")
+	_ = EndHeader(ok, PrefaceLen)
+	ok = append(ok, 0x92, 1, 2)
+	_ = EndFrame(ok, PrefaceLen, 1<<16)
+	f.Add(ok)
+	f.Add(ok[:len(ok)-1])
+	f.Add([]byte("KIEV\x01\x00\x00\x00\x00"))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		fr, v, err := ParseDatagram(p)
+		if err != nil {
+			return
+		}
+		if v == 0 {
+			t.Fatal("accepted version 0")
+		}
+		if n := DatagramOverhead + len(fr.Header) + len(fr.Body); n != len(p) {
+			t.Fatalf("frame of %d bytes from a %d-byte datagram", n, len(p))
+		}
+		var h Header
+		_ = ParseHeader(fr.Header, &h)
+	})
+}

@@ -59,6 +59,8 @@ const (
 	KeyPriority Key = 5 // Request: one byte, 0 (shed first) to 9 (shed last)
 	KeyErrCode  Key = 6 // Response: uvarint error code; absent means success
 	KeyErrMsg   Key = 7 // Response: error text
+	KeySession  Key = 8 // Request in a datagram: uvarint, the client socket's random session id
+	KeyAckFloor Key = 9 // Request in a datagram: uvarint, every call of the session below this id is done
 )
 
 const (
@@ -80,6 +82,17 @@ var (
 	ErrFrameTooLarge = errors.New("kiev/wire: frame larger than the maximum frame size")
 	ErrMalformed     = errors.New("kiev/wire: malformed frame")
 	ErrHeaderTooLong = errors.New("kiev/wire: header fields exceed 65535 bytes")
+)
+
+// Header field errors, made once: parsing hostile headers (a flood of bad
+// datagrams, say) must not allocate.
+var (
+	errBadTimeout   = fmt.Errorf("%w: bad timeout field", ErrMalformed)
+	errBadPriority  = fmt.Errorf("%w: bad priority field", ErrMalformed)
+	errBadErrCode   = fmt.Errorf("%w: bad error code field", ErrMalformed)
+	errBadMeta      = fmt.Errorf("%w: bad metadata field", ErrMalformed)
+	errFieldOverrun = fmt.Errorf("%w: a header field runs past the header", ErrMalformed)
+	errBadUvarint   = fmt.Errorf("%w: bad session or ack field", ErrMalformed)
 )
 
 // AppendPreface appends a connection preface announcing version v.
@@ -199,7 +212,9 @@ type Header struct {
 	HasPriority bool
 	ErrCode     uint64 // 0 means success
 	ErrMsg      []byte
-	MetaCount   int // number of KeyMeta fields; read them with EachMeta
+	MetaCount   int    // number of KeyMeta fields; read them with EachMeta
+	Session     uint64 // 0 if absent
+	AckFloor    uint64 // 0 if absent
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -214,7 +229,7 @@ func ParseHeader(raw []byte, h *Header) error {
 		case KeyTimeout:
 			t, n := binary.Uvarint(v)
 			if n <= 0 {
-				return fmt.Errorf("%w: bad timeout field", ErrMalformed)
+				return errBadTimeout
 			}
 			h.Timeout, h.HasTimeout = t, true
 		case KeyMeta:
@@ -224,17 +239,27 @@ func ParseHeader(raw []byte, h *Header) error {
 			h.MetaCount++
 		case KeyPriority:
 			if len(v) != 1 || v[0] > 9 {
-				return fmt.Errorf("%w: bad priority field", ErrMalformed)
+				return errBadPriority
 			}
 			h.Priority, h.HasPriority = v[0], true
 		case KeyErrCode:
 			c, n := binary.Uvarint(v)
 			if n <= 0 {
-				return fmt.Errorf("%w: bad error code field", ErrMalformed)
+				return errBadErrCode
 			}
 			h.ErrCode = c
 		case KeyErrMsg:
 			h.ErrMsg = v
+		case KeySession, KeyAckFloor:
+			x, n := binary.Uvarint(v)
+			if n <= 0 {
+				return errBadUvarint
+			}
+			if k == KeySession {
+				h.Session = x
+			} else {
+				h.AckFloor = x
+			}
 		}
 		return nil
 	})
@@ -255,7 +280,7 @@ func EachMeta(raw []byte, fn func(key, value []byte)) {
 func splitMeta(v []byte) (key, value []byte, err error) {
 	kl, n := binary.Uvarint(v)
 	if n <= 0 || kl > uint64(len(v)-n) {
-		return nil, nil, fmt.Errorf("%w: bad metadata field", ErrMalformed)
+		return nil, nil, errBadMeta
 	}
 	return v[n : n+int(kl)], v[n+int(kl):], nil
 }
@@ -265,7 +290,7 @@ func eachField(raw []byte, fn func(Key, []byte) error) error {
 		k := Key(raw[0])
 		l, n := binary.Uvarint(raw[1:])
 		if n <= 0 || l > uint64(len(raw)-1-n) {
-			return fmt.Errorf("%w: header field %d runs past the header", ErrMalformed, k)
+			return errFieldOverrun
 		}
 		start := 1 + n
 		if err := fn(k, raw[start:start+int(l)]); err != nil {

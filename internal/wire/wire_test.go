@@ -31,6 +31,8 @@ func TestConstants(t *testing.T) {
 		{"KeyPriority", int(KeyPriority), 5},
 		{"KeyErrCode", int(KeyErrCode), 6},
 		{"KeyErrMsg", int(KeyErrMsg), 7},
+		{"KeySession", int(KeySession), 8},
+		{"KeyAckFloor", int(KeyAckFloor), 9},
 		{"Version", Version, 1},
 		{"PrefaceLen", PrefaceLen, 5},
 		{"HeaderSize", HeaderSize, 16},
@@ -539,5 +541,33 @@ func TestReadAllocs(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Fatalf("Next + ParseHeader allocated %v times per frame, want 0", allocs)
+	}
+}
+
+func TestDatagramRoundTrip(t *testing.T) {
+	b := BeginDatagram([]byte("junk"), TypeResponse, 42)
+	b = AppendString(b, KeyCodec, "msgpack")
+	if err := EndHeader(b, 4+PrefaceLen); err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, "body"...)
+	if err := EndFrame(b, 4+PrefaceLen, 1<<16); err != nil {
+		t.Fatal(err)
+	}
+	f, v, err := ParseDatagram(b[4:])
+	if err != nil || v != Version || f.Type != TypeResponse || f.ID != 42 || string(f.Body) != "body" {
+		t.Fatalf("ParseDatagram = %+v, %d, %v", f, v, err)
+	}
+	for _, bad := range [][]byte{
+		nil,
+		[]byte("KIEV"),
+		append([]byte("KIEX"), b[4+4:]...),
+		append([]byte("KIEV\x00"), b[4+PrefaceLen:]...),
+		b[4 : len(b)-1],
+		append(append([]byte{}, b[4:]...), 0),
+	} {
+		if _, _, err := ParseDatagram(bad); err == nil {
+			t.Errorf("ParseDatagram(%q) accepted it", bad)
+		}
 	}
 }

@@ -1,0 +1,293 @@
+package kiev
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// packetClient is a client's UDP socket to one server: any number of
+// calls share it, each its own datagrams. It owns one goroutine, the
+// reader, which matches replies to calls by id. Each call's goroutine
+// retransmits its own request.
+type packetClient struct {
+	c       *Client
+	io      packetIO
+	server  netip.AddrPort
+	session uint64 // random, so a restarted client is a new one to servers
+
+	mu       sync.Mutex
+	next     uint64 // the next call's id
+	floor    uint64 // every call with a lower id is done
+	pending  map[uint64]*Call
+	err      error // set once the socket is closed
+	retiring error // close with this error once no call is pending
+	srtt     time.Duration
+	rttvar   time.Duration
+	measured bool
+}
+
+// newPacketClient opens a socket for calls to addr.
+func newPacketClient(c *Client, network, addr string) (*packetClient, error) {
+	ua, err := net.ResolveUDPAddr(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	server := ua.AddrPort()
+	server = netip.AddrPortFrom(server.Addr().Unmap(), server.Port())
+	local := "udp6"
+	if server.Addr().Is4() {
+		local = "udp4"
+	}
+	conn, err := net.ListenUDP(local, nil)
+	if err != nil {
+		return nil, err
+	}
+	pk := &packetClient{c: c, io: newPacketIO(conn), server: server, pending: make(map[uint64]*Call), next: 1, floor: 1}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	pk.session = binary.BigEndian.Uint64(seed[:]) | 1 // never 0, which means none
+	c.wg.Go(pk.readLoop)
+	return pk, nil
+}
+
+// rto returns the retransmission timeout for a new call (RFC 6298).
+func (pk *packetClient) rto() time.Duration {
+	p := &pk.c.opts.packet
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if !pk.measured {
+		return p.InitialRTO
+	}
+	return min(max(pk.srtt+max(time.Millisecond, 4*pk.rttvar), p.MinRTO), p.MaxRTO)
+}
+
+// sample feeds the round trip of a call answered without retransmission
+// (Karn's rule) to the estimator.
+func (pk *packetClient) sample(rtt time.Duration) {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if !pk.measured {
+		pk.srtt, pk.rttvar, pk.measured = rtt, rtt/2, true
+		return
+	}
+	d := pk.srtt - rtt
+	if d < 0 {
+		d = -d
+	}
+	pk.rttvar = (3*pk.rttvar + d) / 4
+	pk.srtt = (7*pk.srtt + rtt) / 8
+}
+
+func (pk *packetClient) send(b []byte) {
+	if pk.io.write(b, peerKey{ap: pk.server}, nil) == nil {
+		pk.c.packetStats.sent.Add(1)
+	}
+}
+
+// take removes and returns the pending call with id.
+func (pk *packetClient) take(id uint64) *Call {
+	pk.mu.Lock()
+	call := pk.pending[id]
+	delete(pk.pending, id)
+	if id == pk.floor {
+		for pk.floor < pk.next && pk.pending[pk.floor] == nil {
+			pk.floor++
+		}
+	}
+	var retired error
+	if len(pk.pending) == 0 {
+		retired = pk.retiring
+	}
+	pk.mu.Unlock()
+	if retired != nil {
+		pk.close(retired)
+	}
+	return call
+}
+
+func (pk *packetClient) readLoop() {
+	buf := make([]byte, MaxDatagram+1)
+	stats := &pk.c.packetStats
+	var h wire.Header
+	for {
+		n, from, _, err := pk.io.read(buf)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			pk.close(fmt.Errorf("%w: UDP socket to %s: %w", ErrShutdown, pk.server, err))
+			return
+		}
+		stats.received.Add(1)
+		if from.ap != pk.server {
+			stats.unexpected.Add(1)
+			continue
+		}
+		f, _, err := wire.ParseDatagram(buf[:n])
+		if err != nil || f.Type != wire.TypeResponse || wire.ParseHeader(f.Header, &h) != nil {
+			stats.malformed.Add(1)
+			continue
+		}
+		call := pk.take(f.ID)
+		if call == nil {
+			stats.stale.Add(1)
+			continue
+		}
+		call.Error = decodeReply(call, &f, &h)
+		call.complete()
+	}
+}
+
+// close closes the socket and fails the calls pending with err.
+func (pk *packetClient) close(err error) {
+	pk.mu.Lock()
+	if pk.err != nil {
+		pk.mu.Unlock()
+		return
+	}
+	pk.err = err
+	pending := pk.pending
+	pk.pending = nil
+	pk.mu.Unlock()
+	pk.io.pc.Close()
+	for _, call := range pending {
+		call.Error = &callError{call.ServiceMethod, err}
+		call.complete()
+	}
+}
+
+// closeWhenIdle closes the socket once the calls pending have ended.
+func (pk *packetClient) closeWhenIdle(err error) {
+	pk.mu.Lock()
+	idle := len(pk.pending) == 0
+	if pk.retiring == nil {
+		pk.retiring = err
+	}
+	pk.mu.Unlock()
+	if idle {
+		pk.close(err)
+	}
+}
+
+// packetRoundTrip makes one call over UDP: it sends the request, resends
+// it each time the retransmission timeout passes, doubling the timeout,
+// and returns when the reply comes or ctx ends. A call with no deadline
+// gets Packet.Timeout.
+func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) error {
+	pk, err := ep.packet()
+	if err != nil {
+		return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: %w", ErrUnavailable, err)}}
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.opts.packet.Timeout)
+	}
+	call.codec = c.opts.codec
+	// The id is taken and the call made pending together, so that the
+	// ack floor never passes a call about to be sent.
+	pk.mu.Lock()
+	if err := cmp.Or(pk.err, pk.retiring); err != nil {
+		pk.mu.Unlock()
+		return notSent{&callError{call.ServiceMethod, err}}
+	}
+	id, floor := pk.next, pk.floor
+	pk.next++
+	pk.pending[id] = call
+	pk.mu.Unlock()
+
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b := wire.AppendPreface((*buf)[:0], wire.Version)
+	b, err = encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor)
+	*buf = b
+	if err == nil && len(b) > c.opts.packet.MaxDatagram {
+		err = fmt.Errorf("%w: the request is %d bytes, over the %d-byte datagram limit; send less, raise Packet.MaxDatagram on both sides (on loopback or in a datacenter), or call over TCP", ErrTooLarge, len(b), c.opts.packet.MaxDatagram)
+	}
+	if err != nil {
+		pk.take(id)
+		return &callError{call.ServiceMethod, err}
+	}
+
+	start := time.Now()
+	rto := pk.rto()
+	pk.send(b)
+	// One timer serves both the retransmissions and, if ctx has none, the
+	// deadline.
+	timer := getTimer(min(rto, time.Until(deadline)))
+	defer putTimer(timer)
+	retransmitted := false
+	for {
+		select {
+		case <-call.signal:
+			if !retransmitted {
+				pk.sample(time.Since(start))
+			}
+			return call.Error
+		case <-timer.C:
+			left := time.Until(deadline)
+			if left <= 0 {
+				return pk.abandon(id, call, context.DeadlineExceeded)
+			}
+			retransmitted = true
+			c.packetStats.retransmits.Add(1)
+			pk.send(b)
+			rto = min(2*rto, c.opts.packet.MaxRTO)
+			timer.Reset(min(rto, left))
+		case <-ctx.Done():
+			return pk.abandon(id, call, ctx.Err())
+		}
+	}
+}
+
+// abandon gives up on call, which ended with err, and tells the server
+// if the caller canceled it.
+func (pk *packetClient) abandon(id uint64, call *Call, err error) error {
+	if pk.take(id) == nil {
+		<-call.signal // the reply is being decoded right now
+		return call.Error
+	}
+	if errors.Is(err, context.Canceled) {
+		var tmp [wire.PrefaceLen + wire.HeaderSize]byte
+		cb := wire.BeginDatagram(tmp[:0], wire.TypeCancel, id)
+		_ = wire.EndFrame(cb, wire.PrefaceLen, MaxDatagram)
+		pk.send(cb)
+	}
+	return &callError{call.ServiceMethod, err}
+}
+
+var timerPool sync.Pool
+
+// getTimer returns a running timer that fires after d.
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timerPool.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for reuse. Since Go 1.23 a stopped timer's
+// channel holds no stale value, so Reset after Get is safe.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
+}
+
+// PacketStats reports what the client's UDP sockets saw.
+func (c *Client) PacketStats() PacketStats {
+	return PacketStats{
+		Sent: c.packetStats.sent.Load(), Received: c.packetStats.received.Load(),
+		Retransmits: c.packetStats.retransmits.Load(), Unexpected: c.packetStats.unexpected.Load(),
+		Stale: c.packetStats.stale.Load(), Malformed: c.packetStats.malformed.Load(),
+	}
+}

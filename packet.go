@@ -1,0 +1,195 @@
+package kiev
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// Packet configures RPC over UDP (see Server.ServePacket and Dial of
+// "udp://host:port"), on both sides. Every zero field means its default.
+type Packet struct {
+	// MaxDatagram is the largest datagram kiev sends: a client's request,
+	// a server's reply (default 1200 bytes, which crosses the internet
+	// unfragmented). A request over it fails with ErrTooLarge before it is
+	// sent; a reply over it is replaced by an ErrTooLarge error. On
+	// loopback or in a datacenter raise it on both sides, up to 65507.
+	MaxDatagram int
+
+	// InitialRTO is the retransmission timeout of a client's first calls,
+	// before it has measured a round trip (default 200ms). After that the
+	// timeout follows the measured round trips as TCP's does (RFC 6298),
+	// within MinRTO (default 10ms) and MaxRTO (default 1s), and doubles
+	// at each retransmission of a call. Keep MaxRTO below the servers'
+	// DedupLinger.
+	InitialRTO, MinRTO, MaxRTO time.Duration
+
+	// Timeout is the deadline a client gives calls whose ctx has none
+	// (default 10s), since a call over UDP retransmits until its deadline.
+	Timeout time.Duration
+
+	// DedupEntries bounds the server's duplicate-request cache (default
+	// 262144 calls). DedupLinger is how long the server remembers a call
+	// after it is done and after its last datagram arrived (default 2s);
+	// it must exceed the clients' MaxRTO. See Server.ServePacket.
+	DedupEntries int
+	DedupLinger  time.Duration
+}
+
+// Defaults for Packet.
+const (
+	DefaultMaxDatagram   = 1200
+	MaxDatagram          = 65507 // the largest UDP payload over IPv4
+	DefaultInitialRTO    = 200 * time.Millisecond
+	DefaultMinRTO        = 10 * time.Millisecond
+	DefaultMaxRTO        = time.Second
+	DefaultPacketTimeout = 10 * time.Second
+	DefaultDedupEntries  = 1 << 18
+	DefaultDedupLinger   = 2 * time.Second
+)
+
+func (p *Packet) fill() {
+	if p.MaxDatagram <= 0 {
+		p.MaxDatagram = DefaultMaxDatagram
+	}
+	p.MaxDatagram = min(p.MaxDatagram, MaxDatagram)
+	if p.InitialRTO <= 0 {
+		p.InitialRTO = DefaultInitialRTO
+	}
+	if p.MinRTO <= 0 {
+		p.MinRTO = DefaultMinRTO
+	}
+	if p.MaxRTO <= 0 {
+		p.MaxRTO = DefaultMaxRTO
+	}
+	p.MaxRTO = max(p.MaxRTO, p.MinRTO)
+	if p.Timeout <= 0 {
+		p.Timeout = DefaultPacketTimeout
+	}
+	if p.DedupEntries <= 0 {
+		p.DedupEntries = DefaultDedupEntries
+	}
+	if p.DedupLinger <= 0 {
+		p.DedupLinger = DefaultDedupLinger
+	}
+}
+
+// WithPacket configures RPC over UDP; see Packet.
+func WithPacket(p Packet) Option { return packetOption(p) }
+
+type packetOption Packet
+
+func (o packetOption) applyServer(so *serverOptions) { so.packet = Packet(o) }
+func (o packetOption) applyDial(do *dialOptions)     { do.packet = Packet(o) }
+
+// PacketStats counts what a UDP socket saw. Servers report theirs with
+// Server.PacketStats, clients with Client.PacketStats.
+type PacketStats struct {
+	Sent     int64 // datagrams sent, retransmissions included
+	Received int64 // datagrams received, dropped ones included
+
+	// Client side.
+	Retransmits int64 // requests sent again after their timeout
+	Unexpected  int64 // datagrams from an address other than the server's, dropped
+	Stale       int64 // replies to no call in flight (late, duplicated), dropped
+
+	// Server side.
+	Duplicates int64 // retransmitted requests: answered from the cache, or ignored while the call runs
+	CacheFull  int64 // requests refused with ErrOverloaded because the duplicate cache was full
+	Dropped    int64 // requests refused while draining
+	Cached     int64 // calls the duplicate cache holds now
+
+	// Both sides.
+	Malformed int64 // datagrams that are not kiev's, or not the expected frame type, dropped
+}
+
+// packetCounters are a PacketStats updated with atomics.
+type packetCounters struct {
+	sent, received, retransmits, unexpected, stale atomic.Int64
+	duplicates, cacheFull, dropped, malformed      atomic.Int64
+}
+
+func (c *packetCounters) snapshot() PacketStats {
+	return PacketStats{
+		Sent: c.sent.Load(), Received: c.received.Load(),
+		Retransmits: c.retransmits.Load(), Unexpected: c.unexpected.Load(), Stale: c.stale.Load(),
+		Duplicates: c.duplicates.Load(), CacheFull: c.cacheFull.Load(), Dropped: c.dropped.Load(),
+		Malformed: c.malformed.Load(),
+	}
+}
+
+// udpConn is what kiev needs of a UDP socket to read and write without
+// allocating an address per datagram; *net.UDPConn has it.
+type udpConn interface {
+	net.PacketConn
+	ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error)
+	WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
+}
+
+// packetIO reads and writes datagrams on pc, by netip.AddrPort where pc
+// allows it and by net.Addr otherwise.
+type packetIO struct {
+	pc  net.PacketConn
+	udp udpConn // nil if pc is not one
+}
+
+func newPacketIO(pc net.PacketConn) packetIO {
+	u, _ := pc.(udpConn)
+	return packetIO{pc: pc, udp: u}
+}
+
+// peerKey identifies a peer address without allocating for UDP.
+type peerKey struct {
+	ap    netip.AddrPort
+	other string // for sockets other than UDP
+}
+
+func (k peerKey) addr() net.Addr {
+	if k.other != "" {
+		return stringAddr(k.other)
+	}
+	return udpAddr(k.ap)
+}
+
+// udpAddr is a UDP peer address that costs one allocation as a net.Addr,
+// where *net.UDPAddr costs two.
+type udpAddr netip.AddrPort
+
+func (a udpAddr) Network() string { return "udp" }
+func (a udpAddr) String() string  { return netip.AddrPort(a).String() }
+
+// stringAddr is a net.Addr known only by its string.
+type stringAddr string
+
+func (a stringAddr) Network() string { return "udp" }
+func (a stringAddr) String() string  { return string(a) }
+
+func (io packetIO) read(b []byte) (int, peerKey, net.Addr, error) {
+	if io.udp != nil {
+		n, ap, err := io.udp.ReadFromUDPAddrPort(b)
+		return n, peerKey{ap: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil, err
+	}
+	n, a, err := io.pc.ReadFrom(b)
+	if err != nil {
+		return n, peerKey{}, nil, err
+	}
+	if ua, ok := a.(*net.UDPAddr); ok {
+		ap := ua.AddrPort()
+		return n, peerKey{ap: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, a, nil
+	}
+	return n, peerKey{other: a.String()}, a, nil
+}
+
+func (io packetIO) write(b []byte, to peerKey, toAddr net.Addr) error {
+	var err error
+	switch {
+	case io.udp != nil && to.other == "":
+		_, err = io.udp.WriteToUDPAddrPort(b, to.ap)
+	case toAddr != nil:
+		_, err = io.pc.WriteTo(b, toAddr)
+	default:
+		_, err = io.pc.WriteTo(b, to.addr())
+	}
+	return err
+}

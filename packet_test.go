@@ -1,0 +1,518 @@
+package kiev_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/registry"
+	"github.com/kievrpc/kiev/registry/memory"
+)
+
+// servePacket serves srv on a loopback UDP socket, wrapped by wrap if not
+// nil, until the test ends.
+func servePacket(t testing.TB, srv *kiev.Server, wrap func(*net.UDPConn) net.PacketConn) string {
+	t.Helper()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc net.PacketConn = conn
+	if wrap != nil {
+		pc = wrap(conn)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServePacket(pc) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, kiev.ErrServerClosed) {
+			t.Errorf("ServePacket returned %v, want ErrServerClosed", err)
+		}
+	})
+	return "udp://" + conn.LocalAddr().String()
+}
+
+func newUDPArith(t testing.TB, svc *Arith, opts ...kiev.ServerOption) (*kiev.Server, string) {
+	t.Helper()
+	srv := kiev.NewServer(opts...)
+	if svc == nil {
+		svc = &Arith{}
+	}
+	if err := srv.Register(svc); err != nil {
+		t.Fatal(err)
+	}
+	return srv, servePacket(t, srv, nil)
+}
+
+func TestUDPCall(t *testing.T) {
+	var intercepted atomic.Int64
+	count := kiev.WithServerInterceptor(func(next kiev.Handler) kiev.Handler {
+		return func(ctx context.Context, req *kiev.Request) error {
+			intercepted.Add(1)
+			return next(ctx, req)
+		}
+	})
+	_, target := newUDPArith(t, nil, count)
+	c := dial(t, target)
+	ctx := context.Background()
+
+	var r Reply
+	if err := c.Call(ctx, "Arith.Add", Args{7, 8}, &r); err != nil || r.C != 15 {
+		t.Fatalf("Add over UDP = %v, %v", r.C, err)
+	}
+	var got string
+	if err := c.Call(kiev.WithMetadata(ctx, "trace-id", "t-1"), "Arith.Meta", "trace-id", &got); err != nil || got != "t-1" {
+		t.Fatalf("metadata over UDP = %q, %v", got, err)
+	}
+	var left time.Duration
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := c.Call(dctx, "Arith.Deadline", Args{}, &left); err != nil || left <= 2*time.Second || left > 3*time.Second {
+		t.Fatalf("deadline over UDP: handler saw %v left, %v; want just under 3s", left, err)
+	}
+	if err := c.Call(ctx, "Arith.Deadline", Args{}, &left); err != nil || left <= 0 || left > kiev.DefaultPacketTimeout {
+		t.Fatalf("a call with no deadline: handler saw %v left, %v; want the default packet timeout", left, err)
+	}
+	err := c.Call(ctx, "Arith.Div", Args{1, 0}, &r)
+	var se *kiev.ServerError
+	if !errors.As(err, &se) || se.Code != kiev.CodeApplication || err.Error() != "divide by zero" {
+		t.Fatalf("handler error over UDP = %v", err)
+	}
+	if err := c.Call(ctx, "Arith.Nope", Args{}, &r); !errors.Is(err, kiev.ErrNotFound) {
+		t.Fatalf("unknown method over UDP = %v", err)
+	}
+	if err := c.Call(ctx, "Arith.Panic", Args{}, &r); !errors.Is(err, kiev.ErrInternal) {
+		t.Fatalf("panic over UDP = %v", err)
+	}
+	if intercepted.Load() != 6 {
+		t.Errorf("server interceptor ran %d times for 6 calls that reached a method", intercepted.Load())
+	}
+}
+
+func TestUDPPriority(t *testing.T) {
+	srv := kiev.NewServer()
+	srv.Register(Push{})
+	c := dial(t, servePacket(t, srv, nil))
+	var got string
+	if err := c.Call(kiev.WithPriority(context.Background(), 9), "Push.Send", "alice", &got); err != nil || !strings.Contains(got, "priority 9") {
+		t.Fatalf("priority over UDP: %q, %v", got, err)
+	}
+}
+
+func TestUDPTooLarge(t *testing.T) {
+	srv, target := newUDPArith(t, nil)
+	c := dial(t, target)
+	var got string
+	err := c.Call(context.Background(), "Arith.Meta", strings.Repeat("k", 2000), &got)
+	if !errors.Is(err, kiev.ErrTooLarge) || !strings.Contains(err.Error(), "1200-byte datagram limit") {
+		t.Fatalf("request over the datagram limit = %v; want ErrTooLarge naming the limit", err)
+	}
+	if n := srv.PacketStats().Received; n != 0 {
+		t.Errorf("the server received %d datagrams; a request too large must not be sent", n)
+	}
+	var big []byte
+	err = c.Call(context.Background(), "Arith.Big", Args{A: 5000}, &big)
+	if !errors.Is(err, kiev.ErrTooLarge) || !strings.Contains(err.Error(), "datagram limit") {
+		t.Fatalf("reply over the datagram limit = %v; want an ErrTooLarge answer", err)
+	}
+
+	// Raised on both sides, the same calls fit.
+	srv2, target2 := newUDPArith(t, nil, kiev.WithPacket(kiev.Packet{MaxDatagram: 9000}))
+	c2 := dial(t, target2, kiev.WithPacket(kiev.Packet{MaxDatagram: 9000}))
+	if err := c2.Call(context.Background(), "Arith.Big", Args{A: 5000}, &big); err != nil || len(big) != 5000 {
+		t.Fatalf("5000-byte reply with a 9000-byte limit: %d bytes, %v", len(big), err)
+	}
+	_ = srv2
+}
+
+// Counter counts the runs of each call, to check that none runs twice.
+type Counter struct {
+	mu   sync.Mutex
+	runs map[int]int
+}
+
+func (c *Counter) Hit(ctx context.Context, id int, reply *int) error {
+	c.mu.Lock()
+	c.runs[id]++
+	c.mu.Unlock()
+	*reply = 2 * id
+	return nil
+}
+
+// lossy wraps a UDP socket and mistreats what it receives and sends, as a
+// bad network would: it drops, duplicates and reorders datagrams.
+type lossy struct {
+	*net.UDPConn
+	loss, dup, reorder float64
+
+	mu                      sync.Mutex
+	rng                     *rand.Rand
+	queued                  []datagram // received, to be delivered before reading more
+	held                    *datagram  // received, delivered after the next one
+	dropped, duped, swapped int
+}
+
+type datagram struct {
+	b    []byte
+	from netip.AddrPort
+}
+
+func newLossy(conn *net.UDPConn, loss, dup, reorder float64) *lossy {
+	return &lossy{UDPConn: conn, loss: loss, dup: dup, reorder: reorder, rng: rand.New(rand.NewPCG(1, 2))}
+}
+
+func (l *lossy) roll(p float64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rng.Float64() < p
+}
+
+func (l *lossy) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	for {
+		l.mu.Lock()
+		if len(l.queued) > 0 {
+			d := l.queued[0]
+			l.queued = l.queued[1:]
+			l.mu.Unlock()
+			return copy(b, d.b), d.from, nil
+		}
+		l.mu.Unlock()
+		n, from, err := l.UDPConn.ReadFromUDPAddrPort(b)
+		if err != nil {
+			return n, from, err
+		}
+		d := datagram{append([]byte(nil), b[:n]...), from}
+		l.mu.Lock()
+		r := l.rng.Float64()
+		switch {
+		case r < l.loss:
+			l.dropped++
+			l.mu.Unlock()
+			continue
+		case r < l.loss+l.dup:
+			l.duped++
+			l.queued = append(l.queued, d, d)
+		case r < l.loss+l.dup+l.reorder && l.held == nil:
+			l.swapped++
+			l.held = &d
+			l.mu.Unlock()
+			continue
+		default:
+			l.queued = append(l.queued, d)
+		}
+		if l.held != nil {
+			l.queued = append(l.queued, *l.held)
+			l.held = nil
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (l *lossy) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, ap, err := l.ReadFromUDPAddrPort(b)
+	return n, net.UDPAddrFromAddrPort(ap), err
+}
+
+func (l *lossy) WriteToUDPAddrPort(b []byte, to netip.AddrPort) (int, error) {
+	l.mu.Lock()
+	r := l.rng.Float64()
+	l.mu.Unlock()
+	switch {
+	case r < l.loss:
+		l.mu.Lock()
+		l.dropped++
+		l.mu.Unlock()
+		return len(b), nil
+	case r < l.loss+l.dup:
+		l.mu.Lock()
+		l.duped++
+		l.mu.Unlock()
+		l.UDPConn.WriteToUDPAddrPort(b, to)
+	}
+	return l.UDPConn.WriteToUDPAddrPort(b, to)
+}
+
+func (l *lossy) WriteTo(b []byte, to net.Addr) (int, error) {
+	return l.WriteToUDPAddrPort(b, to.(*net.UDPAddr).AddrPort())
+}
+
+func TestUDPLossyNetwork(t *testing.T) {
+	counter := &Counter{runs: map[int]int{}}
+	srv := kiev.NewServer()
+	srv.Register(counter)
+	var bad *lossy
+	target := servePacket(t, srv, func(conn *net.UDPConn) net.PacketConn {
+		bad = newLossy(conn, 0.20, 0.05, 0.05)
+		return bad
+	})
+	packet := kiev.Packet{InitialRTO: 20 * time.Millisecond, MinRTO: 5 * time.Millisecond, MaxRTO: 100 * time.Millisecond}
+	c := dial(t, target, kiev.WithPacket(packet))
+
+	const workers, perWorker = 20, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*perWorker)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				id := w*perWorker + i
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				var got int
+				err := c.Call(ctx, "Counter.Hit", id, &got)
+				cancel()
+				if err == nil && got != 2*id {
+					err = fmt.Errorf("call %d got reply %d", id, got)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("call over the lossy network failed: %v", err)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if len(counter.runs) != workers*perWorker {
+		t.Errorf("%d calls ran, want %d", len(counter.runs), workers*perWorker)
+	}
+	for id, n := range counter.runs {
+		if n != 1 {
+			t.Errorf("call %d ran its handler %d times", id, n)
+		}
+	}
+	cs, ss := c.PacketStats(), srv.PacketStats()
+	bad.mu.Lock()
+	dropped, duped, swapped := bad.dropped, bad.duped, bad.swapped
+	bad.mu.Unlock()
+	if cs.Retransmits == 0 || ss.Duplicates == 0 || cs.Stale == 0 {
+		t.Errorf("a lossy network should cause retransmissions, suppressed duplicates and stale replies: client %+v, server %+v", cs, ss)
+	}
+	t.Logf("%d calls over a network dropping 20%%, duplicating 5%%, reordering 5%%: all answered correctly, each handler ran once; the network dropped %d, duplicated %d, reordered %d datagrams; the client retransmitted %d requests and dropped %d stale replies; the server answered %d duplicate requests from its cache or ignored them while running",
+		workers*perWorker, dropped, duped, swapped, cs.Retransmits, cs.Stale, ss.Duplicates)
+}
+
+func TestUDPHostileDatagrams(t *testing.T) {
+	srv, target := newUDPArith(t, nil)
+	addr, _ := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	rogue, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	garbage := [][]byte{
+		[]byte("GET / HTTP/1.1\r\n\r\n"),
+		[]byte("KIEV"),
+		[]byte("KIEV\x01\x00\x00\x00\x20\x01\x00"),
+		[]byte("KIEV\x00\x00\x00\x00\x0c\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00"),
+		[]byte("KIEV\x01\x00\x00\x00\x0c\x02\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00"),         // a Response, to a server
+		[]byte("KIEV\x01\x00\x00\x00\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x05\x07"), // priority 7 with a bad length
+		make([]byte, 1400),
+	}
+	const rounds = 200
+	measure := !raceEnabled
+	var before, after runtime.MemStats
+	if measure {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+	}
+	// Each round waits until the server has read it, so that no datagram
+	// overflows the socket's receive buffer.
+	deadline := time.Now().Add(10 * time.Second)
+	for round := range rounds {
+		for _, g := range garbage {
+			if _, err := rogue.Write(g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for srv.PacketStats().Received < int64((round+1)*len(garbage)) && time.Now().Before(deadline) {
+			runtime.Gosched() // waiting on the server's counter
+		}
+	}
+	want := int64(rounds * len(garbage))
+	if measure {
+		runtime.ReadMemStats(&after)
+	}
+	st := srv.PacketStats()
+	if st.Received < want || st.Malformed != st.Received {
+		t.Fatalf("server stats after %d garbage datagrams: %+v; want every one received and counted malformed", want, st)
+	}
+	if measure {
+		n := after.Mallocs - before.Mallocs
+		if n > 50 {
+			t.Errorf("%d garbage datagrams cost %d allocations; want none beyond the read buffer", want, n)
+		}
+		t.Logf("%d garbage datagrams: %d allocations in the whole process while the server read them", want, n)
+	}
+	// The server still serves.
+	c := dial(t, target)
+	var r Reply
+	if err := c.Call(context.Background(), "Arith.Add", Args{1, 2}, &r); err != nil || r.C != 3 {
+		t.Fatalf("call after the garbage = %v, %v", r.C, err)
+	}
+}
+
+func TestUDPRepliesFromElsewhereDropped(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	_, target := newUDPArith(t, svc)
+	c := dial(t, target)
+	done := make(chan error, 1)
+	var r Reply
+	go func() { done <- c.Call(context.Background(), "Arith.Block", Args{A: 42}, &r) }()
+	<-svc.started
+	// A rogue sends the client replies to every plausible id; none may be
+	// taken for the call's.
+	rogue, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	forged := []byte("KIEV\x01\x00\x00\x00\x0c\x02\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00")
+	for range 50 {
+		rogue.WriteTo(forged, kiev.PacketLocalAddr(c))
+	}
+	for c.PacketStats().Unexpected < 50 {
+		runtime.Gosched() // waiting on the client's counter
+	}
+	close(svc.block)
+	if err := <-done; err != nil || r.C != 42 {
+		t.Fatalf("call after forged replies = %v, %v; want the server's reply 42", r.C, err)
+	}
+}
+
+func TestUDPCancel(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	defer close(svc.block)
+	_, target := newUDPArith(t, svc)
+	c := dial(t, target)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Call(ctx, "Arith.Block", Args{}, &Reply{}) }()
+	<-svc.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled UDP call = %v", err)
+	}
+}
+
+func TestUDPDedupCacheFull(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 2)}
+	_, target := newUDPArith(t, svc, kiev.WithPacket(kiev.Packet{DedupEntries: 2}))
+	c := dial(t, target, kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- c.Call(context.Background(), "Arith.Block", Args{}, &Reply{}) }()
+	}
+	<-svc.started
+	<-svc.started
+	err := c.Call(context.Background(), "Arith.Add", Args{1, 1}, &Reply{})
+	if !errors.Is(err, kiev.ErrOverloaded) || !strings.Contains(err.Error(), "duplicate-request cache is full") {
+		t.Fatalf("call with the duplicate cache full = %v; want ErrOverloaded saying so", err)
+	}
+	close(svc.block)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestUDPShutdown(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	srv := kiev.NewServer()
+	srv.Register(svc)
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServePacket(conn) }()
+	c := dial(t, "udp://"+conn.LocalAddr().String(), kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	inflight := make(chan error, 1)
+	var r Reply
+	go func() { inflight <- c.Call(context.Background(), "Arith.Block", Args{A: 7}, &r) }()
+	<-svc.started
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	// New calls are turned away while the call in flight finishes.
+	for {
+		err := c.Call(context.Background(), "Arith.Add", Args{1, 1}, &Reply{})
+		if errors.Is(err, kiev.ErrShutdown) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("call during Shutdown = %v; want ErrShutdown", err)
+		}
+	}
+	close(svc.block)
+	if err := <-inflight; err != nil || r.C != 7 {
+		t.Fatalf("call in flight during Shutdown = %v, %v", r.C, err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, kiev.ErrServerClosed) {
+		t.Fatalf("ServePacket after Shutdown = %v", err)
+	}
+}
+
+func TestUDPDiscovery(t *testing.T) {
+	reg := memory.New()
+	for _, name := range []string{"u1", "u2"} {
+		srv := kiev.NewServer(kiev.WithRegistry(reg))
+		srv.Register(&Who{name: name})
+		servePacket(t, srv, nil)
+	}
+	w, _ := reg.Watch(context.Background(), "Who")
+	defer w.Stop()
+	var set []registry.Instance
+	for len(set) < 2 {
+		set, _ = w.Next(context.Background())
+	}
+	for _, in := range set {
+		if in.Network != "udp" {
+			t.Fatalf("a packet server registered %+v; want network udp", in)
+		}
+	}
+	c := dial(t, "Who", kiev.WithRegistry(reg))
+	waitProviders(t, c, 2)
+	seen := map[string]bool{}
+	for range 10 {
+		seen[callName(t, c, context.Background())] = true
+	}
+	if !seen["u1"] || !seen["u2"] {
+		t.Fatalf("calls over UDP through discovery reached %v", seen)
+	}
+	if c.PacketStats().Sent < 10 {
+		t.Errorf("client stats %+v: the calls did not go over UDP", c.PacketStats())
+	}
+}
+
+func TestUDPCacheFollowsAckFloor(t *testing.T) {
+	srv, target := newUDPArith(t, nil)
+	c := dial(t, target)
+	var r Reply
+	for i := range 500 {
+		if err := c.Call(context.Background(), "Arith.Add", Args{i, 1}, &r); err != nil || r.C != i+1 {
+			t.Fatalf("call %d = %v, %v", i, r.C, err)
+		}
+	}
+	// Each request tells the server which calls the client has finished,
+	// so the cache holds about the calls in flight, not the last
+	// DedupLinger's worth.
+	if n := srv.PacketStats().Cached; n > 2 {
+		t.Errorf("after 500 calls one at a time, the server caches %d calls; want at most 2", n)
+	}
+}

@@ -1,0 +1,400 @@
+package kiev
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// ServePacket serves calls arriving as datagrams on pc, usually a UDP
+// socket, with the same services, codecs, metadata, priorities, overload
+// scheduler and interceptors as Serve. Each request and each reply is one
+// datagram (see PROTOCOL.md).
+//
+// Calls run at most once. The server remembers each call by the client's
+// address, the client socket's random session id and the call's id: a
+// retransmitted request whose call is running is ignored, and one whose
+// call is done gets the same reply again, without running the handler.
+// Every request also carries the client's ack floor, the id below which
+// the client has seen every call end; the server forgets those calls at
+// once and drops any late retransmission of them unrun, so under steady
+// traffic it holds little more than the calls in flight. A call the
+// client says nothing more about is forgotten Packet.DedupLinger after it
+// is done and after its last datagram arrived, which is safe because a
+// client retransmits at most MaxRTO apart (1s against 2s, by default).
+// The memory is bounded by Packet.DedupEntries and never forgets a call
+// early: when it is full, new calls are refused at once with ErrOverloaded
+// rather than risk running a handler twice (PacketStats.CacheFull counts
+// them).
+//
+// A reply larger than Packet.MaxDatagram is replaced by an ErrTooLarge
+// error. Datagrams that are not kiev requests are dropped and counted
+// (see Server.PacketStats), costing no allocation. ServePacket returns
+// ErrServerClosed after Shutdown or Close, and closes pc when it returns.
+func (s *Server) ServePacket(pc net.PacketConn) error {
+	ps := &packetServer{
+		srv:     s,
+		io:      newPacketIO(pc),
+		peers:   make(map[sessionKey]*peerState),
+		stopped: make(chan struct{}),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		pc.Close()
+		return ErrServerClosed
+	}
+	s.packets[ps] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	defer s.connWG.Done()
+	s.publish(pc, pc.LocalAddr())
+	defer func() {
+		s.unpublish(context.Background(), pc)
+		s.mu.Lock()
+		delete(s.packets, ps)
+		s.mu.Unlock()
+	}()
+
+	ps.base = context.Background()
+	var sweeper sync.WaitGroup
+	sweeper.Go(ps.sweep)
+	err := ps.readLoop()
+	ps.close()
+	sweeper.Wait()
+	if s.isClosed() {
+		return ErrServerClosed
+	}
+	return err
+}
+
+// PacketStats sums what the server's packet sockets saw.
+func (s *Server) PacketStats() PacketStats {
+	st := PacketStats{
+		Sent: s.packetStats.sent.Load(), Received: s.packetStats.received.Load(),
+		Duplicates: s.packetStats.duplicates.Load(), CacheFull: s.packetStats.cacheFull.Load(),
+		Dropped: s.packetStats.dropped.Load(), Malformed: s.packetStats.malformed.Load(),
+	}
+	for _, ps := range s.packetServers() {
+		ps.mu.Lock()
+		st.Cached += int64(ps.entries)
+		ps.mu.Unlock()
+	}
+	return st
+}
+
+// packetServer serves one packet socket. It owns two goroutines: the
+// reader (the caller of ServePacket) and the sweeper of the duplicate
+// cache; calls run on the scheduler's workers.
+type packetServer struct {
+	srv  *Server
+	io   packetIO
+	base context.Context
+
+	mu       sync.Mutex
+	peers    map[sessionKey]*peerState
+	entries  int  // calls remembered, over all peers
+	running  int  // calls not done
+	draining bool // refuse new calls; close once running is 0
+	closed   bool
+	idle     *sync.Cond // signalled when running reaches 0
+
+	stopped   chan struct{} // closed by close
+	closeOnce sync.Once
+}
+
+// sessionKey identifies a client socket: its address and the random
+// session id it sends (0 for clients that send none).
+type sessionKey struct {
+	peer    peerKey
+	session uint64
+}
+
+// peerState is what the server remembers of one client session.
+type peerState struct {
+	floor uint64                 // the client has seen the end of every call below this id
+	calls map[uint64]*packetCall // calls at or above floor, by id
+	last  time.Time              // when the last datagram of the session came
+}
+
+// packetCall is one call in the duplicate cache, and its callSink.
+type packetCall struct {
+	ps      *packetServer
+	st      *peerState
+	id      uint64
+	peer    peerKey
+	addr    net.Addr  // the peer, for sockets other than UDP
+	reply   []byte    // the reply datagram, once sent
+	expires time.Time // when it may be forgotten, once done; zero while running
+	sc      *serverCall
+}
+
+func (ps *packetServer) readLoop() error {
+	buf := make([]byte, MaxDatagram+1)
+	var h wire.Header
+	stats := &ps.srv.packetStats
+	for {
+		n, peer, addr, err := ps.io.read(buf)
+		if err != nil {
+			select {
+			case <-ps.stopped:
+				return nil
+			default:
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		stats.received.Add(1)
+		f, _, err := wire.ParseDatagram(buf[:n])
+		if err != nil || f.Type != wire.TypeRequest && f.Type != wire.TypeCancel {
+			stats.malformed.Add(1)
+			continue
+		}
+		if wire.ParseHeader(f.Header, &h) != nil {
+			stats.malformed.Add(1)
+			continue
+		}
+		if f.Type == wire.TypeCancel {
+			ps.cancel(sessionKey{peer, h.Session}, f.ID)
+			continue
+		}
+		ps.request(&f, &h, peer, addr)
+	}
+}
+
+// request starts a call, or answers a retransmission from the cache.
+func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, addr net.Addr) {
+	stats := &ps.srv.packetStats
+	now := time.Now()
+	linger := ps.srv.opts.packet.DedupLinger
+	ps.mu.Lock()
+	st := ps.session(sessionKey{peer, h.Session}, now, h.AckFloor)
+	if f.ID < st.floor {
+		// A retransmission, delayed in the network, of a call whose end
+		// the client has seen: never run it again.
+		ps.mu.Unlock()
+		stats.duplicates.Add(1)
+		return
+	}
+	if pc := st.calls[f.ID]; pc != nil {
+		reply := pc.reply
+		if !pc.expires.IsZero() {
+			// The client has not seen the reply: keep it while the
+			// client keeps asking.
+			pc.expires = now.Add(linger)
+		}
+		ps.mu.Unlock()
+		stats.duplicates.Add(1)
+		if reply != nil {
+			ps.send(reply, peer, addr)
+		}
+		return
+	}
+	switch {
+	case ps.draining || ps.closed:
+		ps.mu.Unlock()
+		stats.dropped.Add(1)
+		ps.replyError(f.ID, peer, addr, CodeShutdown, "kiev: server is shutting down; retry on another server")
+		return
+	case ps.entries >= ps.srv.opts.packet.DedupEntries:
+		ps.mu.Unlock()
+		stats.cacheFull.Add(1)
+		ps.replyError(f.ID, peer, addr, CodeOverloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server")
+		return
+	}
+	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr}
+	if addr == nil {
+		addr = peer.addr()
+	}
+	sc, code, msg := ps.srv.newCall(f, h, addr, ps.base, pc)
+	if sc == nil {
+		ps.mu.Unlock()
+		ps.replyError(f.ID, peer, pc.addr, code, msg)
+		return
+	}
+	pc.sc = sc
+	st.calls[f.ID] = pc
+	ps.entries++
+	ps.running++
+	ps.mu.Unlock()
+	ps.srv.submit(sc, ps.base)
+}
+
+// session returns the state of a client session, made if new, after
+// forgetting the calls below its new ack floor; ps.mu is held.
+func (ps *packetServer) session(k sessionKey, now time.Time, floor uint64) *peerState {
+	st := ps.peers[k]
+	if st == nil {
+		st = &peerState{calls: make(map[uint64]*packetCall)}
+		ps.peers[k] = st
+	}
+	st.last = now
+	if k.session != 0 && floor > st.floor {
+		st.floor = floor
+		for id := range st.calls {
+			if id < floor {
+				ps.forget(st, id)
+			}
+		}
+	}
+	return st
+}
+
+// forget drops a call from the cache; ps.mu is held. A call still running
+// finishes, but its retransmissions are known stale by the floor.
+func (ps *packetServer) forget(st *peerState, id uint64) {
+	delete(st.calls, id)
+	ps.entries--
+}
+
+// cancel cancels the call a client gave up on.
+func (ps *packetServer) cancel(k sessionKey, id uint64) {
+	var sc *serverCall
+	ps.mu.Lock()
+	if st := ps.peers[k]; st != nil {
+		if pc := st.calls[id]; pc != nil {
+			sc = pc.sc
+		}
+	}
+	ps.mu.Unlock()
+	if sc != nil {
+		sc.callerGone.Store(true)
+		sc.ctx.cancel(context.Canceled)
+	}
+}
+
+func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code Code, msg string) {
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg)
+	*buf = b
+	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
+		ps.send(b, peer, addr)
+	}
+}
+
+func (ps *packetServer) send(b []byte, peer peerKey, addr net.Addr) {
+	if ps.io.write(b, peer, addr) == nil {
+		ps.srv.packetStats.sent.Add(1)
+	}
+}
+
+// prefix, send and done make a packetCall the callSink of its call.
+func (pc *packetCall) prefix(b []byte) []byte { return wire.AppendPreface(b, wire.Version) }
+
+func (pc *packetCall) send(sc *serverCall, b []byte) error {
+	limit := pc.ps.srv.opts.packet.MaxDatagram
+	if err := wire.EndFrame(b, wire.PrefaceLen, limit-wire.PrefaceLen-4); err != nil {
+		return fmt.Errorf("%d bytes, over the %d-byte datagram limit; return less, raise Packet.MaxDatagram on both sides, or call over TCP", len(b), limit)
+	}
+	reply := append([]byte(nil), b...)
+	pc.ps.mu.Lock()
+	pc.reply = reply
+	pc.ps.mu.Unlock()
+	pc.ps.send(reply, pc.peer, pc.addr)
+	return nil
+}
+
+func (pc *packetCall) done(sc *serverCall) {
+	ps := pc.ps
+	expires := time.Now().Add(ps.srv.opts.packet.DedupLinger)
+	ps.mu.Lock()
+	pc.expires = expires
+	pc.sc = nil
+	ps.running--
+	if ps.running == 0 && ps.idle != nil {
+		ps.idle.Broadcast()
+	}
+	ps.mu.Unlock()
+}
+
+// sweep forgets done calls past their time, until the socket closes.
+func (ps *packetServer) sweep() {
+	tick := time.NewTicker(min(ps.srv.opts.packet.DedupLinger/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ps.stopped:
+			return
+		case now := <-tick.C:
+			linger := ps.srv.opts.packet.DedupLinger
+			ps.mu.Lock()
+			for k, st := range ps.peers {
+				for id, pc := range st.calls {
+					if !pc.expires.IsZero() && now.After(pc.expires) {
+						ps.forget(st, id)
+					}
+				}
+				if len(st.calls) == 0 && now.Sub(st.last) > linger {
+					delete(ps.peers, k)
+				}
+			}
+			ps.mu.Unlock()
+		}
+	}
+}
+
+// drain refuses new calls and closes the socket once the running ones
+// have replied.
+func (ps *packetServer) drain() {
+	ps.mu.Lock()
+	ps.draining = true
+	idle := ps.running == 0
+	ps.mu.Unlock()
+	if idle {
+		ps.close()
+		return
+	}
+	go func() {
+		ps.waitCalls()
+		ps.close()
+	}()
+}
+
+// waitCalls waits until no call is running.
+func (ps *packetServer) waitCalls() {
+	ps.mu.Lock()
+	if ps.idle == nil {
+		ps.idle = sync.NewCond(&ps.mu)
+	}
+	for ps.running > 0 {
+		ps.idle.Wait()
+	}
+	ps.mu.Unlock()
+}
+
+// close closes the socket; the reader returns.
+func (ps *packetServer) close() {
+	ps.closeOnce.Do(func() {
+		ps.mu.Lock()
+		ps.closed = true
+		ps.mu.Unlock()
+		close(ps.stopped)
+		ps.io.pc.Close()
+	})
+}
+
+// abort closes the socket at once and cancels the calls running.
+func (ps *packetServer) abort() {
+	ps.close()
+	ps.mu.Lock()
+	var running []*serverCall
+	for _, st := range ps.peers {
+		for _, pc := range st.calls {
+			if pc.sc != nil {
+				running = append(running, pc.sc)
+			}
+		}
+	}
+	ps.mu.Unlock()
+	for _, sc := range running {
+		sc.callerGone.Store(true)
+		sc.ctx.cancel(context.Canceled)
+	}
+}
