@@ -115,6 +115,20 @@ When the registry lists no provider at all, as when ZooKeeper loses the
 servers' sessions, the client keeps calling those it is still connected to.
 Client.Providers shows what the client sees.
 
+# UDP
+
+Server.ServePacket serves the same services over UDP, one datagram each
+way (ListenAndServe("udp", addr) opens the socket), and Dial of
+"udp://host:port" calls them from one socket that carries any number of
+concurrent calls. It suits small, latency-critical calls that should not
+pay for a connection. The client retransmits after a timeout adapted to
+the measured round trips, until the call's deadline; the server runs
+each call at most once, answering retransmissions from its memory of
+recent calls. A request larger than one datagram (Packet.MaxDatagram,
+1200 bytes by default) fails with ErrTooLarge before it is sent, and a
+reply too large is answered with ErrTooLarge. Configure both sides with
+WithPacket.
+
 # Overload protection
 
 Every call passes the server's overload scheduler (package shed) before

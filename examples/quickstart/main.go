@@ -178,6 +178,7 @@ func main() {
 
 	overload(ctx)
 	discovery(ctx)
+	overUDP(ctx)
 
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Fatal(err)
@@ -185,4 +186,32 @@ func main() {
 	fmt.Println("server: shut down gracefully; Serve returned:", <-served)
 	err = c.Call(ctx, "Arith.Mul", Args{1, 1}, &product)
 	fmt.Printf("client: call after shutdown fails fast: %v\n", err)
+}
+
+// overUDP serves Arith over UDP too and calls it, one datagram each way.
+func overUDP(ctx context.Context) {
+	srv := kiev.NewServer()
+	if err := srv.Register(Arith{}); err != nil {
+		log.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.ServePacket(pc)
+	defer srv.Close()
+	c, err := kiev.Dial("udp://" + pc.LocalAddr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	var product int
+	if err := c.Call(ctx, "Arith.Mul", Args{6, 7}, &product); err != nil {
+		log.Fatal(err)
+	}
+	big := make([]byte, 2000)
+	err = c.Call(ctx, "Arith.Mul", big, &product)
+	st := c.PacketStats()
+	fmt.Printf("udp: Arith.Mul(6, 7) = %d in one datagram each way (%d sent, %d received); a 2000-byte request: %v\n",
+		product, st.Sent, st.Received, err)
 }
