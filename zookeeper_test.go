@@ -373,17 +373,42 @@ func load(c *kiev.Client, workers, maxCalls int, stop <-chan struct{}, calls *at
 	return r
 }
 
-// awaitCalls waits until calls reaches n.
-func awaitCalls(t *testing.T, calls *atomic.Int64, n int64, done <-chan struct{}) {
+// loadRun is a load running in the background.
+type loadRun struct {
+	calls atomic.Int64
+	quit  chan struct{}
+	done  chan struct{}
+	res   *loadResult
+}
+
+// startLoad starts load on c.
+func startLoad(c *kiev.Client, workers, maxCalls int) *loadRun {
+	r := &loadRun{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		r.res = load(c, workers, maxCalls, r.quit, &r.calls)
+		close(r.done)
+	}()
+	return r
+}
+
+// await waits until the load has made n calls.
+func (r *loadRun) await(t *testing.T, n int64) {
 	t.Helper()
-	for calls.Load() < n {
+	for r.calls.Load() < n {
 		select {
-		case <-done:
-			t.Fatalf("load ended after %d calls, before %d", calls.Load(), n)
+		case <-r.done:
+			t.Fatalf("load ended after %d calls, before %d", r.calls.Load(), n)
 		default:
 			time.Sleep(time.Millisecond) // polling a counter the load goroutines advance
 		}
 	}
+}
+
+// stop ends the load and returns its outcome.
+func (r *loadRun) stop() *loadResult {
+	close(r.quit)
+	<-r.done
+	return r.res
 }
 
 func TestZooKeeperProviderKilled(t *testing.T) {
@@ -398,12 +423,8 @@ func TestZooKeeperProviderKilled(t *testing.T) {
 	c := zkDial(t, zkAddr, root, kiev.WithRetry(kiev.RetryPolicy{Idempotent: kiev.IdempotentMethods("Who.Work")}))
 	waitProviders(t, c, 3)
 
-	stop := make(chan struct{})
-	var calls atomic.Int64
-	var res *loadResult
-	done := make(chan struct{})
-	go func() { res = load(c, 16, 3000, stop, &calls); close(done) }()
-	awaitCalls(t, &calls, 500, done)
+	run := startLoad(c, 16, 3000)
+	run.await(t, 500)
 
 	victim := procs[1]
 	killed := time.Now()
@@ -411,10 +432,9 @@ func TestZooKeeperProviderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	noticed := awaitEjected(t, c, victim.addr).Sub(killed)
-	awaitCalls(t, &calls, calls.Load()+1000, done)
+	run.await(t, run.calls.Load()+1000)
 	gone := awaitCount(t, w, 2, 30*time.Second)
-	close(stop)
-	<-done
+	res := run.stop()
 
 	if n := len(res.failed["Who.Work"]); n != 0 {
 		t.Errorf("%d idempotent calls failed when a provider was killed; want none: %v", n, res.failed["Who.Work"][0])
@@ -453,12 +473,8 @@ func TestZooKeeperProviderFrozen(t *testing.T) {
 		kiev.WithRetry(kiev.RetryPolicy{Idempotent: kiev.IdempotentMethods("Who.Work", "Who.Charge")}))
 	waitProviders(t, c, 3)
 
-	stop := make(chan struct{})
-	var calls atomic.Int64
-	var res *loadResult
-	done := make(chan struct{})
-	go func() { res = load(c, 16, 3000, stop, &calls); close(done) }()
-	awaitCalls(t, &calls, 300, done)
+	run := startLoad(c, 16, 3000)
+	run.await(t, 300)
 
 	victim := procs[2]
 	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -468,9 +484,8 @@ func TestZooKeeperProviderFrozen(t *testing.T) {
 	// The frozen provider neither answers nor closes its connection; only
 	// the heartbeat can tell.
 	noticed := awaitEjected(t, c, victim.addr).Sub(frozen)
-	awaitCalls(t, &calls, calls.Load()+500, done)
-	close(stop)
-	<-done
+	run.await(t, run.calls.Load()+500)
+	res := run.stop()
 	victim.cmd.Process.Signal(syscall.SIGCONT)
 
 	if n := len(res.failed["Who.Work"]) + len(res.failed["Who.Charge"]); n != 0 {
@@ -492,18 +507,14 @@ func TestZooKeeperRestartUnderLoad(t *testing.T) {
 	c := zkDial(t, zks.Addr(), root)
 	waitProviders(t, c, 2)
 
-	stop := make(chan struct{})
-	var calls atomic.Int64
-	var res *loadResult
-	done := make(chan struct{})
-	go func() { res = load(c, 8, 5000, stop, &calls); close(done) }()
-	awaitCalls(t, &calls, 200, done)
+	run := startLoad(c, 8, 5000)
+	run.await(t, 200)
 
 	zks.Stop()
 	stopped := time.Now()
-	during := calls.Load()
-	awaitCalls(t, &calls, during+1000, done)
-	during = calls.Load() - during
+	during := run.calls.Load()
+	run.await(t, during+1000)
+	during = run.calls.Load() - during
 	zks.Start()
 	down := time.Since(stopped)
 	w := watchZK(t, zks.Addr(), root)
@@ -511,14 +522,13 @@ func TestZooKeeperRestartUnderLoad(t *testing.T) {
 	// Watches are armed again: a provider that starts now is seen.
 	startProvider(t, zks.Addr(), root, "p2")
 	waitProviders(t, c, 3)
-	awaitCalls(t, &calls, calls.Load()+300, done)
-	close(stop)
-	<-done
+	run.await(t, run.calls.Load()+300)
+	res := run.stop()
 
 	if n := len(res.failed["Who.Work"]) + len(res.failed["Who.Charge"]); n != 0 {
 		t.Errorf("%d calls failed while ZooKeeper was down; want none: %v", n, append(res.failed["Who.Work"], res.failed["Who.Charge"]...)[0])
 	}
-	t.Logf("ZooKeeper stopped for %v and restarted: %d calls made while it was down, %d in all, none failed; registrations whole after restart", down.Round(time.Millisecond), during, calls.Load())
+	t.Logf("ZooKeeper stopped for %v and restarted: %d calls made while it was down, %d in all, none failed; registrations whole after restart", down.Round(time.Millisecond), during, run.calls.Load())
 }
 
 // awaitEjected waits until c shows the provider at addr out of balancing,
