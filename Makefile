@@ -24,7 +24,7 @@ test: fmt vet services
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' ./...
 	# -v shows the failover figures the tests measure; the filter drops
 	# the ZooKeeper client's chatter.
-	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ \
+	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ ./clients/config/ \
 		| grep -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)'
 	# Allocation guards skip under -race; run them once without it.
 	$(GO) test -count=1 -run 'Alloc' ./...
@@ -60,3 +60,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
+	for f in FuzzApolloConfig FuzzApolloNotifications FuzzZKNode FuzzSnapshotFile FuzzDecode; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./clients/config/ || exit 1; done

@@ -47,39 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 func deleteRunRoot(addr string) error {
-	c, events, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogger(nopLogger{}))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		c.Close()
-		for range events {
-		}
-	}()
-	// The credentials TestDigest uses, to delete the nodes it made.
-	if err := c.AddAuth("digest", []byte(testDigest)); err != nil {
-		return err
-	}
-	return deleteTree(c, runRoot)
-}
-
-func deleteTree(c *zk.Conn, path string) error {
-	children, _, err := c.Children(path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, child := range children {
-		if err := deleteTree(c, path+"/"+child); err != nil {
-			return err
-		}
-	}
-	if err := c.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return err
-	}
-	return nil
+	return zktest.DeleteTree(addr, runRoot, testDigest)
 }
 
 // TestConformance runs registrytest against the shared server, each test
