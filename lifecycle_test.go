@@ -392,3 +392,56 @@ func TestNoGoroutinesLeftBehind(t *testing.T) {
 	<-served
 	c.Close()
 }
+
+func TestOnShutdownRunsAfterCallsDrain(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	srv := kiev.NewServer(kiev.WithServerInterceptor(func(next kiev.Handler) kiev.Handler {
+		return func(ctx context.Context, req *kiev.Request) error {
+			err := next(ctx, req)
+			note("handler done")
+			return err
+		}
+	}))
+	srv.Register(svc)
+	addr := startServer(t, srv)
+	c := dial(t, addr)
+	srv.OnShutdown(func(ctx context.Context) error { note("close db"); return nil })
+	srv.OnShutdown(func(ctx context.Context) error { note("close cache"); return errors.New("cache: already closed") })
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Call(context.Background(), "Arith.Block", Args{A: 1}, &Reply{})
+	}()
+	<-svc.started
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	close(svc.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	err := <-shut
+	if err == nil || !strings.Contains(err.Error(), "cache: already closed") {
+		t.Fatalf("Shutdown = %v; want the failing hook's error", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, ",") != "handler done,close db,close cache" {
+		t.Fatalf("order: %v; want the handler to end before the hooks, which run in order", order)
+	}
+}
+
+func TestHealthChecks(t *testing.T) {
+	srv := kiev.NewServer()
+	srv.RegisterHealth("redis", func(ctx context.Context) error { return nil })
+	srv.RegisterHealth("mysql", func(ctx context.Context) error { return errors.New("mysql: connection refused") })
+	srv.RegisterHealth("broken", func(ctx context.Context) error { panic("oops") })
+	res := srv.Health(context.Background())
+	if len(res) != 3 || res[0].Name != "broken" || res[1].Name != "mysql" || res[2].Name != "redis" {
+		t.Fatalf("Health = %+v", res)
+	}
+	if res[0].Err == nil || res[1].Err == nil || res[2].Err != nil {
+		t.Fatalf("Health = %+v; want broken and mysql failing, redis healthy", res)
+	}
+}

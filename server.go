@@ -41,6 +41,8 @@ type Server struct {
 	regWG      sync.WaitGroup            // registrations in progress
 	regCtx     context.Context           // canceled when the server deregisters for good
 	regCancel  context.CancelFunc
+
+	hooks hooks // OnShutdown functions and health checks
 }
 
 // NewServer returns a Server with the given options and no services.
@@ -297,7 +299,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		s.sched.Close()
 		s.sched.Wait() // every call has finished; workers are parked or leaving
-		return nil
+		return s.runShutdownHooks(ctx)
 	case <-ctx.Done():
 		s.Close()
 		<-done
@@ -321,5 +323,8 @@ func (s *Server) Close() error {
 	}
 	s.sched.Close()
 	s.connWG.Wait()
+	hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.runShutdownHooks(hctx)
 	return nil
 }
