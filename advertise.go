@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kievrpc/kiev/internal/wire"
@@ -124,6 +125,9 @@ func (s *Server) publish(l any, a net.Addr) {
 	s.advertised[l] = base
 	var ins []registry.Instance
 	for name := range s.services {
+		if isBuiltin(name) {
+			continue
+		}
 		in := base
 		in.Service = name
 		ins = append(ins, in)
@@ -135,7 +139,7 @@ func (s *Server) publish(l any, a net.Addr) {
 // publishService registers a service added while listeners serve; s.mu
 // is held.
 func (s *Server) publishService(name string) {
-	if s.closed {
+	if s.closed || isBuiltin(name) {
 		return
 	}
 	var ins []registry.Instance
@@ -211,3 +215,7 @@ func (s *Server) unpublish(ctx context.Context, ls ...any) {
 		}
 	}
 }
+
+// isBuiltin reports whether a service is one kiev registers on every
+// server (such as kiev.Reflection), which clients never discover by name.
+func isBuiltin(service string) bool { return strings.HasPrefix(service, "kiev.") }

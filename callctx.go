@@ -19,6 +19,7 @@ type callContext struct {
 	deadline time.Time
 	md       Metadata
 	priority Priority
+	call     *serverCall // for Logger
 
 	mu     sync.Mutex
 	done   chan struct{} // made on first use
@@ -106,6 +107,10 @@ func (c *callContext) Value(key any) any {
 		return c.md
 	case priorityKey:
 		return c.priority
+	case callKey:
+		if c.call != nil {
+			return c.call
+		}
 	}
 	return c.parent.Value(key)
 }

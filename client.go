@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/registry"
@@ -65,6 +66,8 @@ type Client struct {
 
 	wg          sync.WaitGroup // goroutines of every connection and of the group
 	packetStats packetCounters
+	stats       callStats    // calls made, for metrics and the status page
+	retries     atomic.Int64 // retries sent
 }
 
 // Dial returns a Client for target, which is one of:
@@ -107,12 +110,14 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 			if _, err := c.single.packet(); err != nil {
 				return nil, fmt.Errorf("kiev: Dial %q: %w: %w", target, ErrUnavailable, err)
 			}
+			trackClient(c)
 			return c, nil
 		}
 		c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.single.throttle == nil
 		if _, err := c.single.conn(context.Background()); err != nil {
 			return nil, err
 		}
+		trackClient(c)
 		return c, nil
 	}
 	reg, own := c.opts.registry, false
@@ -131,6 +136,7 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 		}
 		return nil, err
 	}
+	trackClient(c)
 	return c, nil
 }
 
@@ -239,6 +245,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	untrackClient(c)
 	if c.single != nil {
 		c.single.close(errClientClosed, false)
 	} else {

@@ -155,6 +155,28 @@ surely did not run (see RetryPolicy), and only within a budget of about
 keeps refusing, the client refuses a share of new calls itself, at once
 (see Throttle).
 
+# Logging and monitoring
+
+Servers and clients log through log/slog: WithLogger sets the logger;
+without it they log to standard error at Info level, in colour on a
+terminal and as JSON lines otherwise. kiev never logs an error it also
+returns. Logger(ctx) in a handler returns the server's logger with the
+call's attributes (method, peer, request id, priority, trace id from the
+TraceIDKey metadata), and NewContextHandler adds them to any logger's
+records made with the handler's ctx. WithAccessLog logs every call;
+WithSlowLog logs calls over a threshold.
+
+Every Server keeps Prometheus metrics of its calls (count by method and
+code, latency histograms), its scheduler (queue by priority, drops by
+reason) and connections, and of the process's Clients (calls by target,
+by provider, retries, retry budget, ejected providers).
+Server.AdminHandler serves them at /metrics, a live status page at
+/debug/kiev and its JSON twin at /debug/kiev?format=json; WithAdmin
+serves them on an address of their own, and WithMetrics registers the
+metrics with a registry of yours. RegisterHealth adds dependency checks
+that the page shows, and OnShutdown closes dependencies once the calls in
+flight have ended.
+
 # Metadata and interceptors
 
 WithMetadata attaches string pairs (trace ids, auth tokens) to the calls

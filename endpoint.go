@@ -22,6 +22,7 @@ type endpoint struct {
 	throttle *[MaxPriority + 1]throttler
 	inflight atomic.Int64
 	weight   atomic.Int32 // inst.Weight, which the registry may change
+	stats    callStats    // calls sent to this server
 
 	live atomic.Pointer[clientConn] // the current connection, for the fast path
 	udp  bool                       // calls go in datagrams, through pk

@@ -2,10 +2,11 @@ package kiev
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/codec"
@@ -46,7 +47,7 @@ type connOptions struct {
 
 func (o *connOptions) fill() {
 	if o.logger == nil {
-		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.logger = defaultLogger()
 	}
 	if o.maxFrame <= 0 {
 		o.maxFrame = DefaultMaxFrameSize
@@ -73,6 +74,10 @@ type serverOptions struct {
 	weight       int
 	instanceMeta map[string]string
 	packet       Packet
+	accessLog    bool
+	slowLog      time.Duration
+	admin        string
+	metrics      prometheus.Registerer
 }
 
 func (o *serverOptions) fill() {
@@ -139,9 +144,11 @@ type dialOption func(*dialOptions)
 
 func (f dialOption) applyDial(o *dialOptions) { f(o) }
 
-// WithLogger sets the logger for connection events: broken or hostile
-// connections, handler panics. The default discards everything. kiev never
-// logs an error it also returns to you.
+// WithLogger sets the logger for connection events (broken or hostile
+// connections, handler panics, providers ejected), access and slow-call
+// lines, and handlers' own lines through Logger(ctx). The default writes
+// to standard error at Info level: coloured text on a terminal, JSON
+// lines otherwise. kiev never logs an error it also returns to you.
 func WithLogger(l *slog.Logger) Option {
 	return bothOption(func(o *connOptions) { o.logger = l })
 }

@@ -149,18 +149,50 @@ func (c *Client) retryable(method string, err error) bool {
 // Invoker beneath the client's interceptors.
 func (c *Client) attempts(ctx context.Context, call *Call) error {
 	c.budget.deposit()
+	start := time.Now()
 	var tried triedSet
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = c.attempt(ctx, call, &tried)
 		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(call.ServiceMethod, err) {
-			return err
+			break
 		}
 		if !c.budget.withdraw(time.Now()) {
-			return err
+			break
 		}
+		c.retries.Add(1)
 		call.Error = nil
 	}
+	end := time.Now()
+	c.stats.record(end, end.Sub(start), errCode(err))
+	return err
+}
+
+// errCode is the Code a call's error stands for, as metrics count it.
+func errCode(err error) Code {
+	if err == nil {
+		return CodeOK // without errorCode's allocation
+	}
+	return errorCode(err)
+}
+
+func errorCode(err error) Code {
+	var se *ServerError
+	switch {
+	case errors.As(err, &se):
+		return se.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
+	case errors.Is(err, ErrOverloaded):
+		return CodeOverloaded
+	case errors.Is(err, ErrTooLarge):
+		return CodeTooLarge
+	case errors.Is(err, ErrShutdown), errors.Is(err, ErrUnavailable):
+		return CodeShutdown
+	}
+	return CodeInternal
 }
 
 // attempt sends call once: to the client's server, or to the provider
@@ -216,6 +248,7 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error
 		if done != nil {
 			done(err)
 		}
+		ep.stats.record(time.Now(), -1, errCode(err))
 	}
 	overloaded := errors.Is(err, ErrOverloaded)
 	if overloaded {

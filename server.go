@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/registry"
@@ -43,6 +46,15 @@ type Server struct {
 	regCancel  context.CancelFunc
 
 	hooks hooks // OnShutdown functions and health checks
+
+	inFlight atomic.Int64 // handlers running
+	started  time.Time
+
+	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
+	adminOnce sync.Once
+	adminSrv  *http.Server
+	adminAddr string
+	adminWG   sync.WaitGroup
 }
 
 // NewServer returns a Server with the given options and no services.
@@ -58,6 +70,8 @@ func NewServer(opts ...ServerOption) *Server {
 		advertised: make(map[any]registry.Instance),
 	}
 	s.regCtx, s.regCancel = context.WithCancel(context.Background())
+	s.started = time.Now()
+	s.registerMetrics()
 	for _, o := range opts {
 		o.applyServer(&s.opts)
 	}
@@ -143,6 +157,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
+	s.startAdmin()
 	s.publish(l, l.Addr())
 	defer func() {
 		s.unpublish(context.Background(), l)
@@ -299,6 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		s.sched.Close()
 		s.sched.Wait() // every call has finished; workers are parked or leaving
+		s.stopAdmin(ctx)
 		return s.runShutdownHooks(ctx)
 	case <-ctx.Done():
 		s.Close()
@@ -325,6 +341,7 @@ func (s *Server) Close() error {
 	s.connWG.Wait()
 	hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	s.stopAdmin(hctx)
 	s.runShutdownHooks(hctx)
 	return nil
 }

@@ -155,6 +155,7 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 		sc.req.Metadata = md
 	}
 	sc.ctx.parent = base
+	sc.ctx.call = sc
 	sc.ctx.md = sc.req.Metadata
 	sc.ctx.priority = DefaultPriority
 	if h.HasPriority {
@@ -322,6 +323,11 @@ func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {
 	defer sc.sink.done(sc)
+	code := CodeOverloaded
+	if r == shed.Deadline {
+		code = CodeDeadlineExceeded
+	}
+	sc.m.stats.record(time.Now(), -1, code)
 	putBuf(sc.body)
 	sc.body = nil
 	sc.ctx.cancel(context.Canceled)
@@ -344,7 +350,17 @@ func (sc *serverCall) Drop(r shed.Reason) {
 func (sc *serverCall) Run() {
 	defer sc.sink.done(sc)
 	sc.ctx.start()
+	sc.srv.inFlight.Add(1)
+	start := time.Now()
 	err := sc.protect(func() error { return sc.srv.handler(&sc.ctx, &sc.req) })
+	end := time.Now()
+	sc.srv.inFlight.Add(-1)
+	code := CodeOK
+	if err != nil {
+		code = codeOf(err)
+	}
+	sc.m.stats.record(end, end.Sub(start), code)
+	sc.logCall(end.Sub(start), code, err)
 	if sc.body != nil {
 		putBuf(sc.body)
 		sc.body = nil

@@ -51,6 +51,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 	s.packets[ps] = struct{}{}
 	s.connWG.Add(1)
 	s.mu.Unlock()
+	s.startAdmin()
 	defer s.connWG.Done()
 	s.publish(pc, pc.LocalAddr())
 	defer func() {
@@ -79,11 +80,13 @@ func (s *Server) PacketStats() PacketStats {
 		Duplicates: s.packetStats.duplicates.Load(), CacheFull: s.packetStats.cacheFull.Load(),
 		Dropped: s.packetStats.dropped.Load(), Malformed: s.packetStats.malformed.Load(),
 	}
-	for _, ps := range s.packetServers() {
+	s.mu.Lock()
+	for ps := range s.packets {
 		ps.mu.Lock()
 		st.Cached += int64(ps.entries)
 		ps.mu.Unlock()
 	}
+	s.mu.Unlock()
 	return st
 }
 

@@ -26,6 +26,7 @@ type method struct {
 	argIsPtr  bool
 	replyType reflect.Type // the pointed-to type of the reply
 	cost      shed.ServiceTime
+	stats     callStats
 }
 
 // newArg returns a pointer to a fresh argument, for the codec to decode

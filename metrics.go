@@ -1,0 +1,216 @@
+package kiev
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/kievrpc/kiev/shed"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are Prometheus collectors that read kiev's own counters when
+// scraped, so a call costs a few atomic adds, not a label lookup. Names
+// follow Prometheus conventions; labels are bounded: a method, a code, a
+// priority, a reason, a dialed target, a provider.
+
+var (
+	descServerCalls = prometheus.NewDesc("kiev_server_calls_total",
+		"Calls a server answered, by method and code (OK, Application, Overloaded, ...; User for codes of 100 and up).",
+		[]string{"method", "code"}, nil)
+	descServerDuration = prometheus.NewDesc("kiev_server_call_duration_seconds",
+		"How long handlers ran, by method.", []string{"method"}, nil)
+	descServerInFlight = prometheus.NewDesc("kiev_server_calls_in_flight",
+		"Handlers running now.", nil, nil)
+	descServerConns = prometheus.NewDesc("kiev_server_connections",
+		"Client connections open now.", nil, nil)
+	descQueue = prometheus.NewDesc("kiev_server_queue_length",
+		"Calls waiting in the overload scheduler's queue, by priority.", []string{"priority"}, nil)
+	descShed = prometheus.NewDesc("kiev_server_shed_total",
+		"Calls the overload scheduler answered without running, by reason.", []string{"reason"}, nil)
+	descOverloaded = prometheus.NewDesc("kiev_server_overloaded",
+		"1 while the overload scheduler is in overload mode.", nil, nil)
+	descUDPDuplicates = prometheus.NewDesc("kiev_server_udp_duplicates_total",
+		"Retransmitted UDP requests answered from the duplicate cache or ignored while running.", nil, nil)
+	descUDPMalformed = prometheus.NewDesc("kiev_server_udp_malformed_total",
+		"Datagrams dropped as not kiev's.", nil, nil)
+
+	descClientCalls = prometheus.NewDesc("kiev_client_calls_total",
+		"Calls a client made, retries included in one call, by target and code.", []string{"target", "code"}, nil)
+	descClientDuration = prometheus.NewDesc("kiev_client_call_duration_seconds",
+		"How long calls took, retries included, by target.", []string{"target"}, nil)
+	descClientRetries = prometheus.NewDesc("kiev_client_retries_total",
+		"Retries a client sent, by target.", []string{"target"}, nil)
+	descClientBudget = prometheus.NewDesc("kiev_client_retry_budget",
+		"Retries the client's retry budget holds now, by target.", []string{"target"}, nil)
+	descProviderCalls = prometheus.NewDesc("kiev_client_provider_calls_total",
+		"Attempts sent to each provider of a dialed service, by code.", []string{"target", "provider", "code"}, nil)
+	descProviderInFlight = prometheus.NewDesc("kiev_client_provider_in_flight",
+		"Calls in flight to each provider.", []string{"target", "provider"}, nil)
+	descProviderEjected = prometheus.NewDesc("kiev_client_provider_ejected",
+		"1 while a provider is out of balancing.", []string{"target", "provider"}, nil)
+)
+
+// codeLabel names a callStats.codes slot.
+func codeLabel(i int) string {
+	if i == numCodes {
+		return "User"
+	}
+	return Code(i).String()
+}
+
+// histogram turns callStats' latency buckets into a Prometheus histogram.
+func histogram(desc *prometheus.Desc, s *callStats, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, latBuckets-1)
+	var n uint64
+	for i := range latBuckets - 1 {
+		n += uint64(s.lat[i].Load())
+		buckets[(latBase << i).Seconds()] = n
+	}
+	n += uint64(s.lat[latBuckets-1].Load())
+	return prometheus.MustNewConstHistogram(desc, n, time.Duration(s.latSum.Load()).Seconds(), buckets, labels...)
+}
+
+// codeCounters sends one counter per code a callStats has seen.
+func codeCounters(ch chan<- prometheus.Metric, desc *prometheus.Desc, s *callStats, labels ...string) {
+	for i := range s.codes {
+		if n := s.codes[i].Load(); n > 0 {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(n), append(labels, codeLabel(i))...)
+		}
+	}
+}
+
+// serverCollector exports a Server's metrics.
+type serverCollector struct{ s *Server }
+
+func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descServerCalls, descServerDuration, descServerInFlight, descServerConns,
+		descQueue, descShed, descOverloaded, descUDPDuplicates, descUDPMalformed} {
+		ch <- d
+	}
+}
+
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	s.mu.Lock()
+	var methods []*method
+	for name, ms := range s.services {
+		if isBuiltin(name) {
+			continue
+		}
+		for _, m := range ms {
+			methods = append(methods, m)
+		}
+	}
+	conns := len(s.conns)
+	s.mu.Unlock()
+	for _, m := range methods {
+		codeCounters(ch, descServerCalls, &m.stats, m.name)
+		ch <- histogram(descServerDuration, &m.stats, m.name)
+	}
+	ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
+	ch <- prometheus.MustNewConstMetric(descServerConns, prometheus.GaugeValue, float64(conns))
+	st := s.sched.Stats()
+	for p, n := range st.Queued {
+		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(n), strconv.Itoa(p))
+	}
+	for _, r := range shed.Reasons() {
+		ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(st.DroppedFor(r)), r.String())
+	}
+	overloaded := 0.0
+	if st.Overloaded {
+		overloaded = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descOverloaded, prometheus.GaugeValue, overloaded)
+	ps := s.PacketStats()
+	ch <- prometheus.MustNewConstMetric(descUDPDuplicates, prometheus.CounterValue, float64(ps.Duplicates))
+	ch <- prometheus.MustNewConstMetric(descUDPMalformed, prometheus.CounterValue, float64(ps.Malformed))
+}
+
+// clientCollector exports the metrics of every open Client of the
+// process.
+type clientCollector struct{}
+
+func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientBudget,
+		descProviderCalls, descProviderInFlight, descProviderEjected} {
+		ch <- d
+	}
+}
+
+func (clientCollector) Collect(ch chan<- prometheus.Metric) {
+	liveClients.Lock()
+	cs := make([]*Client, 0, len(liveClients.m))
+	for c := range liveClients.m {
+		cs = append(cs, c)
+	}
+	liveClients.Unlock()
+	// Two clients of one target add up: one series per label set.
+	type key struct{ target, provider string }
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.target] {
+			continue
+		}
+		seen[c.target] = true
+		var same []*Client
+		for _, o := range cs {
+			if o.target == c.target {
+				same = append(same, o)
+			}
+		}
+		var total callStats
+		var retries int64
+		var budget float64
+		for _, o := range same {
+			total.add(&o.stats)
+			retries += o.retries.Load()
+			budget += float64(o.budget.balance.Load()) / 1000
+		}
+		codeCounters(ch, descClientCalls, &total, c.target)
+		ch <- histogram(descClientDuration, &total, c.target)
+		ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries), c.target)
+		ch <- prometheus.MustNewConstMetric(descClientBudget, prometheus.GaugeValue, budget, c.target)
+		if c.group == nil {
+			continue
+		}
+		now := time.Now()
+		provs := map[string]*callStats{}
+		inflight := map[string]int{}
+		ejected := map[string]bool{}
+		for _, o := range same {
+			o.group.mu.Lock()
+			eps := append([]*endpoint(nil), o.group.endpoints...)
+			o.group.mu.Unlock()
+			for _, ep := range eps {
+				if provs[ep.id] == nil {
+					provs[ep.id] = new(callStats)
+				}
+				provs[ep.id].add(&ep.stats)
+				inflight[ep.id] += ep.InFlight()
+				ejected[ep.id] = ejected[ep.id] || ep.ejectedUntil().After(now)
+			}
+		}
+		for id, st := range provs {
+			codeCounters(ch, descProviderCalls, st, c.target, id)
+			ch <- prometheus.MustNewConstMetric(descProviderInFlight, prometheus.GaugeValue, float64(inflight[id]), c.target, id)
+			e := 0.0
+			if ejected[id] {
+				e = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descProviderEjected, prometheus.GaugeValue, e, c.target, id)
+		}
+	}
+}
+
+// add adds o's totals (not its window) to s.
+func (s *callStats) add(o *callStats) {
+	s.calls.Add(o.calls.Load())
+	s.errors.Add(o.errors.Load())
+	for i := range s.codes {
+		s.codes[i].Add(o.codes[i].Load())
+	}
+	for i := range s.lat {
+		s.lat[i].Add(o.lat[i].Load())
+	}
+	s.latSum.Add(o.latSum.Load())
+}

@@ -1,0 +1,269 @@
+package kiev_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kievrpc/kiev"
+)
+
+// records is a slog.Handler that keeps what is logged, for tests.
+type records struct {
+	mu    sync.Mutex
+	recs  []slog.Record
+	attrs []slog.Attr
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r = r.Clone()
+	r.AddAttrs(h.attrs...)
+	h.recs = append(h.recs, r)
+	return nil
+}
+func (h *records) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordsView{h, as}
+}
+func (h *records) WithGroup(string) slog.Handler { return h }
+
+// recordsView is a records handler with attributes added.
+type recordsView struct {
+	h     *records
+	attrs []slog.Attr
+}
+
+func (v *recordsView) Enabled(context.Context, slog.Level) bool { return true }
+func (v *recordsView) Handle(ctx context.Context, r slog.Record) error {
+	r = r.Clone()
+	r.AddAttrs(v.attrs...)
+	return v.h.Handle(ctx, r)
+}
+func (v *recordsView) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordsView{v.h, append(append([]slog.Attr{}, v.attrs...), as...)}
+}
+func (v *recordsView) WithGroup(string) slog.Handler { return v }
+
+// find returns the attributes of the first record with msg.
+func (h *records) find(msg string) (map[string]string, slog.Level, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if r.Message != msg {
+			continue
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		return attrs, r.Level, true
+	}
+	return nil, 0, false
+}
+
+// Logs logs a line with the call's logger, and one with a logger of the
+// caller's own built on kiev.NewContextHandler.
+type Logs struct{ own *slog.Logger }
+
+func (l *Logs) Hello(ctx context.Context, name string, reply *string) error {
+	kiev.Logger(ctx).Info("hello from the handler", "name", name)
+	l.own.InfoContext(ctx, "hello from my own logger")
+	*reply = "hi " + name
+	return nil
+}
+
+func (l *Logs) Slow(ctx context.Context, ms int, reply *string) error {
+	time.Sleep(time.Duration(ms) * time.Millisecond) // the slowness under test
+	return nil
+}
+
+func TestRequestScopedLogging(t *testing.T) {
+	h, own := &records{}, &records{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(h)), kiev.WithAccessLog(), kiev.WithSlowLog(20*time.Millisecond))
+	srv.Register(&Logs{own: slog.New(kiev.NewContextHandler(own))})
+	c := dial(t, startServer(t, srv))
+	ctx := kiev.WithPriority(kiev.WithMetadata(context.Background(), kiev.TraceIDKey, "trace-42"), 7)
+	var reply string
+	if err := c.Call(ctx, "Logs.Hello", "ann", &reply); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "Logs.Slow", 40, &reply); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		h   *records
+		msg string
+	}{{h, "hello from the handler"}, {own, "hello from my own logger"}, {h, "kiev: call"}} {
+		attrs, _, ok := tc.h.find(tc.msg)
+		if !ok {
+			t.Fatalf("no %q line", tc.msg)
+		}
+		if attrs["method"] != "Logs.Hello" || attrs["priority"] != "7" || attrs["trace_id"] != "trace-42" ||
+			attrs["request_id"] == "" || !strings.HasPrefix(attrs["peer"], "127.0.0.1:") {
+			t.Errorf("%q has attributes %v; want method, request_id, priority, peer and trace_id of the call", tc.msg, attrs)
+		}
+	}
+	if attrs, _, _ := h.find("kiev: call"); attrs["code"] != "OK" || attrs["took"] == "" {
+		t.Errorf("access line %v; want its code and duration", attrs)
+	}
+	attrs, level, ok := h.find("kiev: slow call")
+	if !ok || level != slog.LevelWarn || attrs["method"] != "Logs.Slow" {
+		t.Errorf("slow call line: %v at %v, found %v; want a Warn line for Logs.Slow", attrs, level, ok)
+	}
+	if kiev.Logger(context.Background()) != slog.Default() {
+		t.Error("Logger outside a handler is not slog.Default()")
+	}
+}
+
+// observedServer serves Arith with admin pages, makes known calls, and
+// returns the admin handler's test server and the client's target.
+func observedServer(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv.Register(&Arith{})
+	srv.RegisterHealth("cache", func(ctx context.Context) error { return nil })
+	srv.RegisterHealth("db", func(ctx context.Context) error { return errors.New("db: connection refused") })
+	addr := startServer(t, srv)
+	c := dial(t, addr)
+	for i := range 3 {
+		if err := c.Call(context.Background(), "Arith.Add", Args{i, 1}, &Reply{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Call(context.Background(), "Arith.Div", Args{1, 0}, &Reply{}); err == nil {
+		t.Fatal("Div by zero succeeded")
+	}
+	hs := httptest.NewServer(srv.AdminHandler())
+	t.Cleanup(hs.Close)
+	return hs, addr
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+func TestMetricsScrape(t *testing.T) {
+	hs, addr := observedServer(t)
+	body := get(t, hs.URL+"/metrics")
+	for _, want := range []string{
+		`kiev_server_calls_total{code="OK",method="Arith.Add"} 3`,
+		`kiev_server_calls_total{code="Application",method="Arith.Div"} 1`,
+		`kiev_server_call_duration_seconds_count{method="Arith.Add"} 3`,
+		`kiev_server_queue_length{priority="9"} 0`,
+		`kiev_server_shed_total{reason="refused"} 0`,
+		`kiev_client_calls_total{code="OK",target="` + addr + `"} 3`,
+		`kiev_client_calls_total{code="Application",target="` + addr + `"} 1`,
+		`kiev_client_retry_budget{target="` + addr + `"}`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	hs, addr := observedServer(t)
+	var st kiev.Status
+	if err := json.Unmarshal([]byte(get(t, hs.URL+"/debug/kiev?format=json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	var add, div *kiev.MethodStatus
+	for i := range st.Services {
+		for j := range st.Services[i].Methods {
+			m := &st.Services[i].Methods[j]
+			switch st.Services[i].Name + "." + m.Name {
+			case "Arith.Add":
+				add = m
+			case "Arith.Div":
+				div = m
+			}
+		}
+	}
+	if add == nil || add.Calls != 3 || add.MinuteCalls != 3 || add.Errors != 0 || add.P50Ms <= 0 || div == nil || div.Errors != 1 {
+		t.Fatalf("status of Arith: Add %+v, Div %+v; want 3 calls, 1 error", add, div)
+	}
+	if len(st.Scheduler.Queued) != 10 || st.Scheduler.Ran < 4 {
+		t.Errorf("scheduler %+v", st.Scheduler)
+	}
+	if len(st.Health) != 2 || !st.Health[0].OK || st.Health[1].OK || st.Health[1].Error != "db: connection refused" {
+		t.Errorf("health %+v", st.Health)
+	}
+	found := false
+	for _, c := range st.Clients {
+		if c.Target == addr && c.Calls == 4 && len(c.Providers) == 1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("clients %+v lack the one dialing %s", st.Clients, addr)
+	}
+}
+
+func TestStatusPageInBrowser(t *testing.T) {
+	chromium := os.Getenv("KIEV_CHROMIUM")
+	if chromium == "" {
+		t.Skip("KIEV_CHROMIUM is not set; run scripts/services.sh up and eval \"$(scripts/services.sh env)\" to test the status page in headless Chromium")
+	}
+	hs, _ := observedServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu",
+		"--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
+		"--virtual-time-budget=5000", "--dump-dom", hs.URL+"/debug/kiev").Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	dom := string(out)
+	if !strings.Contains(dom, `data-rendered="true"`) {
+		t.Fatalf("the page's script did not render the status:\n%s", dom)
+	}
+	for _, re := range []string{
+		`data-method="Arith.Add"><td>Arith.Add</td><td class="calls">3</td><td class="errors">0</td>`,
+		`data-method="Arith.Div"><td>Arith.Div</td><td class="calls">1</td><td class="errors bad">1</td>`,
+		`data-check="db"><td>db</td><td class="state bad">db: connection refused</td>`,
+		`data-check="cache"><td>cache</td><td class="state ok">ok</td>`,
+		`data-reason="refused"><td>refused</td><td( class="")?>0</td>`,
+	} {
+		if !regexp.MustCompile(re).MatchString(dom) {
+			t.Errorf("the rendered page lacks %s", re)
+		}
+	}
+}
+
+func TestWithAdminListens(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithAdmin("127.0.0.1:0"), kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv.Register(&Arith{})
+	startServer(t, srv)
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.AdminAddr() == "" && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // Serve starts the admin listener on its goroutine
+	}
+	if srv.AdminAddr() == "" {
+		t.Fatal("no admin address after Serve")
+	}
+	if body := get(t, "http://"+srv.AdminAddr()+"/metrics"); !strings.Contains(body, "kiev_server_connections") {
+		t.Fatal("admin /metrics lacks kiev's metrics")
+	}
+}
