@@ -261,7 +261,11 @@ func (cc *clientConn) fail(cause error) {
 	pending := cc.pending
 	cc.pending = nil
 	cc.mu.Unlock()
-	if !errors.Is(cause, ErrShutdown) {
+	switch {
+	case errors.Is(cause, ErrShutdown):
+	case cc.draining.Load() && errors.Is(cause, io.EOF):
+		cc.c.opts.logger.Info("kiev: server closed the connection after draining", "addr", cc.ep.inst.Address, "failed_calls", len(pending))
+	default:
 		cc.c.opts.logger.Warn("kiev: connection lost", "addr", cc.ep.inst.Address, "err", cause, "failed_calls", len(pending))
 	}
 	cc.link.stop(cc.err)
