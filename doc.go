@@ -177,6 +177,12 @@ metrics with a registry of yours. RegisterHealth adds dependency checks
 that the page shows, and OnShutdown closes dependencies once the calls in
 flight have ended.
 
+Every Server also serves kiev.Reflection (ReflectionService), which lists
+its services and describes each method's argument and reply types; the
+kiev command (cmd/kiev) uses it: `kiev describe host:port`, `kiev call
+host:port Arith.Mul '{"A":7,"B":8}'`, `kiev list zookeeper://host:2181`,
+and `kiev stat` on a WithAdmin address.
+
 # Metadata and interceptors
 
 WithMetadata attaches string pairs (trace ids, auth tokens) to the calls

@@ -83,6 +83,7 @@ func NewServer(opts ...ServerOption) *Server {
 	s.sched = shed.New(s.opts.shed)
 	empty := map[string]*method{}
 	s.methods.Store(&empty)
+	s.registerReflection()
 	return s
 }
 

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kievrpc/kiev"
+)
+
+var callCommand = &command{
+	name:     "call",
+	synopsis: "[flags] <target> <Service.Method> [json | -]",
+	summary:  "call a method with JSON arguments and print the reply as JSON",
+	help: `
+Call sends the JSON arguments (or null if there are none; "-" reads them
+from standard input) to Service.Method on the target and prints the reply
+as indented JSON. The arguments travel as msgpack, so a JSON object
+decodes into the server's argument struct by field name (the json tag, if
+the field has one): see 'kiev describe' for the names and types a method
+takes. A JSON argument that starts with "-" goes after "--".
+
+Examples:
+  kiev call 127.0.0.1:7000 Arith.Add '{"A": 7, "B": 8}'
+  kiev call --meta trace-id=abc --timeout 2s zookeeper://zk:2181/Arith Arith.Add '{"A": 1, "B": 2}'
+  echo '{"A": 7, "B": 8}' | kiev call unix:///run/arith.sock Arith.Add -`,
+	newRunner: func() runner { return &callCmd{} },
+}
+
+type callCmd struct {
+	priority uint
+	timeout  time.Duration
+	meta     metaFlag
+	codec    string
+}
+
+func (c *callCmd) flags(fs *flag.FlagSet) {
+	fs.UintVar(&c.priority, "priority", uint(kiev.DefaultPriority), "the call's priority `n`, 0 (shed first under overload) to 9 (shed last)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on the call after `duration`; 0 waits as long as it takes")
+	fs.Var(&c.meta, "meta", "send metadata `key=value` with the call; repeat for more pairs")
+	fs.StringVar(&c.codec, "codec", "msgpack", "the `name` of the codec to send the call in; only msgpack can carry JSON")
+}
+
+func (c *callCmd) run(ctx context.Context, cl *cli, args []string) error {
+	if err := wantArgs("call", args, 2, 3, "<target> <Service.Method> [json]"); err != nil {
+		return err
+	}
+	target, method := args[0], args[1]
+	if err := c.check(method); err != nil {
+		return err
+	}
+	var text []byte
+	switch {
+	case len(args) < 3:
+		text = []byte("null")
+	case args[2] == "-":
+		var err error
+		if text, err = io.ReadAll(cl.stdin); err != nil {
+			return fmt.Errorf("reading the arguments from standard input: %v", err)
+		}
+	default:
+		text = []byte(args[2])
+	}
+	callArgs, err := parseJSONArgs(text)
+	if err != nil {
+		return usagef("call", "%v", err)
+	}
+
+	client, err := cl.dial("call", target, c.timeout)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	callCtx := kiev.WithPriority(ctx, kiev.Priority(c.priority))
+	if len(c.meta) > 0 {
+		callCtx = kiev.WithMetadata(callCtx, c.meta...)
+	}
+	callCtx, cancel := withTimeout(callCtx, c.timeout)
+	defer cancel()
+	var reply any
+	if err := client.Call(callCtx, method, callArgs, &reply); err != nil {
+		return callFailed(ctx, target, method, c.timeout, err)
+	}
+	return printJSON(cl.stdout, jsonable(reply))
+}
+
+// check validates the flags and the method name.
+func (c *callCmd) check(method string) error {
+	if c.priority > uint(kiev.MaxPriority) {
+		return usagef("call", "--priority %d is out of range; use 0 (shed first) to %d (shed last)", c.priority, kiev.MaxPriority)
+	}
+	if c.timeout < 0 {
+		return usagef("call", "--timeout %v is negative; use a duration such as 5s, or 0 for none", c.timeout)
+	}
+	switch c.codec {
+	case "msgpack":
+	case "proto", "protobuf":
+		return usagef("call", "--codec %s needs generated protobuf types, which kiev cannot build from JSON; use msgpack", c.codec)
+	default:
+		return usagef("call", "unknown --codec %q; use msgpack", c.codec)
+	}
+	if i := strings.LastIndexByte(method, '.'); i <= 0 || i == len(method)-1 {
+		return usagef("call", "method %q is not of the form Service.Method, such as Arith.Add", method)
+	}
+	return nil
+}
+
+// metaFlag collects --meta key=value pairs, flattened for kiev.WithMetadata.
+type metaFlag []string
+
+func (m *metaFlag) String() string { return strings.Join(*m, ",") }
+
+func (m *metaFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	*m = append(*m, k, v)
+	return nil
+}
+
+// withTimeout bounds ctx by d, unless d is 0.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d == 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// dial dials target for cmd, refusing a bare service name, which only a
+// registry could resolve. The client logs its warnings to stderr.
+func (cl *cli) dial(cmd, target string, timeout time.Duration) (*kiev.Client, error) {
+	if target != "" && !strings.ContainsAny(target, ":/[]") {
+		return nil, usagef(cmd, "target %q is a service name, which needs a registry; write zookeeper://host:2181/%s, or the server's host:port", target, target)
+	}
+	logger := slog.New(slog.NewTextHandler(cl.stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	opts := []kiev.DialOption{kiev.WithLogger(logger)}
+	if timeout > 0 {
+		opts = append(opts, kiev.WithDialTimeout(timeout))
+	}
+	c, err := kiev.Dial(target, opts...)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "kiev: ")
+		if strings.HasPrefix(msg, "Dial ") {
+			return nil, usagef(cmd, "%s", msg) // a malformed target
+		}
+		return nil, fmt.Errorf("cannot connect to %s: %s; is the server running there?", target, msg)
+	}
+	return c, nil
+}
+
+// callFailed explains why a call of method on target failed. ctx is run's
+// signal context.
+func callFailed(ctx context.Context, target, method string, timeout time.Duration, err error) error {
+	if err := interrupted(ctx); err != nil {
+		return err
+	}
+	var se *kiev.ServerError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s: %v: %s", method, se.Code, strings.TrimPrefix(se.Message, "kiev: "))
+	}
+	msg := strings.TrimPrefix(err.Error(), "kiev: ")
+	msg = strings.TrimPrefix(msg, "call "+method+": ")
+	if errors.Is(err, context.DeadlineExceeded) {
+		hint := "raise --timeout"
+		if strings.HasPrefix(target, "zookeeper://") || strings.HasPrefix(target, "zk://") {
+			hint += ", or check with 'kiev list' that the service has providers"
+		}
+		return fmt.Errorf("%s: no reply within the deadline of %v; %s", method, timeout, hint)
+	}
+	return fmt.Errorf("%s: %s", method, msg)
+}
+
+// parseJSONArgs decodes one JSON value for msgpack: numbers become int64
+// (or uint64) when integral and float64 otherwise, since msgpack decodes
+// an integer into a float field but not a float into an integer field.
+func parseJSONArgs(text []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the JSON arguments are empty; pass null for none")
+		}
+		return nil, jsonError(text, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		off := int(dec.InputOffset())
+		if err != nil {
+			return nil, jsonError(text, err)
+		}
+		return nil, fmt.Errorf("the JSON arguments hold more than one value; wrap them in an array or object. The second starts at %s", where(text, off))
+	}
+	return numbers(v), nil
+}
+
+// jsonError says where in text a JSON decoding error is.
+func jsonError(text []byte, err error) error {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("the JSON arguments are not valid JSON: %v, at %s", se, where(text, int(se.Offset)))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the JSON arguments end too soon, at %s; close every string, object and array", where(text, len(text)))
+	}
+	return fmt.Errorf("the JSON arguments are not valid JSON: %v", err)
+}
+
+// where describes byte offset off of text as a line and column, with the
+// line itself and a caret under the column.
+func where(text []byte, off int) string {
+	off = min(max(off, 0), len(text))
+	line := 1 + bytes.Count(text[:off], []byte("\n"))
+	start := bytes.LastIndexByte(text[:off], '\n') + 1
+	end := bytes.IndexByte(text[start:], '\n')
+	if end < 0 {
+		end = len(text) - start
+	}
+	col := off - start // the offending byte is the one before off
+	if col == 0 {
+		col = 1
+	}
+	src := string(text[start : start+end])
+	return fmt.Sprintf("line %d, column %d:\n\t%s\n\t%s^", line, col, src, strings.Repeat(" ", col-1))
+}
+
+// numbers replaces each json.Number in v.
+func numbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return number(v)
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+	}
+	return v
+}
+
+func number(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i
+	}
+	if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
+		return u
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return string(n) // out of float64's range; let the server say
+	}
+	if f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+		return int64(f) // 1e3, 2.0
+	}
+	return f
+}
+
+// jsonable converts a decoded msgpack reply into a value encoding/json
+// can print: maps with non-string keys get string keys, and non-finite
+// floats become strings.
+func jsonable(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = jsonable(e)
+		}
+		return v
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range v {
+			v[i] = jsonable(e)
+		}
+		return v
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return strconv.FormatFloat(v, 'g', -1, 64)
+		}
+	case float32:
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return strconv.FormatFloat(float64(v), 'g', -1, 32)
+		}
+	}
+	return v
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("printing the reply as JSON: %v", err)
+	}
+	return nil
+}

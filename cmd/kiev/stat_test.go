@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// statusJSON is a status page as a server serves it.
+const statusJSON = `{
+  "time": "2026-01-02T03:04:05Z",
+  "uptime_sec": 3723.5,
+  "connections": 4,
+  "in_flight": 2,
+  "services": [
+    {"name": "Shop", "methods": [
+      {"name": "Place", "calls": 1200, "errors": 3, "minute_calls": 600, "minute_errors": 1, "rate": 10, "p50_ms": 0.25, "p99_ms": 12.5},
+      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "rate": 0, "p50_ms": 0, "p99_ms": 0}
+    ]}
+  ],
+  "scheduler": {"workers": 8, "running": 2, "queued": [0,0,0,0,0,1,0,0,0,0], "overloaded": true, "ran": 123456,
+    "dropped": {"queue_full": 5, "expired": 0}},
+  "clients": [
+    {"target": "zookeeper://zk:2181/Arith", "balancer": "round_robin", "calls": 50, "errors": 1, "retries": 2, "retry_budget": 9.5,
+     "providers": [
+       {"id": "tcp://10.0.0.7:7000", "address": "10.0.0.7:7000", "weight": 2, "in_flight": 1, "calls": 30, "errors": 0, "ejected": false},
+       {"id": "tcp://10.0.0.8:7000", "address": "10.0.0.8:7000", "weight": 1, "in_flight": 0, "calls": 20, "errors": 1, "ejected": true, "ejected_until": "2026-01-02T03:04:35Z"}
+     ]}
+  ],
+  "health": [
+    {"name": "mysql", "ok": true, "took_ms": 1.5},
+    {"name": "redis", "ok": false, "error": "dial tcp: connection refused", "took_ms": 0.1}
+  ],
+  "some_future_field": {"ignored": true}
+}`
+
+// adminServer serves statusJSON at /debug/kiev?format=json and counts
+// the requests.
+func adminServer(t *testing.T) (addr string, requests func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/kiev" || r.URL.Query().Get("format") != "json" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		n++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(statusJSON))
+	}))
+	t.Cleanup(ts.Close)
+	return strings.TrimPrefix(ts.URL, "http://"), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+func TestStatOnce(t *testing.T) {
+	addr, requests := adminServer(t)
+	stdout, stderr := wantRun(t, exitOK, []string{
+		"up 1h2m3s   connections 4   in flight 2",
+		"Shop.Place  1200   3       600        1           10      0.25    12.5\n",
+		"Shop.Wait",
+		"scheduler: workers 8   running 2   queued by priority [0 0 0 0 0 1 0 0 0 0]   ran 123456   OVERLOADED",
+		"dropped: queue_full 5\n",
+		"zookeeper://zk:2181/Arith",
+		"tcp://10.0.0.7:7000  2       1          30     0       ok",
+		"tcp://10.0.0.8:7000  1       0          20     1       ejected until",
+		"health:  mysql ok (1.5 ms)  redis FAILING: dial tcp: connection refused",
+	}, nil, "stat", "--once", addr)
+	if stderr != "" || strings.Contains(stdout, "\x1b[") {
+		t.Errorf("stat --once to a pipe wrote stderr %q, or ANSI codes:\n%q", stderr, stdout)
+	}
+	if requests() != 1 {
+		t.Errorf("stat --once made %d requests; want 1", requests())
+	}
+	// A URL works as well as an address.
+	wantRun(t, exitOK, []string{"Shop.Place"}, nil, "stat", "--once", "http://"+addr+"/debug/kiev")
+}
+
+func TestStatErrors(t *testing.T) {
+	addr, _ := adminServer(t)
+	wantRun(t, exitFailed, nil, []string{"kiev stat: GET http://" + addr + "/elsewhere?format=json: 404 Not Found; is this the admin address of a kiev server?"},
+		"stat", "--once", "http://"+addr+"/elsewhere")
+	wantRun(t, exitFailed, nil, []string{"kiev stat: cannot read the status page", "is the admin address right?"},
+		"stat", "--once", "127.0.0.1:1")
+	notJSON := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>")) }))
+	defer notJSON.Close()
+	wantRun(t, exitFailed, nil, []string{"did not answer with the status JSON"}, "stat", "--once", notJSON.URL)
+}
+
+// Without --once, stat refreshes the view every interval until
+// interrupted; to a pipe, views follow one another.
+func TestStatRefreshes(t *testing.T) {
+	addr, requests := adminServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- (&statCmd{interval: 10 * time.Millisecond}).run(ctx, &cli{stdout: &out, stderr: &errOut}, []string{addr})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for requests() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("stat ended with %v; want nil when interrupted", err)
+	}
+	if n := strings.Count(out.String(), "kiev status at"); n < 2 || requests() < 3 {
+		t.Errorf("stat printed %d views from %d requests; want 2 or more from 3 or more", n, requests())
+	}
+}
+
+func TestStatusURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:7001":                   "http://127.0.0.1:7001/debug/kiev?format=json",
+		"http://h:1":                       "http://h:1/debug/kiev?format=json",
+		"https://h:1/admin/kiev?x=1":       "https://h:1/admin/kiev?format=json&x=1",
+		"http://h:1/debug/kiev?format=txt": "http://h:1/debug/kiev?format=json",
+	} {
+		if got, err := statusURL(in); err != nil || got != want {
+			t.Errorf("statusURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
