@@ -16,7 +16,7 @@
 # in SERVICES.
 set -euo pipefail
 
-SERVICES=(zookeeper)
+SERVICES=(redis mariadb zookeeper ferretdb chromium)
 STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -74,6 +74,68 @@ apt_install() {
 		rm -f /usr/sbin/policy-rc.d
 	fi
 	return "$rc"
+}
+
+# tcp_open HOST PORT succeeds if something accepts connections there.
+tcp_open() {
+	(exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+}
+
+# wait_port HOST PORT NAME waits up to 30 s for the port to open.
+wait_port() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		tcp_open "$1" "$2" && return 0
+		sleep 0.1
+	done
+	log "$3: nothing answers on $1:$2 after 30 s"
+	return 1
+}
+
+# --- Redis and MariaDB ---------------------------------------------------------
+# Both run on every machine before the session starts; if one has stopped,
+# it is started again with the machine's own command, and left running.
+
+REDIS_HOST=127.0.0.1
+REDIS_PORT=6379
+
+redis_up() {
+	if tcp_open "$REDIS_HOST" "$REDIS_PORT"; then
+		log "redis: already answering on $REDIS_HOST:$REDIS_PORT"
+		return 0
+	fi
+	command -v redis-server >/dev/null || apt_install redis-server
+	mkdir -p /var/lib/redis /var/log/redis
+	log "redis: starting on $REDIS_HOST:$REDIS_PORT"
+	redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" \
+		--appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+	wait_port "$REDIS_HOST" "$REDIS_PORT" redis
+}
+
+redis_down() { :; } # not ours to stop
+
+redis_env() {
+	echo "export KIEV_REDIS=$REDIS_HOST:$REDIS_PORT"
+	echo "export KIEV_REDIS_SERVER=$(command -v redis-server || echo /usr/bin/redis-server)"
+}
+
+MARIADB_HOST=127.0.0.1
+MARIADB_PORT=3306
+
+mariadb_up() {
+	if tcp_open "$MARIADB_HOST" "$MARIADB_PORT"; then
+		log "mariadb: already answering on $MARIADB_HOST:$MARIADB_PORT"
+		return 0
+	fi
+	log "mariadb: starting"
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+	wait_port "$MARIADB_HOST" "$MARIADB_PORT" mariadb
+}
+
+mariadb_down() { :; } # not ours to stop
+
+mariadb_env() {
+	echo "export KIEV_MYSQL='root:@tcp($MARIADB_HOST:$MARIADB_PORT)/test'"
 }
 
 # --- ZooKeeper ---------------------------------------------------------------
@@ -161,6 +223,107 @@ zookeeper_down() {
 zookeeper_env() {
 	echo "export KIEV_ZOOKEEPER=$ZK_HOST:$ZK_PORT"
 	echo "export KIEV_ZOOKEEPER_CLASSPATH=$ZK_CLASSPATH"
+}
+
+# --- FerretDB (MongoDB wire protocol) ---------------------------------------
+# MongoDB is not packaged for Debian; FerretDB is a MongoDB-wire server in Go.
+# Version v1.24.2 is built from its module once, into a cache keyed by the
+# version, and runs on its SQLite backend. The module ships an empty
+# build/version/version.txt, with which the binary panics at start, so the
+# build writes the version there first.
+
+FERRETDB_VERSION=v1.24.2
+FERRETDB_HOST=127.0.0.1
+FERRETDB_PORT=27017
+FERRETDB_DEBUG_PORT=8088
+FERRETDB_BIN=${XDG_CACHE_HOME:-$HOME/.cache}/kiev/ferretdb-$FERRETDB_VERSION
+FERRETDB_DIR=$STATE_DIR/ferretdb
+
+# go_cmd prints the go command to use: the one on PATH, or /usr/local/go's.
+go_cmd() {
+	command -v go || { [[ -x /usr/local/go/bin/go ]] && echo /usr/local/go/bin/go; } ||
+		die "ferretdb: no go command on PATH or in /usr/local/go/bin"
+}
+
+# ferretdb_build builds FerretDB into $FERRETDB_BIN unless it is there.
+ferretdb_build() {
+	[[ -x $FERRETDB_BIN ]] && return 0
+	local go mod src
+	go=$(go_cmd)
+	log "ferretdb: building $FERRETDB_VERSION into $FERRETDB_BIN"
+	mod=$(cd / && GOFLAGS= GOWORK=off "$go" mod download -json \
+		"github.com/FerretDB/FerretDB@$FERRETDB_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') ||
+		die "ferretdb: go mod download github.com/FerretDB/FerretDB@$FERRETDB_VERSION failed"
+	[[ -n $mod && -d $mod ]] || die "ferretdb: go mod download found no module directory"
+	src=$(mktemp -d "${TMPDIR:-/tmp}/kiev-ferretdb-build.XXXXXX")
+	cp -R "$mod/." "$src"
+	chmod -R u+w "$src"
+	echo "$FERRETDB_VERSION" >"$src/build/version/version.txt"
+	mkdir -p "$(dirname "$FERRETDB_BIN")"
+	if ! (cd "$src" && GOFLAGS=-mod=mod "$go" build -trimpath -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb); then
+		rm -rf "$src" "$FERRETDB_BIN.tmp"
+		die "ferretdb: build failed"
+	fi
+	mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"
+	rm -rf "$src"
+}
+
+ferretdb_up() {
+	if tcp_open "$FERRETDB_HOST" "$FERRETDB_PORT"; then
+		log "ferretdb: already answering on $FERRETDB_HOST:$FERRETDB_PORT"
+		return 0
+	fi
+	ferretdb_build
+	mkdir -p "$FERRETDB_DIR/data" "$FERRETDB_DIR/state"
+	stop_pidfile "$FERRETDB_DIR/pid" # a stale server of ours that stopped answering
+	log "ferretdb: starting on $FERRETDB_HOST:$FERRETDB_PORT (state in $FERRETDB_DIR)"
+	setsid "$FERRETDB_BIN" --handler=sqlite --sqlite-url="file:$FERRETDB_DIR/data/" \
+		--state-dir="$FERRETDB_DIR/state" \
+		--listen-addr="$FERRETDB_HOST:$FERRETDB_PORT" \
+		--debug-addr="$FERRETDB_HOST:$FERRETDB_DEBUG_PORT" \
+		--telemetry=disable --log-level=WARN >"$FERRETDB_DIR/log" 2>&1 </dev/null &
+	echo $! >"$FERRETDB_DIR/pid"
+	local pid=$! i
+	for ((i = 0; i < 300; i++)); do # 30 s
+		if tcp_open "$FERRETDB_HOST" "$FERRETDB_PORT"; then
+			log "ferretdb: ready (PID $pid)"
+			return 0
+		fi
+		alive "$pid" || break
+		sleep 0.1
+	done
+	log "ferretdb: not serving within 30 s; the end of $FERRETDB_DIR/log:"
+	tail -n 40 "$FERRETDB_DIR/log" >&2 || true
+	stop_pidfile "$FERRETDB_DIR/pid"
+	return 1
+}
+
+ferretdb_down() {
+	if [[ -f $FERRETDB_DIR/pid ]]; then
+		log "ferretdb: stopping PID $(<"$FERRETDB_DIR/pid")"
+	fi
+	stop_pidfile "$FERRETDB_DIR/pid"
+}
+
+ferretdb_env() {
+	echo "export KIEV_MONGO=mongodb://$FERRETDB_HOST:$FERRETDB_PORT"
+	echo "export KIEV_FERRETDB=$FERRETDB_BIN"
+}
+
+# --- Chromium ----------------------------------------------------------------
+# Headless Chromium loads the status page in its test; nothing runs.
+
+chromium_up() {
+	if ! command -v chromium >/dev/null; then
+		apt_install chromium
+	fi
+	log "chromium: $(chromium --version 2>/dev/null | head -n 1)"
+}
+
+chromium_down() { :; }
+
+chromium_env() {
+	echo "export KIEV_CHROMIUM=$(command -v chromium || echo /usr/bin/chromium)"
 }
 
 # --- main --------------------------------------------------------------------
