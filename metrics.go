@@ -44,6 +44,8 @@ var (
 		"Retries the client's retry budget holds now, by target.", []string{"target"}, nil)
 	descProviderCalls = prometheus.NewDesc("kiev_client_provider_calls_total",
 		"Attempts sent to each provider of a dialed service, by code.", []string{"target", "provider", "code"}, nil)
+	descProviderDuration = prometheus.NewDesc("kiev_client_provider_call_duration_seconds",
+		"How long attempts to each provider took.", []string{"target", "provider"}, nil)
 	descProviderInFlight = prometheus.NewDesc("kiev_client_provider_in_flight",
 		"Calls in flight to each provider.", []string{"target", "provider"}, nil)
 	descProviderEjected = prometheus.NewDesc("kiev_client_provider_ejected",
@@ -132,7 +134,7 @@ type clientCollector struct{}
 
 func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientBudget,
-		descProviderCalls, descProviderInFlight, descProviderEjected} {
+		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderEjected} {
 		ch <- d
 	}
 }
@@ -192,6 +194,7 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for id, st := range provs {
 			codeCounters(ch, descProviderCalls, st, c.target, id)
+			ch <- histogram(descProviderDuration, st, c.target, id)
 			ch <- prometheus.MustNewConstMetric(descProviderInFlight, prometheus.GaugeValue, float64(inflight[id]), c.target, id)
 			e := 0.0
 			if ejected[id] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/registry/memory"
 )
 
 // records is a slog.Handler that keeps what is logged, for tests.
@@ -265,5 +267,34 @@ func TestWithAdminListens(t *testing.T) {
 	}
 	if body := get(t, "http://"+srv.AdminAddr()+"/metrics"); !strings.Contains(body, "kiev_server_connections") {
 		t.Fatal("admin /metrics lacks kiev's metrics")
+	}
+}
+
+func TestProviderMetrics(t *testing.T) {
+	reg := memory.New()
+	for i := range 2 {
+		srv := kiev.NewServer(kiev.WithRegistry(reg), kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		srv.Register(&Who{name: fmt.Sprint("m", i)})
+		startServer(t, srv)
+	}
+	c := dial(t, "Who", kiev.WithRegistry(reg), kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	waitProviders(t, c, 2)
+	for range 10 {
+		callName(t, c, context.Background())
+	}
+	admin := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	hs := httptest.NewServer(admin.AdminHandler())
+	defer hs.Close()
+	body := get(t, hs.URL+"/metrics")
+	for _, p := range c.Providers() {
+		for _, want := range []string{
+			`kiev_client_provider_calls_total{code="OK",provider="` + p.Instance.ID() + `",target="Who"} 5`,
+			`kiev_client_provider_call_duration_seconds_count{provider="` + p.Instance.ID() + `",target="Who"} 5`,
+			`kiev_client_provider_ejected{provider="` + p.Instance.ID() + `",target="Who"} 0`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	}
 }

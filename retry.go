@@ -227,8 +227,10 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error
 	if d := c.budget.p.AttemptTimeout; d > 0 {
 		actx, cancel = context.WithTimeout(ctx, d)
 	}
+	var sent time.Time
 	if c.group != nil {
 		ep.inflight.Add(1)
+		sent = time.Now()
 	}
 	var err error
 	if ep.udp {
@@ -248,7 +250,8 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error
 		if done != nil {
 			done(err)
 		}
-		ep.stats.record(time.Now(), -1, errCode(err))
+		end := time.Now()
+		ep.stats.record(end, end.Sub(sent), errCode(err))
 	}
 	overloaded := errors.Is(err, ErrOverloaded)
 	if overloaded {
