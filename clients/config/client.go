@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -49,6 +50,15 @@ type Options struct {
 	// values), the source going down and coming back, failed snapshot
 	// writes and recovered panics of callbacks. Nil discards it.
 	Logger *slog.Logger
+
+	// Name labels the Client's Prometheus metrics (kiev_config_*, with
+	// label client); "default" if empty. Give each Client of a process
+	// its own.
+	Name string
+
+	// Registerer receives the Client's metrics; nil means
+	// prometheus.DefaultRegisterer, which kiev's admin pages serve.
+	Registerer prometheus.Registerer
 }
 
 // Client holds a configuration read from a Source and keeps it current:
@@ -56,6 +66,7 @@ type Options struct {
 // change, and saves each version to a snapshot file. Make one with New;
 // its methods are safe for concurrent use.
 type Client struct {
+	unregister   func() // removes the metrics collector; nil if none
 	src          Source
 	srcName      string
 	log          *slog.Logger
@@ -160,6 +171,7 @@ func New(ctx context.Context, src Source, opts Options) (*Client, error) {
 		c.log.Warn("kiev/clients/config: the config source is unreachable; starting from the snapshot file, which may be out of date; the source is retried in the background",
 			"source", c.srcName, "err", err, "snapshot", c.snapshotPath, "saved", f.Saved, "saved_from", f.Source, "version", f.Version, "keys", len(f.Values))
 	}
+	c.registerMetrics(opts.Registerer, cmp.Or(opts.Name, "default"))
 	go c.watch(err == nil)
 	go c.notify()
 	return c, nil
@@ -304,6 +316,9 @@ func (c *Client) Close() error {
 		err = c.src.Close()
 		<-c.watchDone
 		<-c.notifyDone
+		if c.unregister != nil {
+			c.unregister()
+		}
 	})
 	return err
 }

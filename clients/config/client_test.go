@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kievrpc/kiev/clients/config"
 )
@@ -463,5 +465,37 @@ func TestSourceClosedUnder(t *testing.T) {
 	log.waitFor(t, 0, "level=WARN", "not by Client.Close")
 	if err := c.Health(context.Background()); !errors.Is(err, config.ErrUnavailable) || !strings.Contains(err.Error(), "not by Client.Close") {
 		t.Fatalf("Health: %v, want ErrUnavailable saying the source was closed", err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	src := config.NewMemory(map[string]string{"a": "1"})
+	c, err := config.New(context.Background(), src, config.Options{Name: "app", Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 1)
+	c.OnChange(func(old, new config.Snapshot) { changed <- struct{}{} })
+	src.Set(map[string]string{"a": "2"})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change delivered")
+	}
+	want := `
+# HELP kiev_config_changes_total Configuration changes delivered.
+# TYPE kiev_config_changes_total counter
+kiev_config_changes_total{client="app"} 1
+# HELP kiev_config_source_up 1 while the last read of the config source succeeded.
+# TYPE kiev_config_source_up gauge
+kiev_config_source_up{client="app"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_config_changes_total", "kiev_config_source_up"); err != nil {
+		t.Error(err)
+	}
+	c.Close()
+	if n, _ := testutil.GatherAndCount(reg); n != 0 {
+		t.Errorf("%d series left after Close; want the collector unregistered", n)
 	}
 }
