@@ -51,7 +51,7 @@ bench:
 
 # overload runs the avalanche benchmark (bench/overload), about 3 minutes.
 overload:
-	cd bench && $(GO) run ./overload
+	cd bench && $(GO) run ./overload -pin
 
 # fuzz runs each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

@@ -328,8 +328,43 @@ func (s *Scheduler) next() Task {
 			continue
 		}
 		s.recordWait(wait)
+		if s.overload {
+			drops = s.doomed(now, drops)
+		}
 		return e.t
 	}
+}
+
+// doomed drops, under overload, the queued calls that cannot start before
+// they expire: the front call of each level starts once the calls ahead
+// of it and itself have each had a worker's completion, one every
+// average run time divided by the workers. Answering them now, rather
+// than at their expiry, makes the refusal as quick as the prediction
+// allows. Only calls admitted to the short queue are judged. Callers
+// hold s.mu.
+func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
+	gap := s.all.Estimate() / time.Duration(s.opts.Workers)
+	if gap <= 0 {
+		return drops
+	}
+	ahead := 0
+	for level := Levels - 1; level >= 0; level-- {
+		q := &s.q[level]
+		for q.len() > 0 {
+			e := q.front()
+			if !e.short || !now.Add(time.Duration(ahead+1)*gap).After(e.expires) {
+				break
+			}
+			q.popFront()
+			s.n--
+			drops = append(drops, dropped{e.t, Expired})
+		}
+		ahead += q.len()
+	}
+	if s.n == 0 {
+		s.lastEmpty = now
+	}
+	return drops
 }
 
 type dropped struct {

@@ -443,3 +443,30 @@ func TestPriority9KeepsRoomUnderOverload(t *testing.T) {
 		}
 	}
 }
+
+// Under overload, a queued call that cannot start before its wait limit
+// is answered at the first completion that shows it, not when the limit
+// passes.
+func TestDoomedCallAnsweredEarly(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	for range minObservations { // tasks take 1ms
+		h.s.all.Observe(time.Millisecond)
+	}
+	h.s.mu.Lock()
+	h.s.overload, h.s.winStart = true, clock
+	h.s.mu.Unlock()
+	release := h.blocker("block")
+	// a waits at most 5ms*(5+1)/10 = 3ms. 2.5ms later a priority-9 call
+	// goes ahead of it; when the worker next frees up, a could start only
+	// after that call's 1ms, past its limit, so it is answered then, not
+	// when its limit passes.
+	h.s.Submit(h.task("a", 5))
+	advance(2500 * time.Microsecond)
+	h.s.Submit(h.task("v", 9))
+	close(release)
+	h.expect("block:ran", "a:expired", "v:ran")
+}

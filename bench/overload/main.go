@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -60,6 +61,7 @@ type config struct {
 	out         string
 	seed        uint64
 	timeout     time.Duration // the whole run
+	pin         bool          // server on the last CPU, generator on the others
 	bucket      time.Duration // spike timeline resolution
 	window      time.Duration // recovery window
 }
@@ -115,6 +117,12 @@ func overloadMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "overload: %v\n", err)
 		return 1
 	}
+	if cfg.pin {
+		if err := pinSelf(exe, args); err != nil {
+			fmt.Fprintf(stderr, "overload: -pin: %v\n", err)
+			return 1
+		}
+	}
 	start := time.Now()
 	rep, err := run(ctx, cfg, exe, stderr)
 	if err != nil {
@@ -158,6 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (config, string, error) {
 	fs.StringVar(&cfg.out, "out", "out", "directory for the PNG charts")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the arrival process; every system gets the same arrivals")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.BoolVar(&cfg.pin, "pin", false, "pin each server process to the last CPU and the load generator to the others (Linux, needs taskset), so they do not preempt each other")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err
 	}
@@ -299,7 +308,7 @@ func logPhase(w io.Writer, p phaseResult, took time.Duration) {
 // runPhase starts a server process for sys, offers segs to it over one
 // client connection, and stops it.
 func runPhase(ctx context.Context, cfg config, exe, sys string, segs []segment, lc loadConfig, stderr io.Writer) (*loadResult, error) {
-	ch, err := startChild(exe, cfg.childArgs(sys), stderr)
+	ch, err := startChild(exe, cfg.childArgs(sys), cfg.pin, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -330,8 +339,11 @@ const childTimeout = 10 * time.Second // bound on starting, answering and stoppi
 
 // startChild starts exe with args in a process group of its own and waits
 // for the address it listens on.
-func startChild(exe string, args []string, stderr io.Writer) (*child, error) {
+func startChild(exe string, args []string, pin bool, stderr io.Writer) (*child, error) {
 	cmd := exec.Command(exe, args...)
+	if pin {
+		cmd = exec.Command("taskset", append([]string{"-c", serverCPU(), exe}, args...)...)
+	}
 	// A process group of its own, so stop can signal it whole; and the
 	// kernel kills it if the coordinator dies (stdin ending also tells
 	// it to exit).
@@ -429,4 +441,33 @@ func (c *child) stop() {
 		}
 		c.stdin.Close()
 	})
+}
+
+// serverCPU is the CPU the servers are pinned to: the machine's last,
+// which pinSelf passes on, since the pinned coordinator sees fewer CPUs.
+func serverCPU() string { return os.Getenv(envPinned) }
+
+// envPinned holds, in a coordinator already running under taskset, the
+// CPU kept for the servers.
+const envPinned = "KIEV_OVERLOAD_PINNED"
+
+// pinSelf runs the coordinator again under taskset, on every CPU but the
+// servers', unless it already does. It returns only on failure.
+func pinSelf(exe string, args []string) error {
+	if os.Getenv(envPinned) != "" {
+		return nil
+	}
+	if runtime.NumCPU() < 2 {
+		return errors.New("needs at least 2 CPUs")
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return fmt.Errorf("taskset not found (Debian package util-linux): %w", err)
+	}
+	cpus := "0"
+	if n := runtime.NumCPU(); n > 2 {
+		cpus = "0-" + strconv.Itoa(n-2)
+	}
+	env := append(os.Environ(), envPinned+"="+strconv.Itoa(runtime.NumCPU()-1))
+	return syscall.Exec(taskset, append([]string{"taskset", "-c", cpus, exe}, args...), env)
 }
