@@ -1,0 +1,5 @@
+//go:build !race
+
+package redis
+
+const raceEnabled = false
