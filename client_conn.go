@@ -270,7 +270,7 @@ func (cc *clientConn) fail(cause error) {
 	}
 	cc.link.stop(cc.err)
 	cc.nc.Close()
-	cc.ep.lost()
+	cc.ep.lost(cause, cc.draining.Load())
 	for _, call := range pending {
 		call.Error = &callError{call.ServiceMethod, cc.err}
 		call.complete()

@@ -1,6 +1,7 @@
 package kiev
 
 import (
+	"errors"
 	"net"
 	"runtime"
 	"sync"
@@ -134,7 +135,7 @@ func (l *link) writeLoop() {
 			pingID++
 			b := wire.BeginFrame(ping[:0], wire.TypePing, pingID)
 			_ = wire.EndFrame(b, 0, l.opts.maxFrame)
-			if !l.write(b) {
+			if !l.write(b, &lastRead) {
 				return
 			}
 		case <-l.kick:
@@ -149,7 +150,7 @@ func (l *link) writeLoop() {
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
-		if len(batch) > 0 && !l.write(batch) {
+		if len(batch) > 0 && !l.write(batch, &lastRead) {
 			return
 		}
 		l.mu.Lock()
@@ -170,15 +171,34 @@ func (l *link) writeLoop() {
 	}
 }
 
-// write writes b with the heartbeat timeout as the write deadline, so a
-// peer that stops reading cannot block the writer for ever.
-func (l *link) write(b []byte) bool {
-	_ = l.nc.SetWriteDeadline(time.Now().Add(l.opts.heartbeatTimeout))
-	if _, err := l.nc.Write(b); err != nil {
-		l.fail(err)
-		return false
+// write writes b. A peer that stops reading blocks the write; it is
+// given up as dead once it has also sent nothing for the heartbeat
+// timeout, counted from *lastRead, which write moves forward while the
+// peer still sends. So a frozen peer is found as fast by a blocked writer
+// as by the heartbeat, and a slow reader that still answers is waited for.
+func (l *link) write(b []byte, lastRead *time.Time) bool {
+	for {
+		_ = l.nc.SetWriteDeadline(time.Now().Add(l.opts.heartbeatInterval))
+		n, err := l.nc.Write(b)
+		if err == nil {
+			return true
+		}
+		b = b[n:]
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			l.fail(err)
+			return false
+		}
+		now := time.Now()
+		if l.readSeen.Swap(false) { // the peer sent something since the last look
+			*lastRead = now
+			continue
+		}
+		if idle := now.Sub(*lastRead); idle >= l.opts.heartbeatTimeout {
+			l.fail(&heartbeatError{idle: idle})
+			return false
+		}
 	}
-	return true
 }
 
 func (l *link) fail(err error) {

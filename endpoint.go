@@ -266,9 +266,22 @@ func (ep *endpoint) connected() bool {
 	return cc != nil && !cc.dead.Load() && !cc.draining.Load()
 }
 
-// lost notes that ep's connection ended.
-func (ep *endpoint) lost() {
-	if ep.unlisted.Load() {
+// lost notes that ep's connection ended with cause.
+func (ep *endpoint) lost(cause error, draining bool) {
+	switch {
+	case ep.unlisted.Load():
+		ep.c.ejected(ep)
+	case ep.c.group == nil || draining || errors.Is(cause, ErrShutdown):
+		// One server, a graceful close, or the client closing it.
+	default:
+		// The provider broke, or went silent past the heartbeat timeout:
+		// give its share to the others for a while rather than make calls
+		// wait on a redial to it.
+		ep.mu.Lock()
+		if end := time.Now().Add(ep.c.opts.outlier.Ejection); end.After(ep.ejectEnd) {
+			ep.ejectEnd = end
+		}
+		ep.mu.Unlock()
 		ep.c.ejected(ep)
 	}
 }
