@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/clients/config"
+	"github.com/kievrpc/kiev/internal/logtest"
 )
 
 func newApollo(t testing.TB, opts config.ApolloOptions) *config.Apollo {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger, _ = newTestLog(t)
+		opts.Logger, _ = logtest.New(t)
 	}
 	src, err := config.NewApollo(opts)
 	if err != nil {
@@ -132,7 +133,7 @@ func TestApolloNotModified(t *testing.T) {
 // first with no change, then with a release made while it was down.
 func TestApolloServerRestart(t *testing.T) {
 	fa := newFakeApollo(t, "shop", map[string]string{"level": "1"})
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	src := newApollo(t, config.ApolloOptions{Server: fa.url(), AppID: "shop", Logger: logger})
 	c, err := config.New(context.Background(), src, config.Options{
 		Snapshot:      filepath.Join(t.TempDir(), "config.json"),
@@ -148,9 +149,9 @@ func TestApolloServerRestart(t *testing.T) {
 	fa.waitCount(t, "notifications 304", 1) // following the service
 
 	for _, release := range []bool{false, true} {
-		mark := log.mark()
+		mark := log.Mark()
 		fa.stopServer()
-		log.waitFor(t, mark, "level=WARN", "cannot read the config source")
+		log.WaitFor(t, mark, "level=WARN", "cannot read the config source")
 		if err := c.Health(context.Background()); !errors.Is(err, config.ErrUnavailable) || !strings.Contains(err.Error(), fa.addr) {
 			t.Fatalf("Health while the service is down: %v, want ErrUnavailable naming %s", err, fa.addr)
 		}
@@ -158,7 +159,7 @@ func TestApolloServerRestart(t *testing.T) {
 			fa.publish("application", map[string]string{"level": "2"})
 		}
 		fa.startServer(t)
-		log.waitFor(t, mark, "the config source is back")
+		log.WaitFor(t, mark, "the config source is back")
 		if err := c.Health(context.Background()); err != nil {
 			t.Fatalf("Health once the service is back: %v", err)
 		}
@@ -183,7 +184,7 @@ func TestApolloServerRestart(t *testing.T) {
 func TestApolloSignature(t *testing.T) {
 	const secret = "a93ab23b59044e10b9bce61c4629e666"
 	fa := newFakeApollo(t, "shop", map[string]string{"a": "1"}, withSecret(secret))
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 
 	good := newApollo(t, config.ApolloOptions{Server: fa.url(), AppID: "shop", Secret: secret, ClientIP: "10.0.0.7", Logger: logger})
 	c, err := config.New(context.Background(), good, config.Options{Logger: logger})
@@ -214,7 +215,7 @@ func TestApolloSignature(t *testing.T) {
 			}
 		})
 	}
-	if all := log.all(); strings.Contains(all, secret) || strings.Contains(all, "not-the-secret") {
+	if all := log.All(); strings.Contains(all, secret) || strings.Contains(all, "not-the-secret") {
 		t.Errorf("the log holds a secret:\n%s", all)
 	}
 }

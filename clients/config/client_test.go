@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kievrpc/kiev/clients/config"
+	"github.com/kievrpc/kiev/internal/logtest"
 )
 
 // scriptSource is a Source whose Load and Next return what the test
@@ -169,7 +170,7 @@ func TestOnChangeOrderAndDedup(t *testing.T) {
 // change.
 func TestOnChangeRemove(t *testing.T) {
 	src := config.NewMemory(map[string]string{"n": "0"})
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	c, err := config.New(context.Background(), src, config.Options{Logger: logger})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -193,7 +194,7 @@ func TestOnChangeRemove(t *testing.T) {
 	if v := receive(t, seen, "change 1"); v != "1" {
 		t.Fatalf("change = %s, want 1", v)
 	}
-	log.waitFor(t, 0, "level=ERROR", "panicked", "callback bug")
+	log.WaitFor(t, 0, "level=ERROR", "panicked", "callback bug")
 	src.Set(map[string]string{"n": "2"})
 	if v := receive(t, seen, "change 2"); v != "2" {
 		t.Fatalf("change = %s, want 2", v)
@@ -213,7 +214,7 @@ func TestOnChangeRemove(t *testing.T) {
 func TestSnapshotFallback(t *testing.T) {
 	fa := newFakeApollo(t, "shop", map[string]string{"level": "1", "addr": ":8080"})
 	path := filepath.Join(t.TempDir(), "state", "config.json")
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	opts := config.Options{Snapshot: path, Logger: logger, MaxRetryDelay: 100 * time.Millisecond}
 
 	first, err := config.New(context.Background(), newApollo(t, config.ApolloOptions{Server: fa.url(), AppID: "shop"}), opts)
@@ -224,13 +225,13 @@ func TestSnapshotFallback(t *testing.T) {
 
 	fa.stopServer()
 	fa.publish("application", map[string]string{"level": "2", "addr": ":8080"})
-	mark := log.mark()
+	mark := log.Mark()
 	c, err := config.New(context.Background(), newApollo(t, config.ApolloOptions{Server: fa.url(), AppID: "shop"}), opts)
 	if err != nil {
 		t.Fatalf("New while Apollo is down, with a snapshot file: %v", err)
 	}
 	defer c.Close()
-	line := log.waitFor(t, mark, "level=WARN", "starting from the snapshot file")
+	line := log.WaitFor(t, mark, "level=WARN", "starting from the snapshot file")
 	for _, want := range []string{path, fa.addr, "connection refused", "version=20240601"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the warning does not hold %q: %s", want, line)
@@ -326,7 +327,7 @@ func TestLoadTimeout(t *testing.T) {
 		<-ctx.Done()
 		return config.Snapshot{}, ctx.Err()
 	}
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	start := time.Now()
 	c, err := config.New(context.Background(), src, config.Options{Snapshot: path, LoadTimeout: 100 * time.Millisecond, Logger: logger})
 	if err != nil {
@@ -336,7 +337,7 @@ func TestLoadTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("New took %v with a LoadTimeout of 100ms", d)
 	}
-	log.waitFor(t, 0, "starting from the snapshot file", "did not answer within Options.LoadTimeout (100ms)")
+	log.WaitFor(t, 0, "starting from the snapshot file", "did not answer within Options.LoadTimeout (100ms)")
 	if v, _ := c.Get("a"); v != "1" {
 		t.Errorf("a = %q, want 1", v)
 	}
@@ -455,14 +456,14 @@ func TestSnapshotWrites(t *testing.T) {
 // reports it instead of claiming to follow it.
 func TestSourceClosedUnder(t *testing.T) {
 	src := config.NewMemory(map[string]string{"a": "1"})
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	c, err := config.New(context.Background(), src, config.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	src.Close()
-	log.waitFor(t, 0, "level=WARN", "not by Client.Close")
+	log.WaitFor(t, 0, "level=WARN", "not by Client.Close")
 	if err := c.Health(context.Background()); !errors.Is(err, config.ErrUnavailable) || !strings.Contains(err.Error(), "not by Client.Close") {
 		t.Fatalf("Health: %v, want ErrUnavailable saying the source was closed", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kievrpc/kiev/clients/config"
 	"github.com/kievrpc/kiev/clients/config/configtest"
+	"github.com/kievrpc/kiev/internal/logtest"
 	"github.com/kievrpc/kiev/internal/zktest"
 )
 
@@ -32,7 +33,7 @@ func TestConformance(t *testing.T) {
 
 func apolloBackend(t *testing.T, initial map[string]string) configtest.Backend {
 	fa := newFakeApollo(t, "shop", initial)
-	logger, _ := newTestLog(t)
+	logger, _ := logtest.New(t)
 	src, err := config.NewApollo(config.ApolloOptions{Server: fa.url(), AppID: "shop", Logger: logger})
 	if err != nil {
 		t.Fatalf("NewApollo: %v", err)
@@ -45,7 +46,7 @@ func zkBackend(t *testing.T, initial map[string]string) configtest.Backend {
 	admin := zkAdmin(t, addr)
 	path := zkTestPath(t, admin)
 	zkCreate(t, admin, path, zkJSON(t, initial))
-	logger, _ := newTestLog(t)
+	logger, _ := logtest.New(t)
 	src, err := config.NewZooKeeper(config.ZooKeeperOptions{Servers: []string{addr}, Path: path, Logger: logger})
 	if err != nil {
 		t.Fatalf("NewZooKeeper: %v", err)

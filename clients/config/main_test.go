@@ -1,13 +1,9 @@
 package config_test
 
 import (
-	"bytes"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,83 +29,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// testLog is a logger writing to the test's log, which a test can search
-// and wait on.
-type testLog struct {
-	t       testing.TB
-	mu      sync.Mutex
-	lines   []string
-	ended   bool
-	changed chan struct{} // closed and replaced at each line
-}
-
-// newTestLog returns a debug-level logger writing to t's log until t
-// ends, and the record of its lines.
-func newTestLog(t testing.TB) (*slog.Logger, *testLog) {
-	l := &testLog{t: t, changed: make(chan struct{})}
-	t.Cleanup(func() {
-		l.mu.Lock()
-		l.ended = true
-		l.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})), l
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for line := range bytes.Lines(p) {
-		l.lines = append(l.lines, strings.TrimSuffix(string(line), "\n"))
-	}
-	if !l.ended {
-		l.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return len(p), nil
-}
-
-// mark returns the number of lines logged so far, for waitFor.
-func (l *testLog) mark() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.lines)
-}
-
-// waitFor waits for a line after the first from lines that holds every
-// one of subs, and returns it.
-func (l *testLog) waitFor(t testing.TB, from int, subs ...string) string {
-	t.Helper()
-	timeout := time.NewTimer(waitTimeout)
-	defer timeout.Stop()
-	for {
-		l.mu.Lock()
-		lines, changed := l.lines[from:], l.changed
-		l.mu.Unlock()
-	search:
-		for _, line := range lines {
-			for _, s := range subs {
-				if !strings.Contains(line, s) {
-					continue search
-				}
-			}
-			return line
-		}
-		select {
-		case <-changed:
-		case <-timeout.C:
-			t.Fatalf("no log line holding %q within %v", subs, waitTimeout)
-		}
-	}
-}
-
-// all returns every line logged so far.
-func (l *testLog) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }
 
 // receive waits for a value from ch.

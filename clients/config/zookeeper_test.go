@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/kievrpc/kiev/clients/config"
+	"github.com/kievrpc/kiev/internal/logtest"
 	"github.com/kievrpc/kiev/internal/zktest"
 )
 
@@ -84,7 +85,7 @@ func zkJSON(t testing.TB, values map[string]string) []byte {
 func newZK(t testing.TB, opts config.ZooKeeperOptions) *config.ZooKeeper {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger, _ = newTestLog(t)
+		opts.Logger, _ = logtest.New(t)
 	}
 	src, err := config.NewZooKeeper(opts)
 	if err != nil {
@@ -198,14 +199,14 @@ func TestZKDigest(t *testing.T) {
 	if _, err := anon.Load(ctx); !errors.Is(err, config.ErrUnauthorized) || !strings.Contains(err.Error(), "Digest") {
 		t.Fatalf("Load without credentials: %v, want ErrUnauthorized naming Digest", err)
 	}
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	authed := newZK(t, config.ZooKeeperOptions{Servers: []string{addr}, Path: path, Digest: testDigest, Logger: logger})
 	snap, err := authed.Load(ctx)
 	if err != nil || snap.Map()["password"] != "hunter2" {
 		t.Fatalf("Load with credentials: %v, %v", snap.Map(), err)
 	}
-	if strings.Contains(log.all(), password) {
-		t.Errorf("the log holds the digest's password:\n%s", log.all())
+	if strings.Contains(log.All(), password) {
+		t.Errorf("the log holds the digest's password:\n%s", log.All())
 	}
 }
 
@@ -283,7 +284,7 @@ func TestZooKeeperConnectionCut(t *testing.T) {
 	path := zkTestPath(t, admin)
 	zkCreate(t, admin, path, []byte(`{"level":"1"}`))
 	proxy := zktest.NewProxy(t, addr)
-	logger, log := newTestLog(t)
+	logger, log := logtest.New(t)
 	src := newZK(t, config.ZooKeeperOptions{Servers: []string{proxy.Addr()}, Path: path, SessionTimeout: 4 * time.Second, Logger: logger})
 	c, err := config.New(context.Background(), src, config.Options{Logger: logger, MaxRetryDelay: 200 * time.Millisecond})
 	if err != nil {
@@ -293,11 +294,11 @@ func TestZooKeeperConnectionCut(t *testing.T) {
 	changes := make(chan config.Snapshot, 10)
 	c.OnChange(func(_, new config.Snapshot) { changes <- new })
 
-	mark := log.mark()
+	mark := log.Mark()
 	start := time.Now()
 	proxy.Pause()
-	log.waitFor(t, mark, "lost the connection to ZooKeeper")
-	log.waitFor(t, mark, "cannot read the config source")
+	log.WaitFor(t, mark, "lost the connection to ZooKeeper")
+	log.WaitFor(t, mark, "cannot read the config source")
 	t.Logf("connection loss noticed after %v", time.Since(start).Round(time.Millisecond))
 	if err := c.Health(context.Background()); !errors.Is(err, config.ErrUnavailable) {
 		t.Fatalf("Health while cut off: %v, want ErrUnavailable", err)

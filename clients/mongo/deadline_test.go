@@ -88,7 +88,7 @@ func TestDeadline(t *testing.T) {
 	})
 
 	t.Run("cut short", func(t *testing.T) {
-		from := log.mark()
+		from := log.Mark()
 		ctx, cancel := context.WithTimeout(t.Context(), short)
 		defer cancel()
 		start := time.Now()
@@ -103,7 +103,7 @@ func TestDeadline(t *testing.T) {
 		}
 		// The deadline went to the server too, as maxTimeMS, so the
 		// query does not outlive the call there either.
-		line := log.waitFor(t, from, "command failed", "command=find", "collection=big")
+		line := log.WaitFor(t, from, "command failed", "command=find", "collection=big")
 		if !strings.Contains(line, "maxTimeMS") {
 			t.Errorf("the failed find did not carry maxTimeMS: %s", line)
 		}

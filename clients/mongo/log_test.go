@@ -167,7 +167,7 @@ func TestCredentialsNotLogged(t *testing.T) {
 			c.DB().RunCommand(context.Background(), d("dropUser", "kievtest"))
 		})
 	}
-	all := rec.all() + text.all()
+	all := rec.all() + text.All()
 	if strings.Contains(all, password) || strings.Contains(all, "hunter2") {
 		t.Fatalf("the password is in the log:\n%s", all)
 	}

@@ -1,14 +1,10 @@
 package mongo_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kievrpc/kiev/clients/mongo"
+	"github.com/kievrpc/kiev/internal/logtest"
 )
 
 // Environment variables the tests read; scripts/services.sh env sets them.
@@ -62,7 +59,7 @@ func uniqueDB(t testing.TB) string {
 // newClient returns a Client of the shared server, on a database of its
 // own that is dropped at the end of t, with a fresh registry and a log
 // of its own. opts' URI and Database are set when empty.
-func newClient(t testing.TB, opts mongo.Options) (*mongo.Client, *prometheus.Registry, *testLog) {
+func newClient(t testing.TB, opts mongo.Options) (*mongo.Client, *prometheus.Registry, *logtest.Log) {
 	t.Helper()
 	if opts.URI == "" {
 		opts.URI = sharedURI(t)
@@ -74,7 +71,8 @@ func newClient(t testing.TB, opts mongo.Options) (*mongo.Client, *prometheus.Reg
 	if opts.Registerer == nil {
 		opts.Registerer = reg
 	}
-	logger, lines := newTestLog(t)
+	logger, lines := logtest.New(t)
+	lines.Timeout = waitTimeout
 	if opts.Logger == nil {
 		opts.Logger = logger
 	}
@@ -108,95 +106,4 @@ func d(kv ...any) bson.D {
 		doc = append(doc, bson.E{Key: kv[i].(string), Value: kv[i+1]})
 	}
 	return doc
-}
-
-// testLog is a logger writing to the test's log, which a test can search
-// and wait on.
-type testLog struct {
-	t       testing.TB
-	mu      sync.Mutex
-	lines   []string
-	ended   bool
-	changed chan struct{} // closed and replaced at each line
-}
-
-// newTestLog returns a debug-level logger writing to t's log until t
-// ends, and the record of its lines.
-func newTestLog(t testing.TB) (*slog.Logger, *testLog) {
-	l := &testLog{t: t, changed: make(chan struct{})}
-	t.Cleanup(func() {
-		l.mu.Lock()
-		l.ended = true
-		l.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})), l
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for line := range bytes.Lines(p) {
-		l.lines = append(l.lines, strings.TrimSuffix(string(line), "\n"))
-	}
-	if !l.ended {
-		l.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return len(p), nil
-}
-
-// mark returns the number of lines logged so far, for waitFor.
-func (l *testLog) mark() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.lines)
-}
-
-// waitFor waits for a line after the first from lines that holds every
-// one of subs, and returns it.
-func (l *testLog) waitFor(t testing.TB, from int, subs ...string) string {
-	t.Helper()
-	timeout := time.NewTimer(waitTimeout)
-	defer timeout.Stop()
-	for {
-		l.mu.Lock()
-		lines, changed := l.lines[from:], l.changed
-		l.mu.Unlock()
-		if line, ok := find(lines, subs); ok {
-			return line
-		}
-		select {
-		case <-changed:
-		case <-timeout.C:
-			t.Fatalf("no log line holding %q within %v", subs, waitTimeout)
-		}
-	}
-}
-
-// has returns the first line after from that holds every one of subs.
-func (l *testLog) has(from int, subs ...string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return find(l.lines[from:], subs)
-}
-
-// all returns every line logged so far.
-func (l *testLog) all() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-func find(lines, subs []string) (string, bool) {
-search:
-	for _, line := range lines {
-		for _, s := range subs {
-			if !strings.Contains(line, s) {
-				continue search
-			}
-		}
-		return line, true
-	}
-	return "", false
 }

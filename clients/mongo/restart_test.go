@@ -132,7 +132,7 @@ func TestServerRestart(t *testing.T) {
 		}
 	}
 
-	from := log.mark()
+	from := log.Mark()
 	f.kill()
 	t.Log("FerretDB killed")
 	err := op(time.Second, 100)
@@ -152,9 +152,9 @@ func TestServerRestart(t *testing.T) {
 		t.Fatalf("Health with the server down: %v; want ErrUnavailable", err)
 	}
 	t.Logf("Health while the server is down: %v", err)
-	log.waitFor(t, from, "server unreachable", "server="+f.addr)
+	log.WaitFor(t, from, "server unreachable", "server="+f.addr)
 
-	from = log.mark()
+	from = log.Mark()
 	start := time.Now()
 	f.start()
 	t.Log("FerretDB started again")
@@ -169,7 +169,7 @@ func TestServerRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the Client recovered %v after the restart", time.Since(start))
-	log.waitFor(t, from, "server available", "server="+f.addr)
+	log.WaitFor(t, from, "server available", "server="+f.addr)
 	if err := c.Health(context.Background()); err != nil {
 		t.Errorf("Health after the restart: %v", err)
 	}

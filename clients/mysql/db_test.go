@@ -14,6 +14,8 @@ import (
 	"gorm.io/plugin/dbresolver"
 
 	"github.com/kievrpc/kiev/clients/mysql"
+	"github.com/kievrpc/kiev/internal/logtest"
+	"github.com/kievrpc/kiev/internal/promtest"
 )
 
 // item is the row of the tests' tables.
@@ -151,7 +153,7 @@ func TestDeadline(t *testing.T) {
 // back, with the same DB.
 func TestServerRestart(t *testing.T) {
 	srv := startServer(t)
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	reg := prometheus.NewRegistry()
 	db := open(t, mysql.Options{DSN: srv.dsn("pw"), Name: "restart", Logger: log, Registerer: reg})
 	tbl := newTable(t, db.DB)
@@ -170,7 +172,7 @@ func TestServerRestart(t *testing.T) {
 		inflight <- db.WithContext(ctx).Raw("SELECT SLEEP(60)").Scan(&v).Error
 	}()
 	srv.waitRunning(t, "SELECT SLEEP(60)")
-	from := rec.mark()
+	from := rec.Mark()
 	srv.kill()
 	killed := time.Now()
 	select {
@@ -192,7 +194,7 @@ func TestServerRestart(t *testing.T) {
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("First with the server down: err = %v; want a refused connection", err)
 	}
-	rec.waitFor(t, from, "mysql: cannot connect", "client=restart", `server="primary root@tcp(`+srv.addr+`)/test"`)
+	rec.WaitFor(t, from, "mysql: cannot connect", "client=restart", `server="primary root@tcp(`+srv.addr+`)/test"`)
 	if err := db.Health(ctx); !errors.Is(err, mysql.ErrUnavailable) || !strings.Contains(err.Error(), srv.addr) {
 		t.Fatalf("Health with the server down = %v; want ErrUnavailable naming %s", err, srv.addr)
 	}
@@ -215,14 +217,14 @@ func TestServerRestart(t *testing.T) {
 	if got.Name != "before" {
 		t.Fatalf("First after the restart = %+v", got)
 	}
-	rec.waitFor(t, from, "mysql: connected again", "client=restart", "down=")
+	rec.WaitFor(t, from, "mysql: connected again", "client=restart", "down=")
 	if err := db.Health(ctx); err != nil {
 		t.Fatalf("Health after the restart: %v", err)
 	}
 	if s := db.Stats(); s.DialErrors == 0 || s.Errors == 0 {
 		t.Fatalf("Stats = %+v; want the failed dials and statements counted", s)
 	}
-	if v := metric(t, reg, "kiev_mysql_queries_total", map[string]string{"client": "restart", "table": tbl, "operation": "query", "outcome": "error"}); v < 1 {
+	if v := promtest.Metric(t, reg, "kiev_mysql_queries_total", map[string]string{"client": "restart", "table": tbl, "operation": "query", "outcome": "error"}); v < 1 {
 		t.Fatalf("failed queries counted %v; want at least 1", v)
 	}
 }
@@ -261,16 +263,16 @@ func TestMetrics(t *testing.T) {
 		{"kiev_mysql_queries_total", map[string]string{"client": "b", "table": "", "operation": "row", "outcome": "ok"}, 1},
 		{"kiev_mysql_query_duration_seconds", map[string]string{"client": "a", "table": tbl, "operation": "query"}, 2},
 	} {
-		if got := metric(t, reg, tc.name, tc.labels); got != tc.want {
+		if got := promtest.Metric(t, reg, tc.name, tc.labels); got != tc.want {
 			t.Errorf("%s%v = %v; want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
-	if idle := metric(t, reg, "kiev_mysql_pool_connections", map[string]string{"client": "a", "state": "idle"}); idle < 1 {
+	if idle := promtest.Metric(t, reg, "kiev_mysql_pool_connections", map[string]string{"client": "a", "state": "idle"}); idle < 1 {
 		t.Errorf("idle connections of a = %v; want at least 1", idle)
 	}
-	metric(t, reg, "kiev_mysql_pool_connections", map[string]string{"client": "b", "state": "in_use"})
-	metric(t, reg, "kiev_mysql_pool_waits_total", map[string]string{"client": "a"})
-	metric(t, reg, "kiev_mysql_pool_wait_seconds_total", map[string]string{"client": "a"})
+	promtest.Metric(t, reg, "kiev_mysql_pool_connections", map[string]string{"client": "b", "state": "in_use"})
+	promtest.Metric(t, reg, "kiev_mysql_pool_waits_total", map[string]string{"client": "a"})
+	promtest.Metric(t, reg, "kiev_mysql_pool_wait_seconds_total", map[string]string{"client": "a"})
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("metrics break Prometheus conventions: %v %v", problems, err)
 	}
@@ -287,7 +289,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"kiev_mysql_queries_total", "kiev_mysql_query_duration_seconds", "kiev_mysql_pool_connections"} {
-		if _, ok := findMetric(t, reg, name, map[string]string{"client": "a"}); ok {
+		if _, ok := promtest.FindMetric(t, reg, name, map[string]string{"client": "a"}); ok {
 			t.Errorf("%s{client=a} is still there after Close", name)
 		}
 	}
@@ -296,7 +298,7 @@ func TestMetrics(t *testing.T) {
 	}
 	a2 := open(t, mysql.Options{DSN: dsn, Name: "a", Registerer: reg})
 	a2.WithContext(ctx).Raw("SELECT 1").Scan(&v)
-	if got := metric(t, reg, "kiev_mysql_queries_total", map[string]string{"client": "a", "operation": "row", "outcome": "ok"}); got != 1 {
+	if got := promtest.Metric(t, reg, "kiev_mysql_queries_total", map[string]string{"client": "a", "operation": "row", "outcome": "ok"}); got != 1 {
 		t.Errorf("a new DB a counts from %v; want 1", got)
 	}
 }
@@ -305,39 +307,39 @@ func TestSlowAndFailedLogged(t *testing.T) {
 	const password = "s3cret-Pa55w0rd-never-logged"
 	const param = "param-value-never-logged"
 	srv := startServer(t)
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	db := open(t, mysql.Options{DSN: srv.dsn(password), Name: "slow", SlowThreshold: 30 * time.Millisecond, Logger: log})
 	// The lines are logged with the statement's ctx.
-	ctx := context.WithValue(context.Background(), reqKey{}, "r1")
+	ctx := logtest.WithRequest(context.Background(), "r1")
 
 	var v []map[string]any
 	if err := db.WithContext(ctx).Raw("SELECT   SLEEP(?),\n\t? AS p", 0.05, param).Scan(&v).Error; err != nil {
 		t.Fatalf("SELECT SLEEP: %v", err)
 	}
-	line := rec.waitFor(t, 0, "mysql: slow statement", `sql="SELECT SLEEP(?), ? AS p"`, "client=slow", "op=row", "req=r1")
+	line := rec.WaitFor(t, 0, "mysql: slow statement", `sql="SELECT SLEEP(?), ? AS p"`, "client=slow", "op=row", "req=r1")
 	t.Logf("slow: %s", line)
 	db.WithContext(ctx).Raw("SELECT ?", param).Scan(&v)
-	if rec.has("mysql: slow statement", `sql="SELECT ?"`) {
-		t.Fatalf("a fast SELECT was logged as slow:\n%s", rec.all())
+	if rec.Has("mysql: slow statement", `sql="SELECT ?"`) {
+		t.Fatalf("a fast SELECT was logged as slow:\n%s", rec.All())
 	}
 
 	err := db.WithContext(ctx).Exec("INSERT INTO no_such_table VALUES (?)", param).Error
 	if err == nil {
 		t.Fatal("INSERT into a missing table succeeded")
 	}
-	line = rec.waitFor(t, 0, "mysql: statement failed", `sql="INSERT INTO no_such_table VALUES (?)"`, "doesn't exist", "req=r1")
+	line = rec.WaitFor(t, 0, "mysql: statement failed", `sql="INSERT INTO no_such_table VALUES (?)"`, "doesn't exist", "req=r1")
 	t.Logf("failed: %s", line)
 
 	// Long statements are cut.
 	long := "SELECT 1 AS " + strings.Repeat("c", 400)
 	slowAll := open(t, mysql.Options{DSN: srv.dsn(password), Name: "slow-all", SlowThreshold: time.Nanosecond, Logger: log})
 	slowAll.WithContext(ctx).Raw(long).Scan(&v)
-	line = rec.waitFor(t, 0, "mysql: slow statement", "client=slow-all", "SELECT 1 AS ccc")
+	line = rec.WaitFor(t, 0, "mysql: slow statement", "client=slow-all", "SELECT 1 AS ccc")
 	if want := `sql="SELECT 1 AS ` + strings.Repeat("c", 300-len("SELECT 1 AS ")) + `…"`; !strings.Contains(line, want) {
 		t.Errorf("logged %s\nwant it to hold %s", line, want)
 	}
 
-	all := rec.all()
+	all := rec.All()
 	for _, secret := range []string{password, param} {
 		if strings.Contains(all, secret) {
 			t.Fatalf("%q is in the log:\n%s", secret, all)
@@ -353,7 +355,7 @@ func TestSlowAndFailedLogged(t *testing.T) {
 func TestReplicas(t *testing.T) {
 	primaryDSN := sharedDSN(t)
 	replica := startServer(t)
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	db := open(t, mysql.Options{DSN: primaryDSN, Replicas: []string{replica.dsn("")}, Name: "replicas", Logger: log})
 	// The same table on both, with a row that tells which it is.
 	onPrimary, onReplica := gormOn(t, primaryDSN), gormOn(t, replica.dsn(""))
@@ -386,7 +388,7 @@ func TestReplicas(t *testing.T) {
 	if err := db.Health(ctx); err != nil {
 		t.Fatalf("Health: %v", err)
 	}
-	rec.waitFor(t, 0, "mysql: connected", `server="replica 1 root@tcp(`+replica.addr+`)/test"`)
+	rec.WaitFor(t, 0, "mysql: connected", `server="replica 1 root@tcp(`+replica.addr+`)/test"`)
 
 	replica.kill()
 	err := db.Health(ctx)

@@ -13,6 +13,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kievrpc/kiev/clients/redis"
+	"github.com/kievrpc/kiev/internal/logtest"
+	"github.com/kievrpc/kiev/internal/promtest"
 )
 
 func TestCommands(t *testing.T) {
@@ -131,7 +133,7 @@ func TestDeadline(t *testing.T) {
 // back, with the same Client.
 func TestServerRestart(t *testing.T) {
 	srv := startServer(t)
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	reg := prometheus.NewRegistry()
 	c := newClient(t, redis.Options{
 		Addrs:       []string{srv.addr},
@@ -155,7 +157,7 @@ func TestServerRestart(t *testing.T) {
 		inflight <- c.BLPop(ctx, 0, "list").Err()
 	}()
 	srv.waitBlocked(t)
-	from := rec.mark()
+	from := rec.Mark()
 	srv.kill()
 	killed := time.Now()
 	select {
@@ -177,7 +179,7 @@ func TestServerRestart(t *testing.T) {
 	if !strings.Contains(err.Error(), "connection refused") && !strings.Contains(err.Error(), "EOF") {
 		t.Fatalf("GET with the server down: err = %v; want a refused connection", err)
 	}
-	rec.waitFor(t, from, "redis: cannot connect", "client=restart", "addr="+srv.addr)
+	rec.WaitFor(t, from, "redis: cannot connect", "client=restart", "addr="+srv.addr)
 	if err := c.Health(ctx); !errors.Is(err, redis.ErrUnavailable) || !strings.Contains(err.Error(), srv.addr) {
 		t.Fatalf("Health with the server down = %v; want ErrUnavailable naming %s", err, srv.addr)
 	}
@@ -200,14 +202,14 @@ func TestServerRestart(t *testing.T) {
 	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "after" {
 		t.Fatalf("GET after the restart = %q, %v", got, err)
 	}
-	rec.waitFor(t, from, "redis: connected again", "client=restart", "down=")
+	rec.WaitFor(t, from, "redis: connected again", "client=restart", "down=")
 	if err := c.Health(ctx); err != nil {
 		t.Fatalf("Health after the restart: %v", err)
 	}
 	if s := c.Stats(); s.DialErrors == 0 || s.Errors == 0 {
 		t.Fatalf("Stats = %+v; want the failed dials and commands counted", s)
 	}
-	if v := metric(t, reg, "kiev_redis_commands_total", map[string]string{"client": "restart", "command": "get", "outcome": "error"}); v < 1 {
+	if v := promtest.Metric(t, reg, "kiev_redis_commands_total", map[string]string{"client": "restart", "command": "get", "outcome": "error"}); v < 1 {
 		t.Fatalf("failed GETs counted %v; want at least 1", v)
 	}
 }
@@ -253,15 +255,15 @@ func TestMetrics(t *testing.T) {
 		{"kiev_redis_command_duration_seconds", map[string]string{"client": "a", "command": "pipeline"}, 1},
 		{"kiev_redis_command_duration_seconds", map[string]string{"client": "a", "command": "multi"}, 1},
 	} {
-		if got := metric(t, reg, tc.name, tc.labels); got != tc.want {
+		if got := promtest.Metric(t, reg, tc.name, tc.labels); got != tc.want {
 			t.Errorf("%s%v = %v; want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
-	if idle := metric(t, reg, "kiev_redis_pool_connections", map[string]string{"client": "a", "state": "idle"}); idle < 1 {
+	if idle := promtest.Metric(t, reg, "kiev_redis_pool_connections", map[string]string{"client": "a", "state": "idle"}); idle < 1 {
 		t.Errorf("idle connections of a = %v; want at least 1", idle)
 	}
-	metric(t, reg, "kiev_redis_pool_connections", map[string]string{"client": "b", "state": "in_use"})
-	metric(t, reg, "kiev_redis_pool_timeouts_total", map[string]string{"client": "a"})
+	promtest.Metric(t, reg, "kiev_redis_pool_connections", map[string]string{"client": "b", "state": "in_use"})
+	promtest.Metric(t, reg, "kiev_redis_pool_timeouts_total", map[string]string{"client": "a"})
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("metrics break Prometheus conventions: %v %v", problems, err)
 	}
@@ -275,7 +277,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"kiev_redis_commands_total", "kiev_redis_command_duration_seconds", "kiev_redis_pool_connections"} {
-		if _, ok := findMetric(t, reg, name, map[string]string{"client": "a"}); ok {
+		if _, ok := promtest.FindMetric(t, reg, name, map[string]string{"client": "a"}); ok {
 			t.Errorf("%s{client=a} is still there after Close", name)
 		}
 	}
@@ -284,7 +286,7 @@ func TestMetrics(t *testing.T) {
 	}
 	a2 := newClient(t, redis.Options{Addrs: []string{addr}, Name: "a", Registerer: reg})
 	a2.Get(ctx, k)
-	if got := metric(t, reg, "kiev_redis_commands_total", map[string]string{"client": "a", "command": "get", "outcome": "ok"}); got != 1 {
+	if got := promtest.Metric(t, reg, "kiev_redis_commands_total", map[string]string{"client": "a", "command": "get", "outcome": "ok"}); got != 1 {
 		t.Errorf("a new Client a counts from %v; want 1", got)
 	}
 }
@@ -292,7 +294,7 @@ func TestMetrics(t *testing.T) {
 func TestSlowAndFailedLogged(t *testing.T) {
 	const password = "s3cret-Pa55w0rd-never-logged"
 	srv := startServer(t, "--requirepass", password, "--enable-debug-command", "yes")
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	c := newClient(t, redis.Options{
 		Addrs:         []string{srv.addr},
 		Password:      password,
@@ -301,16 +303,16 @@ func TestSlowAndFailedLogged(t *testing.T) {
 		Logger:        log,
 	})
 	// The lines are logged with the command's ctx.
-	ctx := context.WithValue(context.Background(), reqKey{}, "r1")
+	ctx := logtest.WithRequest(context.Background(), "r1")
 
 	if err := c.Do(ctx, "DEBUG", "SLEEP", "0.1").Err(); err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)
 	}
-	line := rec.waitFor(t, 0, "redis: slow command", `cmd="debug SLEEP 0.1"`, "client=slow", "req=r1")
+	line := rec.WaitFor(t, 0, "redis: slow command", `cmd="debug SLEEP 0.1"`, "client=slow", "req=r1")
 	t.Logf("slow: %s", line)
 	c.Get(ctx, "fast")
-	if rec.has("redis: slow command", "cmd=\"get") {
-		t.Fatalf("a fast GET was logged as slow:\n%s", rec.all())
+	if rec.Has("redis: slow command", "cmd=\"get") {
+		t.Fatalf("a fast GET was logged as slow:\n%s", rec.All())
 	}
 
 	// Arguments are cut to 32 bytes, and to 4 in all.
@@ -318,24 +320,24 @@ func TestSlowAndFailedLogged(t *testing.T) {
 	c.Do(ctx, "DEBUG", "SLEEP", "0.06", long, "5th", "6th") // wrong arity: fails, slowly or not
 	c.RPush(ctx, "list", long, "b", "c", "d", "e", "f")
 	c.Incr(ctx, "list") // WRONGTYPE
-	line = rec.waitFor(t, 0, "redis: command failed", "incr list", "WRONGTYPE", "req=r1")
+	line = rec.WaitFor(t, 0, "redis: command failed", "incr list", "WRONGTYPE", "req=r1")
 	t.Logf("failed: %s", line)
 	// Credentials: AUTH's and CONFIG SET's arguments are not logged,
 	// slow or failed.
 	c.Do(ctx, "AUTH", "nobody", password+"-wrong")
 	c.Do(ctx, "CONFIG", "SET", "requirepass", password)
-	rec.waitFor(t, 0, "redis: command failed", `cmd="auth [2 arguments not logged]"`)
+	rec.WaitFor(t, 0, "redis: command failed", `cmd="auth [2 arguments not logged]"`)
 
 	slowAll := redis.Options{Addrs: []string{srv.addr}, Password: password, Name: "slow-all", SlowThreshold: time.Nanosecond, Logger: log}
 	everything := newClient(t, slowAll)
 	everything.RPush(ctx, "list", long, "b", "c", "d", "e", "f")
-	line = rec.waitFor(t, 0, "redis: slow command", "client=slow-all", "rpush")
+	line = rec.WaitFor(t, 0, "redis: slow command", "client=slow-all", "rpush")
 	if want := `cmd="rpush list ` + strings.Repeat("x", 32) + `… b c …+3"`; !strings.Contains(line, want) {
 		t.Errorf("logged %s\nwant it to hold %s", line, want)
 	}
 	everything.Do(ctx, "HELLO", "3", "AUTH", "default", password)
 
-	all := rec.all()
+	all := rec.All()
 	if strings.Contains(all, password) {
 		t.Fatalf("the password is in the log:\n%s", all)
 	}
@@ -390,7 +392,7 @@ func TestCluster(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	reg := prometheus.NewRegistry()
 	c := newClient(t, redis.Options{Addrs: []string{srv.addr}, Cluster: true, Name: "cluster", Logger: log, Registerer: reg})
 	if _, ok := c.UniversalClient.(*goredis.ClusterClient); !ok {
@@ -406,8 +408,8 @@ func TestCluster(t *testing.T) {
 	if err := c.Health(ctx); err != nil {
 		t.Fatalf("Health: %v", err)
 	}
-	rec.waitFor(t, 0, "redis: connected", "client=cluster", "addr="+srv.addr)
-	if got := metric(t, reg, "kiev_redis_commands_total", map[string]string{"client": "cluster", "command": "get", "outcome": "ok"}); got != 1 {
+	rec.WaitFor(t, 0, "redis: connected", "client=cluster", "addr="+srv.addr)
+	if got := promtest.Metric(t, reg, "kiev_redis_commands_total", map[string]string{"client": "cluster", "command": "get", "outcome": "ok"}); got != 1 {
 		t.Fatalf("GETs counted: %v; want 1, once, not once by the cluster and once by the node", got)
 	}
 	if _, err := redis.New(redis.Options{Addrs: []string{srv.addr, srv.addr}, DB: 1}); !errors.Is(err, redis.ErrOptions) {
@@ -420,7 +422,7 @@ func TestCluster(t *testing.T) {
 func TestSentinel(t *testing.T) {
 	master := startServer(t)
 	sentinel := startSentinel(t, "kievmaster", master)
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	c := newClient(t, redis.Options{Addrs: []string{sentinel.addr}, MasterName: "kievmaster", Name: "sentinel", Logger: log})
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
@@ -429,7 +431,7 @@ func TestSentinel(t *testing.T) {
 	if got, err := master.raw("GET k"); err != nil || got != "$1" {
 		t.Fatalf("GET k on the master = %q, %v; want the value SET via the Sentinel", got, err)
 	}
-	rec.waitFor(t, 0, "redis: connected", "addr=127.0.0.1:"+strconv.Itoa(master.port))
+	rec.WaitFor(t, 0, "redis: connected", "addr=127.0.0.1:"+strconv.Itoa(master.port))
 	if err := c.Health(ctx); err != nil {
 		t.Fatalf("Health: %v", err)
 	}
@@ -439,7 +441,7 @@ func TestSentinel(t *testing.T) {
 // handshake of its connection, outside any command, logs no failure.
 func TestPubSub(t *testing.T) {
 	addr := sharedAddr(t)
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	c := newClient(t, redis.Options{Addrs: []string{addr}, Name: "pubsub", Logger: log})
 	ctx := context.Background()
 	channel := key(t, "channel")
@@ -459,7 +461,7 @@ func TestPubSub(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatalf("no message within %v", waitTimeout)
 	}
-	if rec.has("level=WARN") {
-		t.Fatalf("warnings logged:\n%s", rec.all())
+	if rec.Has("level=WARN") {
+		t.Fatalf("warnings logged:\n%s", rec.All())
 	}
 }

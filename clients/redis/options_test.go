@@ -13,6 +13,7 @@ import (
 
 	"github.com/kievrpc/kiev/clients/config"
 	"github.com/kievrpc/kiev/clients/redis"
+	"github.com/kievrpc/kiev/internal/logtest"
 )
 
 func TestOptionsInvalid(t *testing.T) {
@@ -143,9 +144,9 @@ func TestOptionsString(t *testing.T) {
 func fmtV(v any) string { return fmt.Sprintf("%v %+v", v, v) }
 
 func TestLibraryLog(t *testing.T) {
-	log, rec := newTestLog(t)
+	log, rec := logtest.New(t)
 	_ = func() { goredis.SetLogger(redis.LibraryLog{}) } // it is go-redis's logger; not called, as that is global
 	redis.LibraryLog{Logger: log}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v\n", 5, "refused")
-	rec.waitFor(t, 0, "level=INFO", `msg="redis: go-redis says"`, `detail="redis: connection pool: failed to dial after 5 attempts: refused"`)
+	rec.WaitFor(t, 0, "level=INFO", `msg="redis: go-redis says"`, `detail="redis: connection pool: failed to dial after 5 attempts: refused"`)
 	redis.LibraryLog{}.Printf(context.Background(), "discarded")
 }
