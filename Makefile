@@ -61,6 +61,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) ./clients/redis/
 	$(GO) test -run '^$$' -fuzz '^FuzzOptions$$' -fuzztime $(FUZZTIME) ./clients/mysql/
 	$(GO) test -run '^$$' -fuzz '^FuzzSummarize$$' -fuzztime $(FUZZTIME) ./clients/mongo/

@@ -129,6 +129,17 @@ recent calls. A request larger than one datagram (Packet.MaxDatagram,
 reply too large is answered with ErrTooLarge. Configure both sides with
 WithPacket.
 
+# HTTP and FastCGI
+
+Server.HTTPHandler serves the same services as JSON over HTTP: POST
+/Service.Method with the args as a JSON body, answered with the reply as
+JSON, through the same scheduler, interceptors, metrics and logs as a TCP
+call. Kiev-Priority, Kiev-Timeout and Kiev-Meta-* headers carry priority,
+deadline and metadata; errors map to HTTP statuses (404, 405, 400 naming
+the field, 413, 503 with Retry-After, 504, 500) with a JSON body.
+Server.ServeFastCGI serves the handler as a FastCGI responder, for nginx's
+fastcgi_pass. codec.JSON is also a codec any client may choose.
+
 # Overload protection
 
 Every call passes the server's overload scheduler (package shed) before

@@ -78,11 +78,19 @@ type serverOptions struct {
 	slowLog      time.Duration
 	admin        string
 	metrics      prometheus.Registerer
+	httpMaxBody  int64
+	httpTimeout  time.Duration
 }
 
 func (o *serverOptions) fill() {
 	o.connOptions.fill()
 	o.packet.fill()
+	if o.httpMaxBody <= 0 {
+		o.httpMaxBody = DefaultHTTPMaxBody
+	}
+	if o.httpTimeout <= 0 {
+		o.httpTimeout = DefaultHTTPTimeout
+	}
 }
 
 type dialOptions struct {

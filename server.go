@@ -76,7 +76,7 @@ func NewServer(opts ...ServerOption) *Server {
 		o.applyServer(&s.opts)
 	}
 	s.opts.fill()
-	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf}, s.opts.codecs...) {
+	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {
 		s.codecs[c.Name()] = c
 	}
 	s.handler = chainServer(s.invoke, s.opts.interceptors)

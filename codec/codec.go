@@ -56,6 +56,12 @@ const (
 	// google.golang.org/protobuf. Other values are refused with
 	// [ErrNotProto].
 	Protobuf Builtin = 2
+
+	// JSON encodes any Go value with encoding/json. It is what kiev's
+	// HTTP front speaks (see kiev.Server.HTTPHandler), and a codec any
+	// client may choose where readable bytes matter more than size.
+	// Unmarshal's errors name the field that failed.
+	JSON Builtin = 3
 )
 
 // Errors returned by the built-in codecs.
@@ -70,13 +76,15 @@ var (
 	ErrNilPointer = errors.New("kiev/codec: Unmarshal needs a non-nil pointer to decode into")
 )
 
-// Name returns "msgpack" or "proto".
+// Name returns "msgpack", "proto" or "json".
 func (b Builtin) Name() string {
 	switch b {
 	case Msgpack:
 		return "msgpack"
 	case Protobuf:
 		return "proto"
+	case JSON:
+		return "json"
 	}
 	return "invalid"
 }
@@ -91,6 +99,8 @@ func (b Builtin) Marshal(dst []byte, v any) ([]byte, error) {
 		return msgpackMarshal(dst, v)
 	case Protobuf:
 		return protoMarshal(dst, v)
+	case JSON:
+		return jsonMarshal(dst, v)
 	}
 	return dst, errInvalidBuiltin
 }
@@ -102,8 +112,10 @@ func (b Builtin) Unmarshal(data []byte, v any) error {
 		return msgpackUnmarshal(data, v)
 	case Protobuf:
 		return protoUnmarshal(data, v)
+	case JSON:
+		return jsonUnmarshal(data, v)
 	}
 	return errInvalidBuiltin
 }
 
-var errInvalidBuiltin = errors.New("kiev/codec: invalid Builtin value; use codec.Msgpack or codec.Protobuf")
+var errInvalidBuiltin = errors.New("kiev/codec: invalid Builtin value; use codec.Msgpack, codec.Protobuf or codec.JSON")

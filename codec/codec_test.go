@@ -2,6 +2,7 @@ package codec_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,27 @@ func TestProtobufDecodeError(t *testing.T) {
 func TestJSONExampleConformance(t *testing.T) {
 	t.Parallel()
 	codectest.Run(t, jsonCodec{}, newRich(), func() any { return new(rich) })
+}
+
+func TestJSONBuiltinConformance(t *testing.T) {
+	t.Parallel()
+	sample := &small{ID: 42, Name: "kiev", Tags: []int64{1, 2, 3}}
+	codectest.Run(t, codec.JSON, sample, func() any { return new(small) })
+}
+
+func TestJSONErrorsNameTheField(t *testing.T) {
+	var s small
+	err := codec.JSON.Unmarshal([]byte(`{"ID": "forty-two"}`), &s)
+	if err == nil || !strings.Contains(err.Error(), `field "ID"`) {
+		t.Fatalf("wrong type: %v; want an error naming field ID", err)
+	}
+	if err := codec.JSON.Unmarshal([]byte(`{"ID": 1} {"ID": 2}`), &s); err == nil {
+		t.Fatal("two values accepted")
+	}
+	if err := codec.JSON.Unmarshal([]byte(`{"ID": `), &s); err == nil {
+		t.Fatal("truncated JSON accepted")
+	}
+	if b, err := codec.JSON.Marshal([]byte("x"), map[string]string{"a": "<b>"}); err != nil || string(b) != `x{"a":"<b>"}` {
+		t.Fatalf("Marshal = %q, %v", b, err)
+	}
 }

@@ -16,7 +16,7 @@
 # in SERVICES.
 set -euo pipefail
 
-SERVICES=(redis mariadb zookeeper ferretdb chromium)
+SERVICES=(redis mariadb zookeeper ferretdb chromium nginx)
 STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -324,6 +324,43 @@ chromium_down() { :; }
 
 chromium_env() {
 	echo "export KIEV_CHROMIUM=$(command -v chromium || echo /usr/bin/chromium)"
+}
+
+# --- nginx -------------------------------------------------------------------
+# nginx is the FastCGI peer of the HTTP front's tests. Each test runs a
+# private nginx of its own (internal/nginxtest) with a generated config under
+# a temporary directory, so `up` only installs Debian's nginx-light and starts
+# nothing. apt_install keeps the package from starting nginx on port 80; if
+# an nginx answers there anyway, it is not ours, so it is only reported.
+
+NGINX_BIN=/usr/sbin/nginx
+
+nginx_up() {
+	if [[ ! -x $NGINX_BIN ]] && ! command -v nginx >/dev/null; then
+		apt_install nginx-light
+	fi
+	local bin
+	bin=$(nginx_bin)
+	[[ -x $bin ]] || die "nginx: $bin is missing after installing nginx-light"
+	log "nginx: $("$bin" -v 2>&1 | head -n 1)"
+	if tcp_open 127.0.0.1 80; then
+		log "nginx: warning: something listens on port 80 (not started by this script; left alone)"
+	fi
+}
+
+nginx_down() { :; } # each test stops its own nginx
+
+# nginx_bin prints the nginx binary's path.
+nginx_bin() {
+	if [[ -x $NGINX_BIN ]]; then
+		echo "$NGINX_BIN"
+	else
+		command -v nginx || echo "$NGINX_BIN"
+	fi
+}
+
+nginx_env() {
+	echo "export KIEV_NGINX=$(nginx_bin)"
 }
 
 # --- main --------------------------------------------------------------------

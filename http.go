@@ -1,0 +1,291 @@
+package kiev
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/fcgi"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// HTTP headers of kiev's HTTP front.
+const (
+	HeaderPriority   = "Kiev-Priority"   // 0 to 9; DefaultPriority if absent
+	HeaderTimeout    = "Kiev-Timeout"    // a Go duration, e.g. 250ms; WithHTTPTimeout's default if absent
+	HeaderMetaPrefix = "Kiev-Meta-"      // Kiev-Meta-Trace-Id: x becomes metadata trace-id: x
+	HeaderCode       = "Kiev-Error-Code" // on errors: the kiev Code's name
+)
+
+// Defaults of the HTTP front.
+const (
+	DefaultHTTPMaxBody = 4 << 20
+	DefaultHTTPTimeout = 10 * time.Second
+)
+
+// WithHTTPMaxBody bounds the request bodies of the HTTP front (default
+// DefaultHTTPMaxBody, 4 MiB); a larger one is answered 413.
+func WithHTTPMaxBody(n int64) ServerOption {
+	return serverOption(func(o *serverOptions) { o.httpMaxBody = n })
+}
+
+// WithHTTPTimeout sets the deadline of HTTP calls that send no
+// Kiev-Timeout header (default DefaultHTTPTimeout, 10s).
+func WithHTTPTimeout(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.httpTimeout = d })
+}
+
+// HTTPHandler returns an http.Handler that serves the server's services
+// as JSON over HTTP: POST /Service.Method (or /Service/Method) with the
+// args as a JSON body (empty means null), answered with the reply as
+// JSON. Each call takes the same path as a call over TCP: the overload
+// scheduler, priorities, deadlines, interceptors, metrics and logs. The
+// Kiev-Priority header sets the priority, Kiev-Timeout the deadline, and
+// every Kiev-Meta-* header becomes call metadata (the rest of its name,
+// lower-cased, is the key).
+//
+// Errors are answered with a JSON body {"error": "...", "code": "..."},
+// the code's name also in the Kiev-Error-Code header, and the status:
+//
+//	unknown service or method                  404
+//	a method other than POST                   405 (Allow: POST)
+//	a body that is not JSON for the args type  400, naming the field
+//	a body over WithHTTPMaxBody                413
+//	a bad Kiev-Priority or Kiev-Timeout        400
+//	overloaded, or shutting down               503, Retry-After: 1
+//	deadline passed                            504
+//	the handler's error                        500, or the error's code if
+//	                                           it is 400–599 (kiev.Errorf(404, ...))
+func (s *Server) HTTPHandler() http.Handler { return httpFront{s} }
+
+// ServeFastCGI serves HTTPHandler as a FastCGI responder on l, so that a
+// web server such as nginx reaches the services through fastcgi_pass. It
+// returns ErrServerClosed after Shutdown or Close, which close l;
+// connections the web server keeps open end when it closes them.
+func (s *Server) ServeFastCGI(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	s.startAdmin()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+	err := fcgi.Serve(l, s.HTTPHandler())
+	if s.isClosed() {
+		return ErrServerClosed
+	}
+	return err
+}
+
+type httpFront struct{ s *Server }
+
+// httpError answers an HTTP call that failed with code.
+func httpError(w http.ResponseWriter, code Code, msg string) {
+	status := httpStatus(code)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderCode, code.String())
+	switch status {
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", "1")
+	case http.StatusMethodNotAllowed:
+		h.Set("Allow", http.MethodPost)
+	}
+	w.WriteHeader(status)
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}{msg, code.String()})
+	w.Write(append(b, '\n'))
+}
+
+// codeMethodNotAllowed stands for 405 in httpError; it never travels.
+const codeMethodNotAllowed Code = 405
+
+// codeBodyTooLarge stands for 413 in httpError.
+const codeBodyTooLarge Code = 413
+
+func httpStatus(c Code) int {
+	switch c {
+	case CodeOK:
+		return http.StatusOK
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeBadRequest:
+		return http.StatusBadRequest
+	case CodeOverloaded, CodeShutdown:
+		return http.StatusServiceUnavailable
+	case CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case CodeCanceled:
+		return 499 // client closed request, as nginx names it
+	}
+	if c >= 400 && c <= 599 {
+		return int(c)
+	}
+	return http.StatusInternalServerError
+}
+
+func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := f.s
+	name := strings.TrimPrefix(r.URL.Path, "/")
+	if !strings.Contains(name, ".") {
+		if i := strings.LastIndexByte(name, '/'); i > 0 {
+			name = name[:i] + "." + name[i+1:]
+		}
+	}
+	m, err := s.lookup([]byte(name))
+	if err != nil || isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]) {
+		if err == nil {
+			err = fmt.Errorf("kiev: %s is not served over HTTP", name)
+		}
+		httpError(w, CodeNotFound, err.Error())
+		return
+	}
+	if r.Method != http.MethodPost {
+		httpError(w, codeMethodNotAllowed, fmt.Sprintf("kiev: %s takes POST with a JSON body, not %s", name, r.Method))
+		return
+	}
+	priority := DefaultPriority
+	if v := r.Header.Get(HeaderPriority); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > int(MaxPriority) {
+			httpError(w, CodeBadRequest, fmt.Sprintf("kiev: %s: %q is not a priority; send 0 (shed first) to 9 (shed last)", HeaderPriority, v))
+			return
+		}
+		priority = Priority(p)
+	}
+	timeout := s.opts.httpTimeout
+	if v := r.Header.Get(HeaderTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			httpError(w, CodeBadRequest, fmt.Sprintf("kiev: %s: %q is not a positive duration such as 250ms or 2s", HeaderTimeout, v))
+			return
+		}
+		timeout = d
+	}
+	var md Metadata
+	for k, vs := range r.Header {
+		if len(k) > len(HeaderMetaPrefix) && strings.EqualFold(k[:len(HeaderMetaPrefix)], HeaderMetaPrefix) && len(vs) > 0 {
+			if md == nil {
+				md = make(Metadata)
+			}
+			md[strings.ToLower(k[len(HeaderMetaPrefix):])] = vs[0]
+		}
+	}
+	buf := getBuf(0)
+	body := bytesBuffer{b: (*buf)[:0]}
+	_, err = io.Copy(&body, http.MaxBytesReader(w, r.Body, s.opts.httpMaxBody))
+	*buf = body.b
+	if err != nil {
+		putBuf(buf)
+		if errors.As(err, new(*http.MaxBytesError)) {
+			httpError(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", s.opts.httpMaxBody))
+			return
+		}
+		httpError(w, CodeBadRequest, "kiev: reading the request body: "+err.Error())
+		return
+	}
+	if len(*buf) == 0 {
+		*buf = append(*buf, "null"...)
+	}
+
+	hs := &httpSink{end: make(chan struct{})}
+	sc := &serverCall{srv: s, sink: hs, m: m, codec: codec.JSON, body: buf}
+	sc.req = Request{ServiceMethod: m.name, Peer: stringAddr(r.RemoteAddr), Codec: codec.JSON.Name(), Metadata: md, call: sc}
+	sc.ctx.parent = context.Background()
+	sc.ctx.call = sc
+	sc.ctx.md = md
+	sc.ctx.priority = priority
+	sc.ctx.deadline = time.Now().Add(timeout)
+	if s.isClosed() {
+		putBuf(buf)
+		httpError(w, CodeShutdown, "kiev: the server is shutting down; retry on another server")
+		return
+	}
+	stop := context.AfterFunc(r.Context(), func() {
+		sc.callerGone.Store(true)
+		sc.ctx.cancel(context.Canceled)
+	})
+	defer stop()
+	s.submit(sc, sc.ctx.parent)
+	select {
+	case <-hs.end:
+	case <-r.Context().Done():
+		return // the client left; the call ends on its own
+	}
+	if !hs.sent {
+		// The handler ran past the deadline, so no reply was made.
+		httpError(w, CodeDeadlineExceeded, fmt.Sprintf("kiev: %s ran past its deadline (%v)", m.name, timeout))
+		return
+	}
+	if hs.code != CodeOK {
+		httpError(w, hs.code, hs.msg)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(hs.body, '\n'))
+}
+
+// bytesBuffer is an io.Writer appending to a byte slice.
+type bytesBuffer struct{ b []byte }
+
+func (bb *bytesBuffer) Write(p []byte) (int, error) {
+	bb.b = append(bb.b, p...)
+	return len(p), nil
+}
+
+// httpSink takes the answer of an HTTP call for its handler goroutine.
+type httpSink struct {
+	mu   sync.Mutex
+	code Code
+	msg  string
+	body []byte
+	sent bool          // an answer was made
+	end  chan struct{} // closed by done
+}
+
+func (hs *httpSink) prefix(b []byte) []byte { return b }
+
+func (hs *httpSink) send(sc *serverCall, b []byte) error {
+	if err := wire.EndFrame(b, 0, sc.srv.opts.maxFrame); err != nil {
+		return fmt.Errorf("%w; return less or raise WithMaxFrameSize", err)
+	}
+	f, err := wire.Parse(b[4:])
+	var h wire.Header
+	if err == nil {
+		err = wire.ParseHeader(f.Header, &h)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.sent = true
+	switch {
+	case err != nil:
+		hs.code, hs.msg = CodeInternal, "kiev: "+err.Error()
+	case h.ErrCode != 0:
+		hs.code, hs.msg = Code(h.ErrCode), string(h.ErrMsg)
+	default:
+		hs.code, hs.body = CodeOK, append([]byte(nil), f.Body...)
+	}
+	return nil
+}
+
+func (hs *httpSink) done(sc *serverCall) { close(hs.end) }

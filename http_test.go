@@ -1,0 +1,310 @@
+package kiev_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/nginxtest"
+	"github.com/kievrpc/kiev/shed"
+)
+
+// Web is the service the HTTP tests call.
+type Web struct {
+	block   chan struct{} // Hold waits on it
+	started chan struct{}
+}
+
+type WebArgs struct {
+	Name  string
+	Count int
+	Tags  []string
+}
+
+type WebReply struct {
+	Greeting string
+	Count    int
+	Meta     string
+	Priority int
+	Bytes    int
+}
+
+func (w *Web) Hello(ctx context.Context, a WebArgs, r *WebReply) error {
+	*r = WebReply{Greeting: "hello, " + a.Name, Count: a.Count * 2, Meta: kiev.MetadataFrom(ctx).Get("trace-id"),
+		Priority: int(kiev.PriorityFrom(ctx)), Bytes: len(strings.Join(a.Tags, ""))}
+	return nil
+}
+
+func (w *Web) Fail(ctx context.Context, a WebArgs, r *WebReply) error {
+	if a.Count > 0 {
+		return kiev.Errorf(kiev.Code(a.Count), "%s not found", a.Name)
+	}
+	return fmt.Errorf("cannot greet %s", a.Name)
+}
+
+func (w *Web) Hold(ctx context.Context, a WebArgs, r *WebReply) error {
+	if w.started != nil {
+		w.started <- struct{}{}
+	}
+	select {
+	case <-w.block:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// httpCase is one request and the answer it must get.
+type httpCase struct {
+	name, method, path, body string
+	header                   map[string]string
+	status                   int
+	code                     string // the error code, for errors
+	contains                 string // in the body
+}
+
+func webCases(big int) []httpCase {
+	return []httpCase{
+		{name: "ok", method: "POST", path: "/Web.Hello", body: `{"Name":"ann","Count":21}`, status: 200, contains: `"Greeting":"hello, ann","Count":42`},
+		{name: "slash path", method: "POST", path: "/Web/Hello", body: `{"Name":"bob"}`, status: 200, contains: `"hello, bob"`},
+		{name: "empty body", method: "POST", path: "/Web.Hello", status: 200, contains: `"hello, "`},
+		{name: "headers", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Kiev-Priority": "8", "Kiev-Meta-Trace-Id": "t-9"}, status: 200, contains: `"Meta":"t-9","Priority":8`},
+		{name: "unknown method", method: "POST", path: "/Web.Nope", body: `{}`, status: 404, code: "NotFound"},
+		{name: "unknown service", method: "POST", path: "/Nope.Hello", body: `{}`, status: 404, code: "NotFound"},
+		{name: "GET", method: "GET", path: "/Web.Hello", status: 405, code: "Code(405)"},
+		{name: "bad JSON", method: "POST", path: "/Web.Hello", body: `{"Name":`, status: 400, code: "BadRequest", contains: "invalid JSON"},
+		{name: "wrong field type", method: "POST", path: "/Web.Hello", body: `{"Name":"ann","Count":"many"}`, status: 400, code: "BadRequest", contains: `field \"Count\"`},
+		{name: "bad priority", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Kiev-Priority": "11"}, status: 400, code: "BadRequest"},
+		{name: "bad timeout", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Kiev-Timeout": "soon"}, status: 400, code: "BadRequest"},
+		{name: "too large", method: "POST", path: "/Web.Hello", body: `{"Name":"` + strings.Repeat("x", big) + `"}`, status: 413, code: "Code(413)"},
+		{name: "handler error", method: "POST", path: "/Web.Fail", body: `{"Name":"ann"}`, status: 500, code: "Application", contains: "cannot greet ann"},
+		{name: "handler status", method: "POST", path: "/Web.Fail", body: `{"Name":"ann","Count":404}`, status: 404, code: "Code(404)", contains: "ann not found"},
+		{name: "deadline", method: "POST", path: "/Web.Hold", body: `{}`, header: map[string]string{"Kiev-Timeout": "50ms"}, status: 504, code: "DeadlineExceeded"},
+		{name: "large body", method: "POST", path: "/Web.Hello", body: `{"Tags":["` + strings.Repeat("y", 500_000) + `"]}`, status: 200, contains: `"Bytes":500000`},
+	}
+}
+
+// check sends c to base and checks the answer.
+func (c httpCase) check(t *testing.T, client *http.Client, base string) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != c.status {
+		t.Fatalf("%s: status %d, want %d; body %s", c.name, resp.StatusCode, c.status, body)
+	}
+	if c.contains != "" && !strings.Contains(string(body), c.contains) {
+		t.Errorf("%s: body %s lacks %s", c.name, body, c.contains)
+	}
+	if c.code != "" {
+		var e struct{ Error, Code string }
+		if err := json.Unmarshal(body, &e); err != nil || e.Code != c.code || e.Error == "" || resp.Header.Get("Kiev-Error-Code") != c.code {
+			t.Errorf("%s: error body %s (%v), header %q; want JSON with code %s", c.name, body, err, resp.Header.Get("Kiev-Error-Code"), c.code)
+		}
+	}
+	if c.status == 405 && resp.Header.Get("Allow") != "POST" {
+		t.Errorf("%s: Allow = %q", c.name, resp.Header.Get("Allow"))
+	}
+}
+
+func newWebServer(t *testing.T, opts ...kiev.ServerOption) (*kiev.Server, *Web) {
+	t.Helper()
+	w := &Web{block: make(chan struct{})}
+	t.Cleanup(func() { close(w.block) })
+	srv := kiev.NewServer(append([]kiev.ServerOption{kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), kiev.WithHTTPMaxBody(1 << 20)}, opts...)...)
+	if err := srv.Register(w); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv, w
+}
+
+// fronts returns the HTTP bases to test: the handler directly, and
+// through nginx over FastCGI.
+func fronts(t *testing.T, srv *kiev.Server) map[string]string {
+	hs := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(hs.Close)
+	out := map[string]string{"direct": hs.URL}
+	l := listen(t)
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeFastCGI(l) }()
+	ng := nginxtest.Start(t, l.Addr().String(), nginxtest.MaxBody("64m"))
+	t.Cleanup(func() {
+		ng.Stop()
+		srv.Close()
+		<-done
+	})
+	out["nginx"] = ng.URL()
+	return out
+}
+
+func TestHTTPFront(t *testing.T) {
+	srv, _ := newWebServer(t)
+	for name, base := range fronts(t, srv) {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range webCases(1 << 20) {
+				c.check(t, http.DefaultClient, base)
+			}
+		})
+	}
+}
+
+func TestHTTPConcurrent(t *testing.T) {
+	srv, _ := newWebServer(t)
+	for name, base := range fronts(t, srv) {
+		t.Run(name, func(t *testing.T) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			defer client.CloseIdleConnections()
+			var wg sync.WaitGroup
+			errs := make(chan error, 1000)
+			for i := range 1000 {
+				wg.Go(func() {
+					body := fmt.Sprintf(`{"Name":"n%d","Count":%d}`, i, i)
+					resp, err := client.Post(base+"/Web.Hello", "application/json", strings.NewReader(body))
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer resp.Body.Close()
+					var r WebReply
+					if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 || r.Greeting != fmt.Sprintf("hello, n%d", i) || r.Count != 2*i {
+						errs <- fmt.Errorf("request %d: %d %+v %v", i, resp.StatusCode, r, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestHTTPOverloaded(t *testing.T) {
+	srv, w := newWebServer(t, kiev.WithShed(shed.Options{Workers: 1, QueueSize: 1}))
+	w.started = make(chan struct{}, 1)
+	for name, base := range fronts(t, srv) {
+		t.Run(name, func(t *testing.T) {
+			// One call holds the only worker and one waits in the only
+			// queue slot; the next is refused.
+			held := make(chan *http.Response, 2)
+			for range 2 {
+				go func() {
+					resp, err := http.Post(base+"/Web.Hold", "application/json", bytes.NewReader([]byte("{}")))
+					if err == nil {
+						resp.Body.Close()
+					}
+					held <- resp
+				}()
+			}
+			<-w.started
+			deadline := time.Now().Add(10 * time.Second)
+			for srv.Scheduler().Stats().Queued[kiev.DefaultPriority] == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // the second call reaches the queue on its own goroutine
+			}
+			httpCase{name: "overloaded", method: "POST", path: "/Web.Hello", body: `{}`, status: 503, code: "Overloaded"}.check(t, http.DefaultClient, base)
+			resp, err := http.Post(base+"/Web.Hello", "application/json", strings.NewReader("{}"))
+			if err == nil {
+				if ra := resp.Header.Get("Retry-After"); resp.StatusCode != 503 || ra == "" {
+					t.Errorf("overloaded answer: %d, Retry-After %q", resp.StatusCode, ra)
+				}
+				resp.Body.Close()
+			}
+			w.block <- struct{}{}
+			<-w.started
+			w.block <- struct{}{}
+			<-held
+			<-held
+		})
+	}
+}
+
+var _ = net.Listen
+
+// BenchmarkFront calls Web.Hello in parallel over native kiev TCP, over
+// HTTP to HTTPHandler directly, and through nginx over FastCGI, in one
+// run.
+func BenchmarkFront(b *testing.B) {
+	w := &Web{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := srv.Register(w); err != nil {
+		b.Fatal(err)
+	}
+	c := dial(b, startServer(b, srv))
+	hs := httptest.NewServer(srv.HTTPHandler())
+	defer hs.Close()
+	l := listen(b)
+	go srv.ServeFastCGI(l)
+	bases := map[string]string{"http-direct": hs.URL}
+	var ng *nginxtest.Server
+	if os.Getenv(nginxtest.EnvBinary) != "" {
+		ng = nginxtest.Start(b, l.Addr().String())
+		defer ng.Stop()
+		bases["nginx-fastcgi"] = ng.URL()
+	}
+	args := WebArgs{Name: "ann", Count: 21}
+	b.Run("kiev-tcp", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				var r WebReply
+				if err := c.Call(context.Background(), "Web.Hello", args, &r); err != nil || r.Count != 42 {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	for _, name := range []string{"http-direct", "nginx-fastcgi"} {
+		base, ok := bases[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+			defer client.CloseIdleConnections()
+			body := []byte(`{"Name":"ann","Count":21}`)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Post(base+"/Web.Hello", "application/json", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}
