@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -242,7 +241,6 @@ func TestHTTPOverloaded(t *testing.T) {
 	}
 }
 
-var _ = net.Listen
 
 // BenchmarkFront calls Web.Hello in parallel over native kiev TCP, over
 // HTTP to HTTPHandler directly, and through nginx over FastCGI, in one
