@@ -241,7 +241,6 @@ func TestHTTPOverloaded(t *testing.T) {
 	}
 }
 
-
 // BenchmarkFront calls Web.Hello in parallel over native kiev TCP, over
 // HTTP to HTTPHandler directly, and through nginx over FastCGI, in one
 // run.
