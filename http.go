@@ -99,9 +99,16 @@ type httpFront struct{ s *Server }
 // httpError answers an HTTP call that failed with code.
 func httpError(w http.ResponseWriter, code Code, msg string) {
 	status := httpStatus(code)
+	name := code.String()
+	switch code {
+	case codeMethodNotAllowed:
+		name = "MethodNotAllowed"
+	case codeBodyTooLarge:
+		name = CodeTooLarge.String()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set(HeaderCode, code.String())
+	h.Set(HeaderCode, name)
 	switch status {
 	case http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
@@ -112,7 +119,7 @@ func httpError(w http.ResponseWriter, code Code, msg string) {
 	b, _ := json.Marshal(struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
-	}{msg, code.String()})
+	}{msg, name})
 	w.Write(append(b, '\n'))
 }
 
