@@ -35,7 +35,7 @@ func TestList(t *testing.T) {
 	url := "zookeeper://" + zkAddr + root
 	stdout, _ := wantRun(t, exitOK, []string{
 		"SERVICE  PROVIDER",
-		fmt.Sprintf("Shop     tcp://%s  3       msgpack,proto  1\n", addr),
+		fmt.Sprintf("Shop     tcp://%s  3       json,msgpack,proto  1\n", addr),
 	}, nil, "list", url)
 	if strings.Contains(stdout, kiev.ReflectionService) {
 		t.Logf("note: the server published %s in the registry:\n%s", kiev.ReflectionService, stdout)
