@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/registry/memory"
 )
@@ -181,6 +183,15 @@ func TestMetricsScrape(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "kiev_") {
+			t.Errorf("metric %s breaks Prometheus conventions: %s", p.Metric, p.Text)
 		}
 	}
 }
