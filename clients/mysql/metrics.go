@@ -2,7 +2,7 @@ package mysql
 
 import (
 	"database/sql"
-	"errors"
+	"github.com/kievrpc/kiev/internal/promreg"
 	"sync"
 	"sync/atomic"
 
@@ -47,31 +47,19 @@ type vectors struct {
 func registerVectors(reg prometheus.Registerer) (vectors, error) {
 	var v vectors
 	var err error
-	v.queries, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	v.queries, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricQueries,
 		Help: "SQL statements run by kiev's MySQL clients, by table, gorm operation and outcome (ok or error; no record found is ok).",
 	}, []string{"client", "table", "operation", "outcome"}))
 	if err != nil {
 		return v, err
 	}
-	v.duration, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	v.duration, err = promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    metricDuration,
 		Help:    "Time of a gorm operation of kiev's MySQL clients, from its first callback to its last.",
 		Buckets: prometheus.ExponentialBuckets(0.0002, 2.5, 12), // 200µs to 4.8s
 	}, []string{"client", "table", "operation"}))
 	return v, err
-}
-
-// register registers c on reg, or returns the collector of the same
-// description already there.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }
 
 // opKey names the metrics of one table and operation.

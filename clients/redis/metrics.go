@@ -1,7 +1,7 @@
 package redis
 
 import (
-	"errors"
+	"github.com/kievrpc/kiev/internal/promreg"
 	"sync"
 	"sync/atomic"
 
@@ -45,31 +45,19 @@ type vectors struct {
 func registerVectors(reg prometheus.Registerer) (vectors, error) {
 	var v vectors
 	var err error
-	v.commands, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	v.commands, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricCommands,
 		Help: "Redis commands run by kiev's Redis clients, by command and outcome (ok or error; a missing key is ok).",
 	}, []string{"client", "command", "outcome"}))
 	if err != nil {
 		return v, err
 	}
-	v.duration, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	v.duration, err = promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    metricDuration,
 		Help:    "Time from sending a Redis command, or a pipeline, to its reply, retries included.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12), // 100µs to 2.4s
 	}, []string{"client", "command"}))
 	return v, err
-}
-
-// register registers c on reg, or returns the collector of the same
-// description already there.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, err
 }
 
 // cmdMetrics are the metrics of one command name of one Client.
