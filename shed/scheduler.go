@@ -39,6 +39,8 @@ type Scheduler struct {
 	dropped  [numReasons]atomic.Uint64
 	waitSum  atomic.Int64 // nanoseconds waited by tasks that ran
 	waitHist [len(waitBounds) + 1]atomic.Uint64
+
+	dropWaitHist [len(dropWaitBounds) + 1]atomic.Uint64
 }
 
 // New returns a Scheduler with o's settings; zero fields take defaults.
@@ -70,7 +72,7 @@ func (s *Scheduler) Submit(t Task) {
 	}
 	now := s.now()
 	if r, ok := s.hopeless(t, now); ok {
-		s.drop(t, r)
+		s.drop(t, r, 0)
 		return
 	}
 	p := clamp(t.Priority())
@@ -78,7 +80,7 @@ func (s *Scheduler) Submit(t Task) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.drop(t, Refused)
+		s.drop(t, Refused, 0)
 		return
 	}
 	s.arrivals++
@@ -90,7 +92,7 @@ func (s *Scheduler) Submit(t Task) {
 		s.start(t)
 		return
 	}
-	var victim Task
+	var victim *entry
 	expires, short := now.Add(s.opts.MaxWait), false
 	if s.overloaded(now) {
 		// Admit a call only if the calls that will start before it (those
@@ -99,7 +101,7 @@ func (s *Scheduler) Submit(t Task) {
 		// refusal is quick, not after it waited.
 		if s.ahead(p) >= s.share(p) {
 			s.mu.Unlock()
-			s.drop(t, Refused)
+			s.drop(t, Refused, 0)
 			return
 		}
 		// Less important calls get less of the wait limit: they are the
@@ -117,7 +119,7 @@ func (s *Scheduler) Submit(t Task) {
 		victim = s.evictBelow(p)
 		if victim == nil {
 			s.mu.Unlock()
-			s.drop(t, Refused)
+			s.drop(t, Refused, 0)
 			return
 		}
 	}
@@ -130,10 +132,10 @@ func (s *Scheduler) Submit(t Task) {
 	s.arm(now)
 	s.mu.Unlock()
 	if victim != nil {
-		s.drop(victim, Evicted)
+		s.drop(victim.t, Evicted, now.Sub(victim.enq))
 	}
 	for _, d := range pushed {
-		s.drop(d.t, d.r)
+		s.drop(d.t, d.r, d.waited)
 	}
 }
 
@@ -147,7 +149,8 @@ func (s *Scheduler) pushOut(p int) []dropped {
 	var out []dropped
 	for level := p - 1; level >= 0; level-- {
 		for s.q[level].len() > 0 && s.q[level].back().short && s.ahead(level) > s.share(level) {
-			out = append(out, dropped{s.q[level].popBack().t, Evicted})
+			e := s.q[level].popBack()
+			out = append(out, dropped{e.t, Evicted, time.Since(e.enq)})
 			s.n--
 		}
 	}
@@ -236,11 +239,12 @@ func (s *Scheduler) ahead(p int) int {
 // evictBelow removes and returns the newest task of the lowest priority
 // under p, the one that would run last, or nil if every queued task has
 // priority p or higher. Callers hold s.mu.
-func (s *Scheduler) evictBelow(p int) Task {
+func (s *Scheduler) evictBelow(p int) *entry {
 	for level := 0; level < p; level++ {
 		if s.q[level].len() > 0 {
 			s.n--
-			return s.q[level].popBack().t
+			e := s.q[level].popBack()
+			return &e
 		}
 	}
 	return nil
@@ -300,7 +304,7 @@ func (s *Scheduler) next() Task {
 	var drops []dropped
 	defer func() {
 		for _, d := range drops {
-			s.drop(d.t, d.r)
+			s.drop(d.t, d.r, d.waited)
 		}
 	}()
 	now := s.now()
@@ -320,11 +324,11 @@ func (s *Scheduler) next() Task {
 		}
 		wait := now.Sub(e.enq)
 		if now.After(e.expires) {
-			drops = append(drops, dropped{e.t, Expired})
+			drops = append(drops, dropped{e.t, Expired, now.Sub(e.enq)})
 			continue
 		}
 		if r, ok := s.hopeless(e.t, now); ok {
-			drops = append(drops, dropped{e.t, r})
+			drops = append(drops, dropped{e.t, r, now.Sub(e.enq)})
 			continue
 		}
 		s.recordWait(wait)
@@ -357,7 +361,7 @@ func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
 			}
 			q.popFront()
 			s.n--
-			drops = append(drops, dropped{e.t, Expired})
+			drops = append(drops, dropped{e.t, Expired, now.Sub(e.enq)})
 		}
 		ahead += q.len()
 	}
@@ -368,8 +372,9 @@ func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
 }
 
 type dropped struct {
-	t Task
-	r Reason
+	t      Task
+	r      Reason
+	waited time.Duration
 }
 
 // top returns the highest non-empty priority level, or -1. Callers hold
@@ -423,7 +428,7 @@ func (s *Scheduler) sweep() {
 			if e.t.Canceled() {
 				r = Canceled
 			}
-			drops = append(drops, dropped{e.t, r})
+			drops = append(drops, dropped{e.t, r, now.Sub(e.enq)})
 		}
 	}
 	if s.n == 0 {
@@ -434,12 +439,14 @@ func (s *Scheduler) sweep() {
 	}
 	s.mu.Unlock()
 	for _, d := range drops {
-		s.drop(d.t, d.r)
+		s.drop(d.t, d.r, d.waited)
 	}
 }
 
-func (s *Scheduler) drop(t Task, r Reason) {
+// drop answers t without running it; it waited in the queue for waited.
+func (s *Scheduler) drop(t Task, r Reason, waited time.Duration) {
 	s.dropped[r].Add(1)
+	s.recordDropWait(waited)
 	t.Drop(r)
 }
 
@@ -466,7 +473,8 @@ func (s *Scheduler) Close() {
 	var drops []dropped
 	for level := range s.q {
 		for s.q[level].len() > 0 {
-			drops = append(drops, dropped{s.q[level].popFront().t, Refused})
+			e := s.q[level].popFront()
+			drops = append(drops, dropped{e.t, Refused, time.Since(e.enq)})
 		}
 	}
 	s.n = 0
@@ -474,7 +482,7 @@ func (s *Scheduler) Close() {
 	s.timerAt = time.Time{}
 	s.mu.Unlock()
 	for _, d := range drops {
-		s.drop(d.t, d.r)
+		s.drop(d.t, d.r, d.waited)
 	}
 	s.ReleaseIdle()
 }

@@ -470,3 +470,32 @@ func TestDoomedCallAnsweredEarly(t *testing.T) {
 	close(release)
 	h.expect("block:ran", "a:expired", "v:ran")
 }
+
+func TestDropWaitHistogram(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 1, MaxWait: 10 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	release := h.blocker("block")
+	h.s.Submit(h.task("a", 5))
+	h.s.Submit(h.task("b", 5)) // the queue is full: refused on arrival
+	h.expect("b:refused")
+	mu.Lock()
+	clock = clock.Add(20 * time.Millisecond)
+	mu.Unlock()
+	close(release)
+	h.expect("block:ran", "a:expired")
+	st := h.s.Stats()
+	bounds := DropWaitBounds()
+	want := [len(dropWaitBounds) + 1]uint64{}
+	want[0] = 1 // b, at once
+	for i, b := range bounds {
+		if 20*time.Millisecond <= b {
+			want[i]++ // a, after 20ms
+			break
+		}
+	}
+	if st.DropWaitBuckets != want {
+		t.Fatalf("DropWaitBuckets = %v; want %v (bounds %v)", st.DropWaitBuckets, want, bounds)
+	}
+}

@@ -18,6 +18,28 @@ var waitBounds = [...]time.Duration{
 // the last bucket counts the waits above the last bound.
 func WaitBounds() []time.Duration { return waitBounds[:] }
 
+// dropWaitBounds are the upper bounds of the histogram of how long dropped
+// tasks waited before their answer: fine around the millisecond, where
+// overload refusals are judged.
+var dropWaitBounds = [...]time.Duration{
+	10 * time.Microsecond,
+	50 * time.Microsecond,
+	100 * time.Microsecond,
+	200 * time.Microsecond,
+	500 * time.Microsecond,
+	time.Millisecond,
+	2 * time.Millisecond,
+	5 * time.Millisecond,
+	10 * time.Millisecond,
+	100 * time.Millisecond,
+	time.Second,
+}
+
+// DropWaitBounds returns the upper bounds of the buckets of
+// Stats.DropWaitBuckets; the last bucket counts the waits above the last
+// bound.
+func DropWaitBounds() []time.Duration { return dropWaitBounds[:] }
+
 // Stats is a snapshot of a Scheduler's state and counters. Counters count
 // from the scheduler's creation.
 type Stats struct {
@@ -36,6 +58,11 @@ type Stats struct {
 	// WaitBuckets a histogram of it, with bounds WaitBounds().
 	WaitTotal   time.Duration
 	WaitBuckets [len(waitBounds) + 1]uint64
+	// DropWaitBuckets is a histogram, with bounds DropWaitBounds(), of
+	// how long the dropped tasks waited in the queue before they were
+	// answered: 0 for those refused on arrival. It is the scheduler's
+	// share of a refusal's latency.
+	DropWaitBuckets [len(dropWaitBounds) + 1]uint64
 	// ServiceTime is the moving average run time of all tasks.
 	ServiceTime time.Duration
 }
@@ -72,8 +99,19 @@ func (s *Scheduler) Stats() Stats {
 	for i := range st.WaitBuckets {
 		st.WaitBuckets[i] = s.waitHist[i].Load()
 	}
+	for i := range st.DropWaitBuckets {
+		st.DropWaitBuckets[i] = s.dropWaitHist[i].Load()
+	}
 	st.ServiceTime = time.Duration(s.all.avg.Load())
 	return st
+}
+
+func (s *Scheduler) recordDropWait(d time.Duration) {
+	i := 0
+	for i < len(dropWaitBounds) && d > dropWaitBounds[i] {
+		i++
+	}
+	s.dropWaitHist[i].Add(1)
 }
 
 func (s *Scheduler) recordWait(d time.Duration) {

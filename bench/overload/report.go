@@ -131,7 +131,44 @@ func (s serverStats) sub(o serverStats) serverStats {
 			d.DropsBy[k] = v - o.DropsBy[k]
 		}
 	}
+	if s.DropWait != nil {
+		d.DropWait = make([]uint64, len(s.DropWait))
+		for i, v := range s.DropWait {
+			if i < len(o.DropWait) {
+				v -= o.DropWait[i]
+			}
+			d.DropWait[i] = v
+		}
+	}
 	return d
+}
+
+// queueWaitP99 is the upper bound of the bucket holding the 99th
+// percentile of how long the server's dropped requests waited in its
+// queue, or "—" if it dropped none.
+func queueWaitP99(buckets []uint64) string {
+	var n uint64
+	for _, c := range buckets {
+		n += c
+	}
+	if n == 0 {
+		return "—"
+	}
+	rank := (n*99 + 99) / 100
+	bounds := shed.DropWaitBounds()
+	for i, c := range buckets {
+		if rank <= c {
+			if i == 0 {
+				return "≤ " + ms(bounds[0])
+			}
+			if i >= len(bounds) {
+				return "> " + ms(bounds[len(bounds)-1])
+			}
+			return "≤ " + ms(bounds[i])
+		}
+		rank -= c
+	}
+	return "—"
 }
 
 // spikeMetrics computes the timeline of a spike run whose segments are
@@ -302,10 +339,10 @@ func (r *report) writeRejectionLatency(w io.Writer) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(w, "\n### Latency of rejections\n\n| system | phase | p50 | p90 | p99 | p99.9 |\n|---|---|---|---|---|---|\n")
+			fmt.Fprintf(w, "\n### Latency of rejections\n\nAs the load generator measures them (send to answer), and the server's share: how long the refused calls waited in kiev's queue before their answer (p99, from the scheduler's histogram).\n\n| system | phase | p50 | p90 | p99 | p99.9 | p99 queue wait in the server |\n|---|---|---|---|---|---|---|\n")
 			header = true
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", p.system, p.phase, ms(p.rejPcts[0]), ms(p.rejPcts[1]), ms(p.p99Rej), ms(p.rejPcts[2]))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", p.system, p.phase, ms(p.rejPcts[0]), ms(p.rejPcts[1]), ms(p.p99Rej), ms(p.rejPcts[2]), queueWaitP99(p.server.DropWait))
 	}
 }
 

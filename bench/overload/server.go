@@ -64,6 +64,10 @@ type serverStats struct {
 	Dropped  uint64 // requests the scheduler answered without running (kiev only)
 
 	DropsBy map[string]uint64 `json:",omitempty"` // Dropped by shed.Reason
+	// DropWait counts the dropped requests by how long they waited in the
+	// scheduler's queue before their answer, in the buckets of
+	// shed.DropWaitBounds (kiev only).
+	DropWait []uint64 `json:",omitempty"`
 }
 
 // slot is one unit of the handler's capacity. due is the nominal end of
@@ -170,6 +174,7 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 	}
 	w := newWorker(cfg.slots, cfg.slotTime)
 	drops := func() map[string]uint64 { return nil }
+	dropWait := func() []uint64 { return nil }
 
 	switch cfg.system {
 	case sysKiev, sysKievNoShed:
@@ -182,6 +187,10 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 		go srv.Serve(l)
+		dropWait = func() []uint64 {
+			b := srv.Scheduler().Stats().DropWaitBuckets
+			return b[:]
+		}
 		drops = func() map[string]uint64 {
 			st := srv.Scheduler().Stats()
 			m := map[string]uint64{}
@@ -234,7 +243,7 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 			case "stats":
 				// Runs first: a request counted in received has either
 				// run, or is waiting for a slot, or was dropped.
-				st := serverStats{Runs: w.runs.Load(), Wasted: w.wasted.Load(), DropsBy: drops()}
+				st := serverStats{Runs: w.runs.Load(), Wasted: w.wasted.Load(), DropsBy: drops(), DropWait: dropWait()}
 				for _, n := range st.DropsBy {
 					st.Dropped += n
 				}
