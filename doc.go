@@ -196,6 +196,11 @@ and `kiev stat` on a WithAdmin address.
 
 # Metadata and interceptors
 
+WithTLS runs connections over TLS, mutual if the server's tls.Config asks
+for client certificates (PeerCertificates reads the caller's). TokenAuth
+checks a token in each call's metadata (sent by WithToken) before the
+arguments are decoded.
+
 WithMetadata attaches string pairs (trace ids, auth tokens) to the calls
 made with a context; handlers read them with MetadataFrom. Server and
 client interceptors wrap each call in the style of net/http middleware;

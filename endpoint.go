@@ -146,6 +146,14 @@ func (ep *endpoint) dial(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg := ep.c.opts.tls; cfg != nil {
+		tc, err := tlsClient(ctx, cfg, nc, ep.inst.Address)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
 	cc, err := newClientConn(ctx, ep, nc)
 	if err != nil {
 		nc.Close()

@@ -54,18 +54,19 @@ type Code uint32
 // Codes kiev puts on the wire. Values are part of the protocol.
 const (
 	CodeOK               Code = 0
-	CodeApplication      Code = 1 // the handler returned an error
-	CodeNotFound         Code = 2 // unknown service or method
-	CodeShutdown         Code = 3 // the server is draining or closing
-	CodeDeadlineExceeded Code = 4 // the call's deadline passed on the server
-	CodeCanceled         Code = 5 // the call was canceled
-	CodeBadRequest       Code = 6 // undecodable args or unknown codec
-	CodeInternal         Code = 7 // handler panic or unencodable reply
-	CodeOverloaded       Code = 8 // shed by the server's scheduler without running
-	CodeTooLarge         Code = 9 // the reply does not fit a frame or datagram
+	CodeApplication      Code = 1  // the handler returned an error
+	CodeNotFound         Code = 2  // unknown service or method
+	CodeShutdown         Code = 3  // the server is draining or closing
+	CodeDeadlineExceeded Code = 4  // the call's deadline passed on the server
+	CodeCanceled         Code = 5  // the call was canceled
+	CodeBadRequest       Code = 6  // undecodable args or unknown codec
+	CodeInternal         Code = 7  // handler panic or unencodable reply
+	CodeOverloaded       Code = 8  // shed by the server's scheduler without running
+	CodeTooLarge         Code = 9  // the reply does not fit a frame or datagram
+	CodeUnauthenticated  Code = 10 // the call's credentials were refused
 )
 
-var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge"}
+var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge", "Unauthenticated"}
 
 // String returns the code's name, or "Code(N)" for a user code.
 func (c Code) String() string {
@@ -107,6 +108,8 @@ func (e *ServerError) Is(target error) bool {
 		return target == ErrOverloaded
 	case CodeTooLarge:
 		return target == ErrTooLarge
+	case CodeUnauthenticated:
+		return target == ErrUnauthenticated
 	}
 	return false
 }

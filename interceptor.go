@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 )
 
@@ -19,6 +20,9 @@ type Request struct {
 	Codec string
 	// Metadata is what the caller sent; nil if nothing.
 	Metadata Metadata
+	// TLS is the connection's TLS state (see WithTLS), with the client's
+	// verified certificates under mutual TLS; nil without TLS.
+	TLS *tls.ConnectionState
 	// Args is a pointer to the decoded argument, set by the final handler
 	// before the method runs. It is nil while interceptors run before next, so an
 	// interceptor that refuses a call (for example, a failed auth check)

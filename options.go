@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"time"
@@ -80,6 +81,7 @@ type serverOptions struct {
 	metrics      prometheus.Registerer
 	httpMaxBody  int64
 	httpTimeout  time.Duration
+	tls          *tls.Config
 }
 
 func (o *serverOptions) fill() {
@@ -108,6 +110,7 @@ type dialOptions struct {
 	failFast     bool
 	outlier      Outlier
 	packet       Packet
+	tls          *tls.Config
 }
 
 func (o *dialOptions) fill() {

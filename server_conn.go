@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ type serverConn struct {
 	mu       sync.Mutex
 	calls    map[uint64]*serverCall // calls in flight, by id
 	draining bool                   // GoAway sent: refuse new calls, close when idle
+	tls      *tls.ConnectionState   // set once the TLS handshake is done; nil without TLS
 	dead     bool
 	started  bool // the handshake is done and the writer runs
 }
@@ -46,6 +48,15 @@ func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
 // serve runs the connection until it ends, then waits for its writer.
 func (c *serverConn) serve() {
 	defer c.stopBase()
+	if c.srv.opts.tls != nil {
+		tc, st, err := c.srv.tlsServer(c.nc)
+		if err != nil {
+			c.srv.opts.logger.Warn("kiev: TLS handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+			c.nc.Close()
+			return
+		}
+		c.nc, c.link.nc, c.tls = tc, tc, st
+	}
 	r := wire.NewReader(c.nc, readBufSize, c.srv.opts.maxFrame)
 	if err := c.handshake(r); err != nil {
 		c.srv.opts.logger.Warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
@@ -123,6 +134,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 		c.replyError(f.ID, code, msg)
 		return
 	}
+	sc.req.TLS = c.tls
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()

@@ -1,0 +1,108 @@
+package kiev
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// WithTLS runs connections over TLS (crypto/tls) with cfg. On a Server,
+// cfg needs a certificate; set ClientAuth to tls.RequireAndVerifyClientCert
+// and ClientCAs for mutual TLS, and handlers see the client's verified
+// certificate through PeerCertificates. On a Client, cfg names the CAs to
+// trust (RootCAs) and, for mutual TLS, the client's certificate;
+// ServerName defaults to the host dialed. The handshake is bounded by the
+// dial timeout on clients and the heartbeat timeout on servers; a
+// connection that fails it is closed and logged, and no call on it runs.
+// TLS applies to TCP and Unix listeners; UDP and the HTTP front use their
+// own transports.
+func WithTLS(cfg *tls.Config) Option { return tlsOption{cfg} }
+
+type tlsOption struct{ cfg *tls.Config }
+
+func (o tlsOption) applyServer(so *serverOptions) { so.tls = o.cfg }
+func (o tlsOption) applyDial(do *dialOptions)     { do.tls = o.cfg }
+
+// tlsServer wraps an accepted connection in TLS and completes the
+// handshake within the heartbeat timeout.
+func (s *Server) tlsServer(nc net.Conn) (net.Conn, *tls.ConnectionState, error) {
+	tc := tls.Server(nc, s.opts.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.heartbeatTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	st := tc.ConnectionState()
+	return tc, &st, nil
+}
+
+// tlsClient wraps a dialed connection in TLS and completes the handshake
+// within ctx.
+func tlsClient(ctx context.Context, cfg *tls.Config, nc net.Conn, addr string) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg.ServerName = host
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
+}
+
+// PeerCertificates returns the certificate chain the caller of the call
+// in ctx presented and the server verified (mutual TLS), leaf first, or
+// nil if the connection is not TLS or the client sent none.
+func PeerCertificates(ctx context.Context) []*x509.Certificate {
+	sc, _ := ctx.Value(callKey{}).(*serverCall)
+	if sc == nil || sc.req.TLS == nil {
+		return nil
+	}
+	return sc.req.TLS.PeerCertificates
+}
+
+// AuthorizationKey is the metadata key WithToken sends and TokenAuth
+// checks.
+const AuthorizationKey = "authorization"
+
+// ErrUnauthenticated is what TokenAuth answers a call whose token its
+// check refused; it matches a ServerError of CodeUnauthenticated.
+var ErrUnauthenticated = errors.New("kiev: unauthenticated")
+
+// WithToken makes a Client send token as the AuthorizationKey metadata of
+// every call, for a server's TokenAuth to check.
+func WithToken(token string) DialOption {
+	return dialOption(func(o *dialOptions) {
+		o.interceptors = append(o.interceptors, func(next Invoker) Invoker {
+			return func(ctx context.Context, call *Call) error {
+				return next(WithMetadata(ctx, AuthorizationKey, token), call)
+			}
+		})
+	})
+}
+
+// TokenAuth returns a server interceptor that checks the AuthorizationKey
+// metadata of every call with check before anything else happens: before
+// the args are decoded and before the handler runs. A call check refuses
+// is answered with CodeUnauthenticated, and the refusal is logged with the
+// method and peer (never the token).
+func TokenAuth(check func(ctx context.Context, token string) error) ServerInterceptor {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, req *Request) error {
+			if err := check(ctx, req.Metadata.Get(AuthorizationKey)); err != nil {
+				if sc := req.call; sc != nil {
+					sc.srv.opts.logger.Warn("kiev: call refused: authentication failed", append(sc.logAttrs(), "err", err)...)
+				}
+				return &ServerError{Code: CodeUnauthenticated, Message: "kiev: " + req.ServiceMethod + ": unauthenticated: " + err.Error()}
+			}
+			return next(ctx, req)
+		}
+	}
+}
