@@ -82,6 +82,8 @@ type serverOptions struct {
 	httpMaxBody  int64
 	httpTimeout  time.Duration
 	tls          *tls.Config
+	maxConns     int
+	maxCalls     int
 }
 
 func (o *serverOptions) fill() {
@@ -344,4 +346,20 @@ func (o *Outlier) fill() {
 // Outlier. The zero Outlier means the defaults.
 func WithOutlier(o Outlier) DialOption {
 	return dialOption(func(do *dialOptions) { do.outlier = o })
+}
+
+// WithMaxConnections bounds the client connections a Server keeps open at
+// once (0, the default, means no bound). Connections past it are closed as
+// soon as they are accepted, and logged, so that a flood of connections
+// cannot exhaust the server's memory or file descriptors.
+func WithMaxConnections(n int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxConns = n })
+}
+
+// WithMaxConcurrentCalls bounds the calls one connection may have in
+// flight on a Server (0, the default, means no bound beyond the overload
+// scheduler's). Calls past it are refused at once with ErrOverloaded, so
+// that one client cannot take the whole server.
+func WithMaxConcurrentCalls(n int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxCalls = n })
 }

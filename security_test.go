@@ -171,3 +171,96 @@ func TestTokenAuth(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxConnections(t *testing.T) {
+	log := &records{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithMaxConnections(2))
+	srv.Register(&Arith{})
+	addr := startServer(t, srv)
+	c1, c2 := dial(t, addr), dial(t, addr)
+	if _, err := kiev.Dial(addr, kiev.WithDialTimeout(2*time.Second)); err == nil {
+		t.Fatal("a third connection was served past WithMaxConnections(2)")
+	}
+	if _, _, ok := log.find("kiev: connection refused: the server is at its connection limit (WithMaxConnections)"); !ok {
+		t.Error("the refused connection was not logged")
+	}
+	var r Reply
+	if err := c1.Call(context.Background(), "Arith.Add", Args{1, 2}, &r); err != nil || r.C != 3 {
+		t.Fatalf("a connection within the limit: %v, %v", r.C, err)
+	}
+	c2.Close()
+	// Once one is gone a new one is served; the server notices the close
+	// on its own goroutine, so the first attempts may still be refused.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c3, err := kiev.Dial(addr, kiev.WithDialTimeout(2*time.Second))
+		if err == nil {
+			c3.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection served after one closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // waiting on the server's bookkeeping
+	}
+}
+
+func TestMaxConcurrentCalls(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 2)}
+	srv := kiev.NewServer(kiev.WithMaxConcurrentCalls(2))
+	srv.Register(svc)
+	c := dial(t, startServer(t, srv), kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- c.Call(context.Background(), "Arith.Block", Args{}, &Reply{}) }()
+	}
+	<-svc.started
+	<-svc.started
+	err := c.Call(context.Background(), "Arith.Add", Args{1, 1}, &Reply{})
+	if !errors.Is(err, kiev.ErrOverloaded) || !strings.Contains(err.Error(), "WithMaxConcurrentCalls") {
+		t.Fatalf("third call on the connection = %v; want ErrOverloaded naming the limit", err)
+	}
+	close(svc.block)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Call(context.Background(), "Arith.Add", Args{1, 1}, &Reply{}); err != nil {
+		t.Fatalf("after the calls in flight ended: %v", err)
+	}
+}
+
+func TestSlowlorisIsCut(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithHeartbeat(100*time.Millisecond, 400*time.Millisecond))
+	srv.Register(&Arith{})
+	addr := startServer(t, srv)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// The preface, then half a frame header, then nothing.
+	if _, err := nc.Write([]byte("KIEV\x01\x00\x00\x00\x20\x01\x00")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 64)
+	for {
+		if _, err := nc.Read(buf); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the server kept a connection that sent half a frame and stalled for 10s")
+			}
+			break // closed by the server
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a stalled half frame was cut after %v; want about the heartbeat timeout (400ms)", took)
+	}
+	// Others are served meanwhile and after.
+	var r Reply
+	if err := dial(t, addr).Call(context.Background(), "Arith.Add", Args{2, 3}, &r); err != nil || r.C != 5 {
+		t.Fatalf("call after the slowloris: %v, %v", r.C, err)
+	}
+}

@@ -206,6 +206,11 @@ func (s *Server) track(nc net.Conn, base context.Context) bool {
 	if s.closed {
 		return false
 	}
+	if max := s.opts.maxConns; max > 0 && len(s.conns) >= max {
+		s.opts.logger.Warn("kiev: connection refused: the server is at its connection limit (WithMaxConnections)", "peer", nc.RemoteAddr(), "limit", max)
+		nc.Close()
+		return true
+	}
 	c := newServerConn(s, nc, base)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)

@@ -142,6 +142,12 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
 		return
 	}
+	if max := c.srv.opts.maxCalls; max > 0 && len(c.calls) >= max {
+		c.mu.Unlock()
+		sc.release()
+		c.replyError(f.ID, CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight on this connection, the server's limit (WithMaxConcurrentCalls); retry later or on another server", sc.m.name, max))
+		return
+	}
 	c.calls[f.ID] = sc
 	c.mu.Unlock()
 	c.srv.submit(sc, c.base)
