@@ -12,12 +12,15 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/zktest"
 )
 
 // testCA is a certificate authority for tests.
@@ -263,4 +266,81 @@ func TestSlowlorisIsCut(t *testing.T) {
 	if err := dial(t, addr).Call(context.Background(), "Arith.Add", Args{2, 3}, &r); err != nil || r.C != 5 {
 		t.Fatalf("call after the slowloris: %v, %v", r.C, err)
 	}
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count file descriptors here: %v", err)
+	}
+	return len(entries)
+}
+
+func TestChurnLeavesNothingBehind(t *testing.T) {
+	srv := kiev.NewServer()
+	srv.Register(&Arith{})
+	addr := startServer(t, srv)
+	cycles := 10_000
+	if raceEnabled {
+		cycles = 2_000 // the race detector makes each cycle ten times slower
+	}
+	// Warm up, so that lazily started runtime goroutines are counted.
+	warm := dial(t, addr)
+	warm.Call(context.Background(), "Arith.Add", Args{1, 1}, &Reply{})
+	warm.Close()
+	baseFDs, baseG := openFDs(t), runtime.NumGoroutine()
+	start := time.Now()
+	for i := range cycles {
+		c, err := kiev.Dial(addr)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		var r Reply
+		if err := c.Call(context.Background(), "Arith.Add", Args{i, 1}, &r); err != nil || r.C != i+1 {
+			t.Fatalf("cycle %d: %v, %v", i, r.C, err)
+		}
+		c.Close()
+	}
+	took := time.Since(start)
+	// The server notices each close on its own goroutines; give it time.
+	deadline := time.Now().Add(10 * time.Second)
+	for openFDs(t) > baseFDs+2 || runtime.NumGoroutine() > baseG+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d connect/call/close cycles: %d open files (baseline %d), %d goroutines (baseline %d)",
+				cycles, openFDs(t), baseFDs, runtime.NumGoroutine(), baseG)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the process's own counts
+	}
+	t.Logf("%d connect/call/close cycles in %v; open files and goroutines back to baseline (%d, %d)", cycles, took.Round(time.Millisecond), baseFDs, baseG)
+}
+
+func TestBlackHoleFailsPendingCalls(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	defer close(svc.block)
+	srv := kiev.NewServer(kiev.WithHeartbeat(100*time.Millisecond, 500*time.Millisecond))
+	srv.Register(svc)
+	proxy := zktest.NewProxy(t, startServer(t, srv))
+	c := dial(t, proxy.Addr(), kiev.WithHeartbeat(100*time.Millisecond, 500*time.Millisecond),
+		kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), "Arith.Block", Args{}, &Reply{}) }()
+	<-svc.started
+	// The network stops forwarding without closing anything.
+	proxy.Pause()
+	start := time.Now()
+	select {
+	case err := <-done:
+		if !errors.Is(err, kiev.ErrShutdown) {
+			t.Fatalf("pending call under a black hole = %v; want ErrShutdown", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("the pending call failed after %v; want within about the heartbeat timeout (500ms)", took)
+		}
+		t.Logf("black hole: the pending call failed after %v (heartbeat timeout 500ms)", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a pending call hung for 10s behind a black hole")
+	}
+	proxy.Resume()
 }
