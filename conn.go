@@ -3,6 +3,7 @@ package kiev
 import (
 	"errors"
 	"net"
+	"strconv"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -63,8 +64,29 @@ func newLink(nc net.Conn, opts *connOptions, onDead func(error)) *link {
 // bytes wait for a slow peer, and fails once the link has failed.
 func (l *link) send(frame []byte) error {
 	l.mu.Lock()
-	for len(l.queue) > maxQueued && l.err == nil && !l.closing {
-		l.space.Wait()
+	if len(l.queue) > maxQueued && l.err == nil && !l.closing {
+		// The peer reads slower than we write. Wait for the writer to
+		// drain the queue, but not for ever: a peer that takes no bytes
+		// for the heartbeat timeout is cut, so that it cannot hold the
+		// goroutines that answer it, nor memory.
+		expired := false
+		t := time.AfterFunc(l.opts.heartbeatTimeout, func() {
+			l.mu.Lock()
+			expired = true
+			l.space.Broadcast()
+			l.mu.Unlock()
+		})
+		for len(l.queue) > maxQueued && l.err == nil && !l.closing && !expired {
+			l.space.Wait()
+		}
+		t.Stop()
+		if expired && len(l.queue) > maxQueued && l.err == nil && !l.closing {
+			l.mu.Unlock()
+			err := &slowReaderError{queued: maxQueued, wait: l.opts.heartbeatTimeout}
+			l.fail(err)
+			l.stop(err)
+			return err
+		}
 	}
 	if l.err != nil || l.closing {
 		err := l.err
@@ -219,3 +241,13 @@ func (e *heartbeatError) Error() string {
 }
 
 func (e *heartbeatError) Timeout() bool { return true }
+
+// slowReaderError reports a peer that did not read what was sent to it.
+type slowReaderError struct {
+	queued int
+	wait   time.Duration
+}
+
+func (e *slowReaderError) Error() string {
+	return "peer read nothing of the " + strconv.Itoa(e.queued>>20) + " MiB queued for it for " + e.wait.String() + "; the connection is cut so it cannot hold the server"
+}
