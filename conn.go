@@ -3,8 +3,8 @@ package kiev
 import (
 	"errors"
 	"net"
-	"strconv"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
