@@ -132,8 +132,8 @@ func (s *Server) publish(l any, a net.Addr) {
 		in.Service = name
 		ins = append(ins, in)
 	}
-	s.mu.Unlock()
 	s.registerAll(ins)
+	s.mu.Unlock()
 }
 
 // publishService registers a service added while listeners serve; s.mu
@@ -151,9 +151,11 @@ func (s *Server) publishService(name string) {
 	s.registerAll(ins)
 }
 
-// registerAll registers ins in the background.
+// registerAll registers ins in the background, unless the server has
+// withdrawn its registrations for good; s.mu is held, so that no
+// registration starts while unpublish waits for those running.
 func (s *Server) registerAll(ins []registry.Instance) {
-	if len(ins) == 0 {
+	if len(ins) == 0 || s.regClosed {
 		return
 	}
 	reg := s.registryOf()
@@ -180,6 +182,7 @@ func (s *Server) unpublish(ctx context.Context, ls ...any) {
 	s.mu.Lock()
 	all := len(ls) == 0
 	if all {
+		s.regClosed = true
 		for l := range s.advertised {
 			ls = append(ls, l)
 		}
@@ -198,13 +201,13 @@ func (s *Server) unpublish(ctx context.Context, ls ...any) {
 		}
 	}
 	s.mu.Unlock()
-	if len(ins) == 0 {
-		return
-	}
 	if all {
 		// Registrations still running must end before their withdrawal.
 		s.regCancel()
 		s.regWG.Wait()
+	}
+	if len(ins) == 0 {
+		return
 	}
 	reg := s.registryOf()
 	ctx, cancel := context.WithTimeout(ctx, deregisterTimeout)

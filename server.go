@@ -43,6 +43,7 @@ type Server struct {
 	advertised map[any]registry.Instance // what each listener or packet socket registered, without a service
 	regWG      sync.WaitGroup            // registrations in progress
 	regCtx     context.Context           // canceled when the server deregisters for good
+	regClosed  bool                      // no registration may start; under mu
 	regCancel  context.CancelFunc
 
 	hooks hooks // OnShutdown functions and health checks
