@@ -17,7 +17,7 @@ import (
 
 func TestSlowReaderIsCut(t *testing.T) {
 	log := &records{}
-	srv := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithHeartbeat(100*time.Millisecond, 500*time.Millisecond))
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithHeartbeat(250*time.Millisecond, 2*time.Second))
 	srv.Register(&Arith{})
 	addr := startServer(t, srv)
 
