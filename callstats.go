@@ -1,6 +1,7 @@
 package kiev
 
 import (
+	"math/bits"
 	"sync/atomic"
 	"time"
 )
@@ -44,11 +45,10 @@ type statSlot struct {
 }
 
 func latBucket(d time.Duration) int {
-	i := 0
-	for i < latBuckets-1 && d >= latBase<<i {
-		i++
+	if d < latBase {
+		return 0
 	}
-	return i
+	return min(bits.Len64(uint64(d/latBase)), latBuckets-1)
 }
 
 // record counts one call that ended with code after d. A call that never

@@ -285,9 +285,5 @@ func putTimer(t *time.Timer) {
 
 // PacketStats reports what the client's UDP sockets saw.
 func (c *Client) PacketStats() PacketStats {
-	return PacketStats{
-		Sent: c.packetStats.sent.Load(), Received: c.packetStats.received.Load(),
-		Retransmits: c.packetStats.retransmits.Load(), Unexpected: c.packetStats.unexpected.Load(),
-		Stale: c.packetStats.stale.Load(), Malformed: c.packetStats.malformed.Load(),
-	}
+	return c.packetStats.snapshot()
 }

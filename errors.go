@@ -124,7 +124,10 @@ func Errorf(c Code, format string, args ...any) error {
 // interceptor) that returns ErrOverloaded sheds the call as the scheduler
 // would, so clients retry it elsewhere; one that returns ErrBadRequest
 // blames the caller's arguments.
-func codeOf(err error) Code {
+func codeOf(err error) Code { return codeOr(err, CodeApplication) }
+
+// codeOr maps err to the Code it carries or stands for, or fallback.
+func codeOr(err error, fallback Code) Code {
 	var se *ServerError
 	switch {
 	case errors.As(err, &se):
@@ -138,5 +141,5 @@ func codeOf(err error) Code {
 	case errors.Is(err, context.Canceled):
 		return CodeCanceled
 	}
-	return CodeApplication
+	return fallback
 }

@@ -177,22 +177,15 @@ func errCode(err error) Code {
 }
 
 func errorCode(err error) Code {
-	var se *ServerError
+	// Failures on the client's side; a handler's error of the same kind
+	// would not be retried, so the server's codeOf leaves them out.
 	switch {
-	case errors.As(err, &se):
-		return se.Code
-	case errors.Is(err, context.DeadlineExceeded):
-		return CodeDeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return CodeCanceled
-	case errors.Is(err, ErrOverloaded):
-		return CodeOverloaded
 	case errors.Is(err, ErrTooLarge):
 		return CodeTooLarge
 	case errors.Is(err, ErrShutdown), errors.Is(err, ErrUnavailable):
 		return CodeShutdown
 	}
-	return CodeInternal
+	return codeOr(err, CodeInternal)
 }
 
 // attempt sends call once: to the client's server, or to the provider

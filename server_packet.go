@@ -75,11 +75,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 
 // PacketStats sums what the server's packet sockets saw.
 func (s *Server) PacketStats() PacketStats {
-	st := PacketStats{
-		Sent: s.packetStats.sent.Load(), Received: s.packetStats.received.Load(),
-		Duplicates: s.packetStats.duplicates.Load(), CacheFull: s.packetStats.cacheFull.Load(),
-		Dropped: s.packetStats.dropped.Load(), Malformed: s.packetStats.malformed.Load(),
-	}
+	st := s.packetStats.snapshot()
 	s.mu.Lock()
 	for ps := range s.packets {
 		ps.mu.Lock()
