@@ -7,11 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kievrpc/kiev/internal/zkconn"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -66,9 +67,10 @@ type ZooKeeper struct {
 	log     *slog.Logger
 	digest  []byte
 
-	conn   *zk.Conn
-	events <-chan zk.Event
-	dialer *zkDialer
+	conn      *zk.Conn
+	events    <-chan zk.Event
+	dialer    *zkconn.Dialer
+	dialFails atomic.Int64 // dial attempts failed in a row
 
 	stop      chan struct{} // closed by Close
 	runDone   chan struct{}
@@ -132,11 +134,19 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 		s.digest = []byte(opts.Digest)
 	}
 	hosts := zk.NewDNSHostProvider()
-	s.dialer = &zkDialer{servers: hosts.Len, onError: s.dialFailed}
+	s.dialer = &zkconn.Dialer{Dialed: func(err error) {
+		// A round of failed attempts, one per server, means the
+		// ensemble is down.
+		if err == nil {
+			s.dialFails.Store(0)
+		} else if s.dialFails.Add(1)%int64(max(hosts.Len(), 1)) == 0 {
+			s.dialFailed(err)
+		}
+	}}
 	conn, events, err := zk.Connect(opts.Servers, cmp.Or(opts.SessionTimeout, DefaultZooKeeperSessionTimeout),
 		zk.WithHostProvider(hosts), // resolves the names before the first dial
-		zk.WithLogger(zkLogger{logger}),
-		zk.WithDialer(s.dialer.dial),
+		zk.WithLogger(zkconn.Logger{Logger: logger, Level: slog.LevelDebug}),
+		zk.WithDialer(s.dialer.Dial),
 		zk.WithEventCallback(s.onEvent))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrOptions, err)
@@ -231,7 +241,7 @@ func (s *ZooKeeper) Close() error {
 		// up to a second for the answer; closing the connection under it
 		// then ends its loops at once, even on a connection that hangs.
 		s.conn.Close()
-		s.dialer.close()
+		s.dialer.Close()
 		for range s.events {
 		}
 		<-s.runDone
@@ -450,65 +460,4 @@ func decodeZKNode(data []byte) (map[string]string, error) {
 		}
 	}
 	return values, nil
-}
-
-// zkDialer makes the client library's connections. It reports a round of
-// failed attempts, one per server, and remembers the latest connection so
-// that Close can close it: the library would wait for its read timeout on
-// one that hangs.
-type zkDialer struct {
-	servers func() int // addresses the servers resolve to
-	onError func(err error)
-
-	mu       sync.Mutex
-	conn     net.Conn
-	closed   bool
-	failures int // attempts failed in a row
-}
-
-var errZKClosing = errors.New("kiev/clients/config: the ZooKeeper source is closing")
-
-func (d *zkDialer) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return nil, errZKClosing
-	}
-	c, err := net.DialTimeout(network, address, timeout)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err != nil {
-		d.failures++
-		if d.failures%max(d.servers(), 1) == 0 {
-			d.onError(err)
-		}
-		return nil, err
-	}
-	if d.closed {
-		c.Close()
-		return nil, errZKClosing
-	}
-	d.conn, d.failures = c, 0
-	return c, nil
-}
-
-// close closes the current connection and refuses new ones.
-func (d *zkDialer) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.closed = true
-	if d.conn != nil {
-		d.conn.Close()
-	}
-}
-
-// zkLogger passes the client library's messages to a slog.Logger at debug
-// level; the source logs the events that matter itself.
-type zkLogger struct{ l *slog.Logger }
-
-func (z zkLogger) Printf(format string, args ...any) {
-	if z.l.Enabled(context.Background(), slog.LevelDebug) {
-		z.l.Debug("zk: " + fmt.Sprintf(format, args...))
-	}
 }

@@ -79,6 +79,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/kievrpc/kiev/internal/zkconn"
 	"github.com/kievrpc/kiev/registry"
 )
 
@@ -138,7 +139,7 @@ type Registry struct {
 	conn   *zk.Conn
 	events <-chan zk.Event
 	hosts  *hostProvider
-	dialer *dialer
+	dialer *zkconn.Dialer
 
 	kick       chan struct{} // wakes the keeper; capacity 1
 	done       chan struct{} // closed by Close
@@ -212,7 +213,7 @@ func New(cfg Config) (*Registry, error) {
 		progress:   make(chan struct{}),
 		up:         make(chan struct{}),
 		hosts:      &hostProvider{DNSHostProvider: zk.NewDNSHostProvider()},
-		dialer:     &dialer{},
+		dialer:     &zkconn.Dialer{},
 	}
 	if cfg.Digest != "" {
 		user, password, ok := strings.Cut(cfg.Digest, ":")
@@ -223,9 +224,9 @@ func New(cfg Config) (*Registry, error) {
 		r.acl = append(zk.DigestACL(zk.PermAll, user, password), zk.WorldACL(zk.PermRead)...)
 	}
 	conn, events, err := zk.Connect(cfg.Servers, timeout,
-		zk.WithLogger(zkLogger{logger}),
+		zk.WithLogger(zkconn.Logger{Logger: logger, Level: slog.LevelInfo}),
 		zk.WithHostProvider(r.hosts),
-		zk.WithDialer(r.dialer.dial),
+		zk.WithDialer(r.dialer.Dial),
 		zk.WithEventCallback(r.onEvent))
 	if err != nil {
 		return nil, fmt.Errorf("kiev/registry/zookeeper: %w", err)
@@ -359,7 +360,7 @@ func (r *Registry) Close() error {
 		// second for the answer; then its connection is closed under it,
 		// lest it wait for its read timeout.
 		r.conn.Close()
-		r.dialer.close()
+		r.dialer.Close()
 		<-r.keeperDone
 		r.watchers.Wait()
 	})

@@ -1,0 +1,79 @@
+// Package zkconn holds what kiev's ZooKeeper users (registry/zookeeper
+// and clients/config) need around github.com/go-zookeeper/zk: a dialer
+// that Close can cut, and a logger adapter.
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// ErrClosing is what Dial returns once Close has been called.
+var ErrClosing = errors.New("kiev: the ZooKeeper client is closing")
+
+// Dialer makes a zk.Conn's connections (zk.WithDialer(d.Dial)) and
+// remembers the latest, so that Close can close it: the client library
+// would otherwise wait for its read timeout (two thirds of the session
+// timeout) on a connection that hangs.
+type Dialer struct {
+	// Dialed, if set, is called after every attempt with its error, nil
+	// on success, with no lock held.
+	Dialed func(err error)
+
+	mu     sync.Mutex
+	conn   net.Conn
+	closed bool
+}
+
+// Dial opens a connection, unless Close has been called.
+func (d *Dialer) Dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, ErrClosing
+	}
+	c, err := net.DialTimeout(network, address, timeout)
+	if err == nil {
+		d.mu.Lock()
+		if d.closed {
+			c.Close()
+			c, err = nil, ErrClosing
+		} else {
+			d.conn = c
+		}
+		d.mu.Unlock()
+	}
+	if d.Dialed != nil && !errors.Is(err, ErrClosing) {
+		d.Dialed(err)
+	}
+	return c, err
+}
+
+// Close closes the current connection and refuses new ones.
+func (d *Dialer) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.conn != nil {
+		d.conn.Close()
+	}
+}
+
+// Logger passes the client library's messages to a slog.Logger at Level.
+type Logger struct {
+	Logger *slog.Logger
+	Level  slog.Level
+}
+
+// Printf logs one message of the library's.
+func (z Logger) Printf(format string, args ...any) {
+	if z.Logger.Enabled(context.Background(), z.Level) {
+		z.Logger.Log(context.Background(), z.Level, "zk: "+fmt.Sprintf(format, args...))
+	}
+}
