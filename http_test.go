@@ -305,3 +305,10 @@ func BenchmarkFront(b *testing.B) {
 		})
 	}
 }
+
+func TestHTTPDefaultTimeout(t *testing.T) {
+	srv, _ := newWebServer(t, kiev.WithHTTPTimeout(50*time.Millisecond))
+	hs := httptest.NewServer(srv.HTTPHandler())
+	defer hs.Close()
+	httpCase{name: "default timeout", method: "POST", path: "/Web.Hold", body: `{}`, status: 504, code: "DeadlineExceeded"}.check(t, http.DefaultClient, hs.URL)
+}

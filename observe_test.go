@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/kievrpc/kiev"
@@ -306,6 +308,46 @@ func TestProviderMetrics(t *testing.T) {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
 			}
+		}
+	}
+}
+
+func TestWithMetricsRegistersOnYourRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := kiev.NewServer(kiev.WithMetrics(reg), kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv.Register(&Arith{})
+	c := dial(t, startServer(t, srv))
+	if err := c.Call(context.Background(), "Arith.Add", Args{1, 2}, &Reply{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "\n# HELP kiev_server_calls_total Calls a server answered, by method and code (OK, Application, Overloaded, ...; User for codes of 100 and up).\n# TYPE kiev_server_calls_total counter\nkiev_server_calls_total{code=\"OK\",method=\"Arith.Add\"} 1\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_server_calls_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSetDefaultRegistry(t *testing.T) {
+	old := kiev.DefaultRegistry()
+	defer kiev.SetDefaultRegistry(old)
+	reg := memory.New()
+	kiev.SetDefaultRegistry(reg)
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv.RegisterName("Elsewhere", &Who{name: "e"})
+	startServer(t, srv)
+	w, err := reg.Watch(context.Background(), "Elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		set, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("the server did not register in the registry SetDefaultRegistry set: %v", err)
+		}
+		if len(set) == 1 {
+			break
 		}
 	}
 }

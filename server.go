@@ -72,7 +72,6 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	s.regCtx, s.regCancel = context.WithCancel(context.Background())
 	s.started = time.Now()
-	s.registerMetrics()
 	for _, o := range opts {
 		o.applyServer(&s.opts)
 	}
@@ -85,6 +84,7 @@ func NewServer(opts ...ServerOption) *Server {
 	empty := map[string]*method{}
 	s.methods.Store(&empty)
 	s.registerReflection()
+	s.registerMetrics()
 	return s
 }
 
