@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"reflect"
 	"strings"
+	"unsafe"
 
 	"github.com/kievrpc/kiev/shed"
 )
@@ -21,6 +22,7 @@ type method struct {
 	name      string // "Service.Method"
 	rcvr      reflect.Value
 	fn        reflect.Value // the method's func, receiver first
+	direct    directCall    // fn without reflection, when it fits
 	withCtx   bool
 	argType   reflect.Type // as declared: T or *T
 	argIsPtr  bool
@@ -54,6 +56,9 @@ func (m *method) newReply() reflect.Value {
 // call runs the method. argp is a pointer from newArg, replyp from
 // newReply.
 func (m *method) call(ctx context.Context, argp, replyp reflect.Value) error {
+	if m.direct.ok {
+		return m.direct.call(ctx, argp.UnsafePointer(), replyp.UnsafePointer())
+	}
 	arg := argp
 	if !m.argIsPtr {
 		arg = argp.Elem()
@@ -105,6 +110,7 @@ func buildService(name string, rcvr any, useName bool) (map[string]*method, stri
 		}
 		mt.name = sname + "." + m.Name
 		mt.rcvr = v
+		mt.direct = newDirectCall(v, m.Name, mt)
 		methods[m.Name] = mt
 	}
 	if len(methods) == 0 {
@@ -164,4 +170,64 @@ func exportedOrBuiltin(t reflect.Type) bool {
 		t = t.Elem()
 	}
 	return token.IsExported(t.Name()) || t.PkgPath() == ""
+}
+
+// directCall calls a method without reflect.Value.Call, which costs three
+// allocations and a copy of every argument per call. It applies when the
+// receiver and the args are pointers, which is the common shape
+//
+//	func (t *T) Method(ctx context.Context, args *A, reply *R) error
+//
+// Every pointer type is passed alike by the Go calling convention, so the
+// method's function, of type func(*T, context.Context, *A, *R) error, is
+// called through a variable of type func(unsafe.Pointer, context.Context,
+// unsafe.Pointer, unsafe.Pointer) error: the same machine code, the same
+// registers, the same stack maps in the callee. reflect itself calls
+// methods this way, by their code pointer.
+type directCall struct {
+	ok      bool
+	rcvr    unsafe.Pointer
+	withCtx func(rcvr unsafe.Pointer, ctx context.Context, arg, reply unsafe.Pointer) error
+	noCtx   func(rcvr, arg, reply unsafe.Pointer) error
+}
+
+// directCalls can be turned off by tests, to compare both paths.
+var directCalls = true
+
+func (d *directCall) call(ctx context.Context, arg, reply unsafe.Pointer) error {
+	if d.withCtx != nil {
+		return d.withCtx(d.rcvr, ctx, arg, reply)
+	}
+	return d.noCtx(d.rcvr, arg, reply)
+}
+
+// newDirectCall prepares the direct call of the method name of rcvr, or
+// returns a zero directCall (reflection is used) when the shape does not
+// fit: args passed by value, whose layout varies.
+func newDirectCall(rcvr reflect.Value, name string, m *method) directCall {
+	if !directCalls || !m.argIsPtr {
+		return directCall{}
+	}
+	if rcvr.Kind() != reflect.Pointer {
+		// A value receiver: call the pointer method the compiler made for
+		// it, on a copy, as reflection would copy the value on each call.
+		p := reflect.New(rcvr.Type())
+		p.Elem().Set(rcvr)
+		rcvr = p
+	}
+	pm, ok := rcvr.Type().MethodByName(name)
+	if !ok || rcvr.IsNil() {
+		return directCall{}
+	}
+	// A func value is a pointer to its closure; its interface holds that
+	// pointer as its data word.
+	f := pm.Func.Interface()
+	code := (*[2]unsafe.Pointer)(unsafe.Pointer(&f))[1]
+	d := directCall{ok: true, rcvr: rcvr.UnsafePointer()}
+	if m.withCtx {
+		*(*unsafe.Pointer)(unsafe.Pointer(&d.withCtx)) = code
+	} else {
+		*(*unsafe.Pointer)(unsafe.Pointer(&d.noCtx)) = code
+	}
+	return d
 }
