@@ -1,0 +1,290 @@
+package main
+
+// The raw-TCP limit: a pipelined echo of exactly the bytes a kiev client
+// sends for the same call (captured from a real kiev connection), framed by
+// kiev's own 4-byte big-endian length prefix (PROTOCOL.md, "Frames"), over
+// one connection with coalesced writes. It has everything a multiplexed
+// RPC needs to move bytes and nothing else: no ids to match (replies come
+// back in order), no codec, no handler, no scheduler. No framework on the
+// same connection layout can beat it.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/kievrpc/kiev"
+)
+
+// maxRawFrame bounds a raw frame, as kiev's default frame limit does.
+const maxRawFrame = 16 << 20
+
+// rawServer echoes every frame it reads, flushing when its input is idle.
+type rawServer struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newRawServer(l net.Listener) *rawServer {
+	s := &rawServer{l: l, conns: make(map[net.Conn]struct{})}
+	s.wg.Add(1)
+	go s.accept()
+	return s
+}
+
+func (s *rawServer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.l.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = rawEcho(c)
+			c.Close()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// rawEcho echoes the frames of c until it fails.
+func rawEcho(c net.Conn) error {
+	br := bufio.NewReaderSize(c, 64<<10)
+	bw := bufio.NewWriterSize(c, 64<<10)
+	var hdr [4]byte
+	buf := make([]byte, 0, 4<<10)
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if n > maxRawFrame {
+			return fmt.Errorf("raw frame of %d bytes, over the %d limit", n, maxRawFrame)
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return err
+		}
+		bw.Write(hdr[:])
+		bw.Write(buf)
+		if br.Buffered() == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *rawServer) close() {
+	s.l.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// rawClient is the pipelined client: callers append their frame to a
+// shared buffer, which one writer goroutine writes in a single syscall for
+// as many calls as arrived meanwhile; one reader goroutine hands each
+// echoed frame to the oldest caller waiting.
+type rawClient struct {
+	conn net.Conn
+
+	mu      sync.Mutex
+	out     []byte       // frames not yet written
+	spare   []byte       // the writer's other buffer
+	waiting []chan error // callers in write order; head is the oldest
+	head    int
+	err     error
+
+	kick chan struct{} // wakes the writer
+	done chan struct{} // closed when both goroutines are gone
+}
+
+var errRawClosed = errors.New("raw client closed")
+
+func dialRaw(addr string) (*rawClient, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &rawClient{conn: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.writeLoop() }()
+	go func() { defer wg.Done(); c.readLoop() }()
+	go func() { wg.Wait(); close(c.done) }()
+	return c, nil
+}
+
+// call sends frame and waits for its echo. reply is the caller's own
+// channel, reused across its calls.
+func (c *rawClient) call(frame []byte, reply chan error) error {
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.out = append(c.out, frame...)
+	c.waiting = append(c.waiting, reply)
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return <-reply
+}
+
+func (c *rawClient) writeLoop() {
+	for range c.kick {
+		c.mu.Lock()
+		buf := c.out
+		c.out = c.spare[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		if _, err := c.conn.Write(buf); err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		c.spare = buf[:0]
+		c.mu.Unlock()
+	}
+}
+
+func (c *rawClient) readLoop() {
+	br := bufio.NewReaderSize(c.conn, 64<<10)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			c.fail(err)
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if _, err := br.Discard(n); err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		if c.head == len(c.waiting) {
+			c.mu.Unlock()
+			c.fail(errors.New("raw server sent a frame nobody waits for"))
+			return
+		}
+		w := c.waiting[c.head]
+		c.waiting[c.head] = nil
+		c.head++
+		if c.head == len(c.waiting) {
+			c.waiting, c.head = c.waiting[:0], 0
+		}
+		c.mu.Unlock()
+		w <- nil
+	}
+}
+
+// fail ends the client: every waiting caller gets err.
+func (c *rawClient) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+		close(c.kick)
+		c.conn.Close()
+	}
+	waiting := c.waiting[c.head:]
+	c.waiting, c.head = nil, 0
+	c.mu.Unlock()
+	for _, w := range waiting {
+		w <- err
+	}
+}
+
+func (c *rawClient) close() {
+	c.fail(errRawClosed)
+	<-c.done
+}
+
+// recordingConn keeps what is written to it while recording.
+type recordingConn struct {
+	net.Conn
+	mu  sync.Mutex
+	on  bool
+	rec []byte
+}
+
+func (r *recordingConn) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	if r.on {
+		r.rec = append(r.rec, p...)
+	}
+	r.mu.Unlock()
+	return r.Conn.Write(p)
+}
+
+func (r *recordingConn) record(on bool) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = on
+	b := r.rec
+	r.rec = nil
+	return b
+}
+
+// captureKievRequest returns the bytes a kiev client writes for one call
+// of method with args: one Request frame, length prefix included.
+func captureKievRequest(addr, method string, args, reply func() any, opts ...kiev.DialOption) ([]byte, error) {
+	var rc *recordingConn
+	dialer := func(ctx context.Context, network, a string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, a)
+		if err != nil {
+			return nil, err
+		}
+		rc = &recordingConn{Conn: c}
+		return rc, nil
+	}
+	c, err := kiev.Dial(addr, append(opts, kiev.WithContextDialer(dialer))...)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Call(ctx, method, args(), reply()); err != nil { // connects
+		return nil, err
+	}
+	// A heartbeat may slip in; a clean capture is one Request frame.
+	for range 5 {
+		rc.record(true)
+		err := c.Call(ctx, method, args(), reply())
+		b := rc.record(false)
+		if err != nil {
+			return nil, err
+		}
+		const typeRequest = 1
+		if len(b) > 5 && int(binary.BigEndian.Uint32(b))+4 == len(b) && b[4] == typeRequest {
+			return b, nil
+		}
+	}
+	return nil, errors.New("could not capture a kiev Request frame alone")
+}

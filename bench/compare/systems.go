@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/rpc"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/bench/internal/echopb"
+	"github.com/kievrpc/kiev/codec"
+)
+
+// The systems under test, in the order the tables list them.
+const (
+	sysKievMsgpack  = "kiev-msgpack"
+	sysKievProtobuf = "kiev-protobuf"
+	sysNetRPC       = "net/rpc"
+	sysGRPC         = "grpc"
+	sysGRPCPool     = "grpc-pool4"
+	sysRaw          = "raw-tcp"
+)
+
+var allSystems = []string{sysKievMsgpack, sysKievProtobuf, sysNetRPC, sysGRPC, sysGRPCPool, sysRaw}
+
+// grpcPoolSize is the number of connections of the pooled grpc client.
+const grpcPoolSize = 4
+
+func checkSystem(s string) error {
+	for _, q := range allSystems {
+		if s == q {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown system %q; the systems are %s", s, strings.Join(allSystems, ", "))
+}
+
+// conn is one system's client, shared by every caller of a run.
+type conn interface {
+	// caller returns a function that makes one echo call of payload, for
+	// one caller goroutine. Each call decodes into fresh reply storage,
+	// as a real caller would.
+	caller(payload string) (func(ctx context.Context) error, error)
+	close()
+}
+
+// dialSystem connects to system's server: one connection, except for the
+// pooled grpc client.
+func dialSystem(system string, addrs serverAddrs) (conn, error) {
+	switch system {
+	case sysKievMsgpack:
+		c, err := kiev.Dial(addrs.Kiev)
+		if err != nil {
+			return nil, err
+		}
+		return &kievConn{c: c}, nil
+	case sysKievProtobuf:
+		c, err := kiev.Dial(addrs.Kiev, kiev.WithCodec(codec.Protobuf))
+		if err != nil {
+			return nil, err
+		}
+		return &kievConn{c: c, pb: true}, nil
+	case sysNetRPC:
+		c, err := rpc.Dial("tcp", addrs.NetRPC)
+		if err != nil {
+			return nil, err
+		}
+		return &netRPCConn{c: c}, nil
+	case sysGRPC, sysGRPCPool:
+		n := 1
+		if system == sysGRPCPool {
+			n = grpcPoolSize
+		}
+		g := &grpcConn{}
+		for range n {
+			cc, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				g.close()
+				return nil, err
+			}
+			g.ccs = append(g.ccs, cc)
+			g.clients = append(g.clients, echopb.NewEchoClient(cc))
+		}
+		return g, nil
+	case sysRaw:
+		return newRawConn(addrs)
+	}
+	return nil, checkSystem(system)
+}
+
+type kievConn struct {
+	c  *kiev.Client
+	pb bool
+}
+
+func (k *kievConn) caller(payload string) (func(ctx context.Context) error, error) {
+	c := k.c
+	switch {
+	case payload == paySmall && !k.pb:
+		in := newSmall()
+		return func(ctx context.Context) error {
+			var out Small
+			return c.Call(ctx, "Echo.Small", in, &out)
+		}, nil
+	case payload == paySmall:
+		in := newSmallPB()
+		return func(ctx context.Context) error {
+			var out echopb.Small
+			return c.Call(ctx, "Echo.SmallPB", in, &out)
+		}, nil
+	case payload == payMessage && !k.pb:
+		in := newMessage()
+		return func(ctx context.Context) error {
+			var out Message
+			return c.Call(ctx, "Echo.Message", in, &out)
+		}, nil
+	case payload == payMessage:
+		in := newMessagePB()
+		return func(ctx context.Context) error {
+			var out echopb.BenchmarkMessage
+			return c.Call(ctx, "Echo.MessagePB", in, &out)
+		}, nil
+	case !k.pb:
+		in := &Blob{Data: newBlob(blobSize(payload))}
+		return func(ctx context.Context) error {
+			var out Blob
+			return c.Call(ctx, "Echo.Blob", in, &out)
+		}, nil
+	default:
+		in := &echopb.Blob{Data: newBlob(blobSize(payload))}
+		return func(ctx context.Context) error {
+			var out echopb.Blob
+			return c.Call(ctx, "Echo.BlobPB", in, &out)
+		}, nil
+	}
+}
+
+func (k *kievConn) close() { k.c.Close() }
+
+type netRPCConn struct{ c *rpc.Client }
+
+func (n *netRPCConn) caller(payload string) (func(ctx context.Context) error, error) {
+	c := n.c
+	switch payload {
+	case paySmall:
+		in := newSmall()
+		return func(context.Context) error {
+			var out Small
+			return c.Call("NetEcho.Small", in, &out)
+		}, nil
+	case payMessage:
+		in := newMessage()
+		return func(context.Context) error {
+			var out Message
+			return c.Call("NetEcho.Message", in, &out)
+		}, nil
+	default:
+		in := &Blob{Data: newBlob(blobSize(payload))}
+		return func(context.Context) error {
+			var out Blob
+			return c.Call("NetEcho.Blob", in, &out)
+		}, nil
+	}
+}
+
+func (n *netRPCConn) close() { n.c.Close() }
+
+type grpcConn struct {
+	ccs     []*grpc.ClientConn
+	clients []echopb.EchoClient
+	next    atomic.Uint32
+}
+
+// pick spreads calls over the pool round robin.
+func (g *grpcConn) pick() echopb.EchoClient {
+	if len(g.clients) == 1 {
+		return g.clients[0]
+	}
+	return g.clients[int(g.next.Add(1))%len(g.clients)]
+}
+
+func (g *grpcConn) caller(payload string) (func(ctx context.Context) error, error) {
+	switch payload {
+	case paySmall:
+		in := newSmallPB()
+		return func(ctx context.Context) error {
+			_, err := g.pick().Small(ctx, in)
+			return err
+		}, nil
+	case payMessage:
+		in := newMessagePB()
+		return func(ctx context.Context) error {
+			_, err := g.pick().Message(ctx, in)
+			return err
+		}, nil
+	default:
+		in := &echopb.Blob{Data: newBlob(blobSize(payload))}
+		return func(ctx context.Context) error {
+			_, err := g.pick().Blob(ctx, in)
+			return err
+		}, nil
+	}
+}
+
+func (g *grpcConn) close() {
+	for _, cc := range g.ccs {
+		cc.Close()
+	}
+}
+
+// rawConn sends, for each payload, the bytes kiev's msgpack client sends.
+type rawConn struct {
+	c      *rawClient
+	frames map[string][]byte
+}
+
+func newRawConn(addrs serverAddrs) (*rawConn, error) {
+	frames := make(map[string][]byte)
+	for _, p := range allPayloads {
+		var args, reply func() any
+		var method string
+		switch p {
+		case paySmall:
+			method, args, reply = "Echo.Small", func() any { return newSmall() }, func() any { return new(Small) }
+		case payMessage:
+			method, args, reply = "Echo.Message", func() any { return newMessage() }, func() any { return new(Message) }
+		default:
+			b := &Blob{Data: newBlob(blobSize(p))}
+			method, args, reply = "Echo.Blob", func() any { return b }, func() any { return new(Blob) }
+		}
+		f, err := captureKievRequest(addrs.Kiev, method, args, reply)
+		if err != nil {
+			return nil, fmt.Errorf("capturing kiev's %s request: %w", p, err)
+		}
+		frames[p] = f
+	}
+	c, err := dialRaw(addrs.Raw)
+	if err != nil {
+		return nil, err
+	}
+	return &rawConn{c: c, frames: frames}, nil
+}
+
+func (r *rawConn) caller(payload string) (func(ctx context.Context) error, error) {
+	frame := r.frames[payload]
+	reply := make(chan error, 1)
+	return func(context.Context) error { return r.c.call(frame, reply) }, nil
+}
+
+func (r *rawConn) close() { r.c.close() }
