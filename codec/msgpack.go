@@ -87,7 +87,11 @@ func msgpackUnmarshal(data []byte, v any) error {
 	// Integers decoded into an interface are int64 (uint64 past its
 	// range) and floats float64, whatever width they were sent in.
 	d.dec.UseLooseInterfaceDecoding(true)
-	err = decodeMsgpack(d.dec, v)
+	if plan := msgpackPlanOf(v); plan != nil {
+		err = plan.decodeInto(d, v) // plain structs: see msgpack_fast.go
+	} else {
+		err = decodeMsgpack(d.dec, v)
+	}
 	d.r.Reset(nil)
 	if err != nil {
 		// A failed decode may leave the decoder mid-record; do not reuse it.

@@ -138,11 +138,13 @@ func TestMsgpackAllocs(t *testing.T) {
 		_ = codec.Msgpack.Unmarshal(buf, &out)
 	})
 	t.Logf("allocs per call: Marshal %v, Unmarshal %v", marshal, unmarshal)
-	// Unmarshal allocates the string and the slice it returns; msgpack v5
-	// spends 4 more allocations growing the slice through reflect. Fields
-	// tagged omitempty cost msgpack up to 2 allocations more in Marshal.
-	if marshal > 1 || unmarshal > 6 {
-		t.Errorf("allocs per call: Marshal %v, want <= 1; Unmarshal %v, want <= 6", marshal, unmarshal)
+	// Unmarshal allocates the string and the slice it returns, and no
+	// more: a plain struct decodes through its plan (msgpack_fast.go), not
+	// msgpack v5's reflection, which spends 4 more growing the slice.
+	// Fields tagged omitempty cost msgpack up to 2 allocations more in
+	// Marshal.
+	if marshal > 1 || unmarshal > 2 {
+		t.Errorf("allocs per call: Marshal %v, want <= 1; Unmarshal %v, want <= 2", marshal, unmarshal)
 	}
 }
 
