@@ -53,6 +53,7 @@ func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn,
 	_ = nc.SetDeadline(time.Time{})
 	cc := &clientConn{c: c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
 	cc.link = newLink(nc, &c.opts.connOptions, cc.fail)
+	cc.link.blocking = true // a caller waits for room; see link.blocking
 	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()

@@ -18,7 +18,7 @@ import (
 const (
 	readBufSize   = 64 << 10
 	maxQueued     = 4 << 20
-	maxSpareBytes = 1 << 20
+	maxSpareBytes = 1 << 20 // a larger spare write buffer is kept only while in use
 )
 
 // link is the transport half shared by server and client connections: one
@@ -33,10 +33,16 @@ type link struct {
 	opts     *connOptions
 	onDead   func(error) // called once from the writer when the link fails
 	readSeen atomic.Bool // set by the reader on every frame
+	// blocking makes send wait while more than maxQueued bytes are
+	// queued (a client's calls). A server's replies never wait: its
+	// reader stops taking calls instead (waitRoom), so that no handler
+	// goroutine is held by a client that does not read.
+	blocking bool
 
 	mu      sync.Mutex
 	space   sync.Cond // signalled when the queue drains
 	queue   []byte
+	writing int // bytes of the batch being written
 	spare   []byte
 	err     error // first failure; set once
 	closing bool  // flush what is queued, then stop
@@ -60,11 +66,12 @@ func newLink(nc net.Conn, opts *connOptions, onDead func(error)) *link {
 	return l
 }
 
-// send queues one encoded frame. It blocks only while more than maxQueued
-// bytes wait for a slow peer, and fails once the link has failed.
+// send queues one encoded frame. On a blocking link it waits while more
+// than maxQueued bytes wait for a slow peer. It fails once the link has
+// failed.
 func (l *link) send(frame []byte) error {
 	l.mu.Lock()
-	if len(l.queue) > maxQueued && l.err == nil && !l.closing {
+	if l.blocking && len(l.queue) > maxQueued && l.err == nil && !l.closing {
 		// The peer reads slower than we write. Wait for the writer to
 		// drain the queue, but not for ever: a peer that takes no bytes
 		// for the heartbeat timeout is cut, so that it cannot hold the
@@ -108,6 +115,25 @@ func (l *link) send(frame []byte) error {
 	return nil
 }
 
+// waitRoom waits until at most limit bytes are queued or being written,
+// or the link has failed, which it returns. A peer that reads nothing is
+// cut by the writer within the heartbeat timeout, so the wait is bounded.
+func (l *link) waitRoom(limit int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.queue)+l.writing > limit && l.err == nil && !l.closing {
+		l.space.Wait()
+	}
+	return l.err
+}
+
+// backlog is the number of bytes queued or being written.
+func (l *link) backlog() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue) + l.writing
+}
+
 // flushAndStop makes the writer write what is queued and then exit.
 func (l *link) flushAndStop() {
 	l.mu.Lock()
@@ -140,11 +166,18 @@ func (l *link) writeLoop() {
 	lastRead := time.Now()
 	var pingID uint64
 	var ping [wire.HeaderSize]byte
+	peak := 0 // the largest batch since the last tick
 	for {
 		select {
 		case <-l.quit:
 			return
 		case now := <-tick.C:
+			l.mu.Lock()
+			if cap(l.spare) > maxSpareBytes && peak < cap(l.spare)/4 {
+				l.spare = nil
+			}
+			l.mu.Unlock()
+			peak = 0
 			if l.readSeen.Swap(false) {
 				lastRead = now
 				continue
@@ -169,6 +202,7 @@ func (l *link) writeLoop() {
 		batch := l.queue
 		l.queue = l.spare[:0]
 		l.spare = nil
+		l.writing = len(batch)
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
@@ -176,9 +210,14 @@ func (l *link) writeLoop() {
 			return
 		}
 		l.mu.Lock()
-		if cap(batch) <= maxSpareBytes {
-			l.spare = batch[:0]
-		}
+		l.writing = 0
+		l.space.Broadcast()
+		// Keep the batch's buffer for the next swap, so that a connection
+		// busy with large frames does not regrow its queue (copying
+		// megabytes) on every batch; the heartbeat tick lets a large one
+		// go once the connection has calmed down.
+		peak = max(peak, len(batch))
+		l.spare = batch[:0]
 		empty := len(l.queue) == 0
 		l.mu.Unlock()
 		if closing && empty {
@@ -193,12 +232,14 @@ func (l *link) writeLoop() {
 	}
 }
 
-// write writes b. A peer that stops reading blocks the write; it is
-// given up as dead once it has also sent nothing for the heartbeat
-// timeout, counted from *lastRead, which write moves forward while the
-// peer still sends. So a frozen peer is found as fast by a blocked writer
-// as by the heartbeat, and a slow reader that still answers is waited for.
+// write writes b. A peer that stops reading blocks the write; it is given
+// up once it has taken no byte for the heartbeat timeout: as dead if it
+// has also sent nothing since *lastRead (which write moves forward while
+// the peer still sends), as a slow reader otherwise. So a frozen peer is
+// found as fast by a blocked writer as by the heartbeat, and a peer that
+// sends but does not read cannot hold the bytes queued for it for long.
 func (l *link) write(b []byte, lastRead *time.Time) bool {
+	progress := time.Now()
 	for {
 		_ = l.nc.SetWriteDeadline(time.Now().Add(l.opts.heartbeatInterval))
 		n, err := l.nc.Write(b)
@@ -212,12 +253,18 @@ func (l *link) write(b []byte, lastRead *time.Time) bool {
 			return false
 		}
 		now := time.Now()
+		if n > 0 {
+			progress = now
+		}
 		if l.readSeen.Swap(false) { // the peer sent something since the last look
 			*lastRead = now
-			continue
 		}
 		if idle := now.Sub(*lastRead); idle >= l.opts.heartbeatTimeout {
 			l.fail(&heartbeatError{idle: idle})
+			return false
+		}
+		if stuck := now.Sub(progress); stuck >= l.opts.heartbeatTimeout {
+			l.fail(&slowReaderError{queued: l.backlog(), wait: stuck})
 			return false
 		}
 	}
@@ -249,5 +296,5 @@ type slowReaderError struct {
 }
 
 func (e *slowReaderError) Error() string {
-	return "peer read nothing of the " + strconv.Itoa(e.queued>>20) + " MiB queued for it for " + e.wait.String() + "; the connection is cut so it cannot hold the server"
+	return "peer read nothing of the " + strconv.Itoa(e.queued>>10) + " KiB queued for it for " + e.wait.Round(time.Millisecond).String() + "; the connection is cut so that it cannot hold memory or goroutines"
 }

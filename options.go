@@ -84,6 +84,7 @@ type serverOptions struct {
 	tls          *tls.Config
 	maxConns     int
 	maxCalls     int
+	maxQueued    int
 }
 
 func (o *serverOptions) fill() {
@@ -94,6 +95,9 @@ func (o *serverOptions) fill() {
 	}
 	if o.httpTimeout <= 0 {
 		o.httpTimeout = DefaultHTTPTimeout
+	}
+	if o.maxQueued <= 0 {
+		o.maxQueued = DefaultMaxQueuedBytes
 	}
 }
 
@@ -362,4 +366,19 @@ func WithMaxConnections(n int) ServerOption {
 // that one client cannot take the whole server.
 func WithMaxConcurrentCalls(n int) ServerOption {
 	return serverOption(func(o *serverOptions) { o.maxCalls = n })
+}
+
+// DefaultMaxQueuedBytes is the default of WithMaxQueuedBytes.
+const DefaultMaxQueuedBytes = 64 << 20
+
+// WithMaxQueuedBytes bounds the reply bytes a Server holds queued for its
+// clients to read (DefaultMaxQueuedBytes, 64 MiB). Each connection gets an
+// equal share of it, at least 64 KiB and at most 16 MiB. A connection past
+// its share stops being read (its client's writes block), and calls it sent
+// before that are refused unrun with ErrOverloaded once it is past twice its
+// share, as are their replies larger than 1 KiB; a connection that takes no
+// byte for the heartbeat timeout is closed. So clients that do not read their replies hold neither memory
+// beyond this bound nor the goroutines that serve everyone else.
+func WithMaxQueuedBytes(n int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxQueued = n })
 }

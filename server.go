@@ -28,6 +28,7 @@ type Server struct {
 	services  map[string]map[string]*method // service -> method name -> method
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
+	connCount atomic.Int64 // len(conns), read without the lock
 	closed    bool
 	done      chan struct{} // closed by Shutdown and Close
 
@@ -214,12 +215,14 @@ func (s *Server) track(nc net.Conn, base context.Context) bool {
 	}
 	c := newServerConn(s, nc, base)
 	s.conns[c] = struct{}{}
+	s.connCount.Add(1)
 	s.connWG.Add(1)
 	go func() {
 		defer s.connWG.Done()
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
+		s.connCount.Add(-1)
 		last := len(s.conns) == 0
 		s.mu.Unlock()
 		if last {
@@ -351,4 +354,18 @@ func (s *Server) Close() error {
 	s.stopAdmin(hctx)
 	s.runShutdownHooks(hctx)
 	return nil
+}
+
+// Bounds of a connection's share of WithMaxQueuedBytes.
+const (
+	minConnShare = 64 << 10
+	maxConnShare = 16 << 20
+)
+
+// connShare is how many reply bytes one connection may have queued before
+// its reader stops taking calls: an equal share of the server's budget,
+// within [minConnShare, maxConnShare].
+func (s *Server) connShare() int {
+	n := max(s.connCount.Load(), 1)
+	return int(min(max(int64(s.opts.maxQueued)/n, minConnShare), maxConnShare))
 }

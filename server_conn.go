@@ -93,6 +93,12 @@ func (c *serverConn) handshake(r *wire.Reader) error {
 func (c *serverConn) readLoop(r *wire.Reader) error {
 	var h wire.Header
 	for {
+		// Take no more calls while the client leaves its replies unread:
+		// backpressure, so a client that does not read holds no more than
+		// its share of memory.
+		if err := c.link.waitRoom(c.srv.connShare()); err != nil {
+			return err
+		}
 		f, err := r.Next()
 		if err != nil {
 			return err
@@ -302,6 +308,9 @@ type callSink interface {
 	send(sc *serverCall, b []byte) error
 	// done forgets the call; it is the last thing a call does.
 	done(sc *serverCall)
+	// backlogged reports the bytes of replies waiting for the caller to
+	// read them, and whether they are too many to run more of its calls.
+	backlogged() (int, bool)
 }
 
 // prefix, send and done make a serverConn the callSink of its calls.
@@ -311,11 +320,33 @@ func (c *serverConn) send(sc *serverCall, b []byte) error {
 	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err != nil {
 		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
 	}
+	if len(b) > maxBackloggedFrame {
+		if n, over := c.backlogged(); over {
+			return &backlogError{queued: n}
+		}
+	}
 	_ = c.link.send(b)
 	return nil
 }
 
+// maxBackloggedFrame is the largest frame still queued for a client past
+// twice its share of WithMaxQueuedBytes: error replies, not payloads.
+const maxBackloggedFrame = 1 << 10
+
+// backlogError says a reply was not queued because the client has left
+// too many unread.
+type backlogError struct{ queued int }
+
+func (e *backlogError) Error() string {
+	return fmt.Sprintf("%d KiB of replies wait for this client to read them, more than its share of the server's memory (WithMaxQueuedBytes); read replies as they come, or have fewer calls in flight", e.queued>>10)
+}
+
 func (c *serverConn) done(sc *serverCall) { c.finish(sc.id) }
+
+func (c *serverConn) backlogged() (int, bool) {
+	n := c.link.backlog()
+	return n, n > 2*c.srv.connShare()
+}
 
 // serverCall is one call in flight.
 type serverCall struct {
@@ -367,6 +398,15 @@ func (sc *serverCall) Drop(r shed.Reason) {
 // Run executes the interceptor chain and the method, then replies.
 func (sc *serverCall) Run() {
 	defer sc.sink.done(sc)
+	if n, over := sc.sink.backlogged(); over && !sc.callerGone.Load() {
+		// Its reply would only add to the pile the caller does not read.
+		sc.m.stats.record(time.Now(), -1, CodeOverloaded)
+		putBuf(sc.body)
+		sc.body = nil
+		sc.ctx.cancel(context.Canceled)
+		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &backlogError{queued: n}))
+		return
+	}
 	sc.ctx.start()
 	sc.srv.inFlight.Add(1)
 	start := time.Now()
@@ -444,6 +484,10 @@ func (sc *serverCall) reply() {
 		return
 	}
 	if err := sc.sink.send(sc, b); err != nil {
+		if be, ok := err.(*backlogError); ok {
+			sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: reply of %s dropped: %v", sc.m.name, be))
+			return
+		}
 		sc.replyError(CodeTooLarge, fmt.Sprintf("kiev: reply of %s is too large: %v", sc.m.name, err))
 	}
 }

@@ -300,6 +300,9 @@ func (pc *packetCall) send(sc *serverCall, b []byte) error {
 	return nil
 }
 
+// backlogged: a datagram reply is sent at once or lost, never queued.
+func (pc *packetCall) backlogged() (int, bool) { return 0, false }
+
 func (pc *packetCall) done(sc *serverCall) {
 	ps := pc.ps
 	expires := time.Now().Add(ps.srv.opts.packet.DedupLinger)
