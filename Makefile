@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # WITH_SERVICES exports the servers' addresses for the command after it.
 WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 
-.PHONY: demo test vet fmt bench overload fuzz services services-down
+.PHONY: demo test vet fmt bench compare overload fuzz services services-down
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -49,6 +49,11 @@ fmt:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 .
 
+# compare measures kiev beside net/rpc, grpc-go and raw TCP (bench/compare),
+# about 8 minutes; it prints Markdown and writes charts to bench/out/.
+compare:
+	cd bench && $(GO) run ./compare
+
 # overload runs the avalanche benchmark (bench/overload), about 3 minutes.
 overload:
 	cd bench && $(GO) run ./overload -pin
@@ -59,6 +64,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
+	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackFast$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestMain lets the test binary serve as the program's server and client
+// processes: the coordinator re-executes os.Executable, which here is the
+// test binary, with -serve or -load.
+func TestMain(m *testing.M) {
+	for _, a := range os.Args[1:] {
+		if a == "-serve" || a == "-load" {
+			os.Exit(compareMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		}
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// lockedBuffer collects the coordinator's stderr and its children's.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestRun runs the program end to end on short windows, every system,
+// closed and open loop and pinned, and checks that the report is whole:
+// every row measured without error, the targets table, the charts. It
+// asserts nothing about the figures, which depend on the machine.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark for about 20 seconds")
+	}
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	stderr := &lockedBuffer{}
+	args := []string{"-payloads=small,16KiB", "-callers=1,16", "-loads=25,75", "-repeats=1",
+		"-warmup=50ms", "-duration=150ms", "-open-duration=200ms", "-pinned-callers=16", "-out=" + out}
+	if code := compareMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	report := stdout.String()
+	for _, want := range []string{"### Targets", "### Closed loop, small-struct", "### Closed loop, 16KiB", "### Open loop", "### Pinned"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report has no %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "errors:") {
+		t.Errorf("some calls failed:\n%s", report)
+	}
+	// Every system has a row in every table: 2 payloads × 2 concurrencies
+	// closed, 2 loads open, 1 pinned.
+	for _, sys := range allSystems {
+		if n := strings.Count(report, "| "+sys+" |"); n != 2*2+2+1 {
+			t.Errorf("%s has %d rows, want 7:\n%s", sys, n, report)
+		}
+	}
+	for _, f := range []string{"throughput-small.png", "throughput-16KiB.png", "latency-p50-small.png", "latency-p99-small.png", "results.md"} {
+		st, err := os.Stat(filepath.Join(out, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if log := stderr.String(); !strings.Contains(log, "cells measured") || !strings.Contains(log, "[") {
+		t.Errorf("no progress bar on stderr:\n%s", log)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-systems=kiev,thrift"},
+		{"-payloads=2KiB"},
+		{"-callers=0"},
+		{"-loads=150"},
+		{"-repeats=0"},
+	} {
+		var stderr bytes.Buffer
+		if code := compareMain(args, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if !strings.Contains(stderr.String(), "compare:") {
+			t.Errorf("%v: no explanation: %q", args, stderr.String())
+		}
+	}
+}
+
+// TestHistQuantiles checks the histogram against exact quantiles.
+func TestHistQuantiles(t *testing.T) {
+	var h hist
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := make([]time.Duration, 100000)
+	for i := range vals {
+		vals[i] = time.Duration(rng.ExpFloat64() * float64(200*time.Microsecond))
+		h.record(vals[i])
+	}
+	sorted := append([]time.Duration(nil), vals...)
+	slices.Sort(sorted)
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		exact := sorted[int(q*float64(len(sorted)))-1]
+		got := h.quantile(q)
+		if d := float64(got-exact) / float64(exact); d > 0.035 || d < -0.035 {
+			t.Errorf("q%.3f = %v, exact %v: off by %.1f%%", q, got, exact, 100*d)
+		}
+	}
+	var empty hist
+	if empty.quantile(0.5) != 0 {
+		t.Error("empty histogram: quantile not 0")
+	}
+}
+
+// TestRawEcho runs many concurrent callers through the raw-TCP client and
+// server: every call returns, in order, and close ends both.
+func TestRawEcho(t *testing.T) {
+	srv, err := startServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	c, err := dialRaw(srv.addrs.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := binary.BigEndian.AppendUint32(nil, 100)
+	frame = append(frame, make([]byte, 100)...)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply := make(chan error, 1)
+			for range 200 {
+				if err := c.call(frame, reply); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.close()
+	if err := c.call(frame, make(chan error, 1)); err == nil {
+		t.Error("a call after close succeeded")
+	}
+}
+
+// TestCaptureKievRequest checks that the raw-TCP system sends what kiev
+// sends: one Request frame, its length prefix whole.
+func TestCaptureKievRequest(t *testing.T) {
+	srv, err := startServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	rc, err := newRawConn(srv.addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.close()
+	for _, p := range allPayloads {
+		f := rc.frames[p]
+		if len(f) < 16 || int(binary.BigEndian.Uint32(f))+4 != len(f) || f[4] != 1 {
+			t.Errorf("%s: not one Request frame: % x", p, f[:min(len(f), 32)])
+		}
+		if n := blobSize(p); n > 0 && len(f) < n {
+			t.Errorf("%s: frame of %d bytes, shorter than its payload", p, len(f))
+		}
+		call, _ := rc.caller(p)
+		if err := call(context.Background()); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestMessageSize checks that the protobuf message is rpcx-benchmark's
+// 581 bytes.
+func TestMessageSize(t *testing.T) {
+	if n := protoSize(newMessagePB()); n != 581 {
+		t.Errorf("BenchmarkMessage encodes to %d bytes, want 581", n)
+	}
+}
+
+func protoSize(m proto.Message) int { return proto.Size(m) }
