@@ -153,7 +153,7 @@ func (c *Client) attempts(ctx context.Context, call *Call) error {
 	var tried triedSet
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = c.attempt(ctx, call, &tried)
+		err = c.attempt(ctx, call, &tried, start)
 		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(call.ServiceMethod, err) {
 			break
 		}
@@ -190,7 +190,10 @@ func errorCode(err error) Code {
 
 // attempt sends call once: to the client's server, or to the provider
 // the balancer picks, skipping providers whose throttle refuses it.
-func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error {
+//
+// now, the call's start, is the throttle's clock: its windows are seconds
+// long, and a clock read costs more than the throttle itself.
+func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return &callError{call.ServiceMethod, err}
 	}
@@ -209,7 +212,7 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error
 			break
 		}
 		t = &ep.throttle[PriorityFrom(ctx)]
-		if t.allow(time.Now()) {
+		if t.allow(now) {
 			break
 		}
 		if c.group == nil || len(c.group.state.Load().ready) <= tried.n {
@@ -251,7 +254,7 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet) error
 		c.budget.penalize()
 	}
 	if t != nil && (overloaded || err == nil || isServerAnswer(err)) {
-		t.done(time.Now(), !overloaded)
+		t.done(now, !overloaded)
 	}
 	return err
 }

@@ -270,8 +270,8 @@ func (s *Scheduler) worker(t Task) {
 	defer s.wg.Done()
 	var ch chan Task
 	for t != nil {
-		s.run(t)
-		if t = s.next(); t != nil {
+		end := s.run(t)
+		if t = s.next(end); t != nil {
 			continue
 		}
 		s.mu.Lock()
@@ -288,26 +288,28 @@ func (s *Scheduler) worker(t Task) {
 	}
 }
 
-func (s *Scheduler) run(t Task) {
+// run runs t and returns when it ended, for next.
+func (s *Scheduler) run(t Task) time.Time {
 	start := s.now()
 	t.Run()
-	d := s.now().Sub(start)
+	end := s.now()
+	d := end.Sub(start)
 	t.Cost().Observe(d)
 	s.all.Observe(d)
 	s.ran.Add(1)
+	return end
 }
 
-// next takes the task a worker should run next, dropping on the way the
-// ones that waited too long or can no longer finish in time. It returns
-// nil, and gives up the worker's slot, when the queue is empty.
-func (s *Scheduler) next() Task {
+// next takes the task a worker should run next, at now, dropping on the
+// way the ones that waited too long or can no longer finish in time. It
+// returns nil, and gives up the worker's slot, when the queue is empty.
+func (s *Scheduler) next(now time.Time) Task {
 	var drops []dropped
 	defer func() {
 		for _, d := range drops {
 			s.drop(d.t, d.r, d.waited)
 		}
 	}()
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
