@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -26,7 +27,7 @@ func BenchmarkEcho(b *testing.B) {
 		}
 		for _, p := range allPayloads {
 			for _, n := range []int{1, 16, 128, 1024} {
-				b.Run(fmt.Sprintf("%s/%s/c=%d", sys, p, n), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%s/%s/c=%d", strings.ReplaceAll(sys, "/", "-"), p, n), func(b *testing.B) {
 					benchClosed(b, c, p, n)
 				})
 			}
