@@ -61,8 +61,10 @@ func (r cellResult) perCall(v uint64) float64 {
 	return float64(v) / float64(r.Calls)
 }
 
-// loader runs cells against one set of servers, keeping one client per
-// system for the whole run, as a long-lived service would.
+// loader runs cells against one set of servers. Each cell gets a client
+// of its own, connected during the cell's warm-up, so that no client-side
+// state (kiev's adaptive throttle after an overloaded cell, grpc's flow
+// control windows) carries over from one cell to the next.
 type loader struct {
 	addrs serverAddrs
 	http  *http.Client
@@ -143,6 +145,10 @@ func (l *loader) run(ctx context.Context, spec cellSpec) (cellResult, error) {
 	if err != nil {
 		return cellResult{}, err
 	}
+	defer func() {
+		c.close()
+		delete(l.conns, spec.System)
+	}()
 	if spec.open() {
 		return l.runOpen(ctx, c, spec)
 	}

@@ -370,17 +370,25 @@ func (r *report) charts(dir string) ([]string, error) {
 			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			p.Legend.Top, p.Legend.Left = true, true
 			p.Add(plotter.NewGrid())
+			lo, hi := math.Inf(1), 0.0
 			for i, sys := range r.cfg.systems {
 				var pts plotter.XYs
 				for _, l := range r.cfg.loads {
 					if s, ok := r.stat(cellKey{kind: kindOpen, system: sys, payload: pay, load: l}); ok && q.get(s) > 0 {
-						pts = append(pts, plotter.XY{X: s.offered, Y: float64(q.get(s)) / 1e6})
+						y := float64(q.get(s)) / 1e6
+						pts = append(pts, plotter.XY{X: s.offered, Y: y})
+						lo, hi = min(lo, y), max(hi, y)
 					}
 				}
 				if err := addLine(p, sys, i, pts, true); err != nil {
 					return nil, err
 				}
 			}
+			if hi == 0 {
+				continue // nothing measured
+			}
+			// A log axis needs a range: pad it, and make room for the legend.
+			p.Y.Min, p.Y.Max = lo/1.5, hi*4
 			if err := save(p, "latency-"+q.name+"-"+pay+".png"); err != nil {
 				return nil, err
 			}
