@@ -49,7 +49,11 @@ const (
 	// an interface they come back as int64 (uint64 past its range), and
 	// floats as float64. Unmarshal rejects input that holds more than one value,
 	// declares a length longer than the input or nests arrays and maps
-	// more than 1000 deep. It is kiev's default.
+	// more than 1000 deep. Plain structs (numbers, strings, byte slices,
+	// slices of those and nested structs of the same) decode through a
+	// plan compiled once per type rather than msgpack's reflection: the
+	// same result, with two allocations for a string and a list instead of
+	// six. It is kiev's default.
 	Msgpack Builtin = 1
 
 	// Protobuf encodes values that implement proto.Message with
