@@ -119,7 +119,15 @@ func startServers() (*servers, error) {
 	if err != nil {
 		return fail(err)
 	}
-	go rs.Accept(nl) // returns once nl is closed
+	go func() { // rpc.Server.Accept would log the listener's closing
+		for {
+			c, err := nl.Accept()
+			if err != nil {
+				return
+			}
+			go rs.ServeConn(c)
+		}
+	}()
 	s.addrs.NetRPC = nl.Addr().String()
 
 	s.grpc = grpc.NewServer()
