@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -367,8 +368,8 @@ func (r *report) charts(dir string) ([]string, error) {
 			p.X.Label.Text = "offered calls/s (25, 50, 75, 90% of each system's maximum)"
 			p.Y.Label.Text = q.name + " latency (ms, log scale)"
 			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-			p.Legend.Top, p.Legend.Left = true, true
+			p.Y.Tick.Marker = plot.TickerFunc(ticks125)
+			p.Legend.Top, p.Legend.Left = false, false // lines rise to the right
 			p.Add(plotter.NewGrid())
 			lo, hi := math.Inf(1), 0.0
 			for i, sys := range r.cfg.systems {
@@ -387,8 +388,8 @@ func (r *report) charts(dir string) ([]string, error) {
 			if hi == 0 {
 				continue // nothing measured
 			}
-			// A log axis needs a range: pad it, and make room for the legend.
-			p.Y.Min, p.Y.Max = lo/1.5, hi*4
+			// A log axis needs a range: pad it.
+			p.Y.Min, p.Y.Max = lo/1.5, hi*1.5
 			if err := save(p, "latency-"+q.name+"-"+pay+".png"); err != nil {
 				return nil, err
 			}
@@ -427,4 +428,19 @@ func intTicks(ns []int) plot.Ticker {
 		ts = append(ts, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
 	}
 	return plot.ConstantTicks(ts)
+}
+
+// ticks125 marks a log axis at 1, 2 and 5 times each power of ten.
+func ticks125(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+		}
+	}
+	return ts
 }
