@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"bytes"
 	"fmt"
 	"reflect"
 	"sync"
@@ -35,7 +34,7 @@ type msgpackEncoder struct {
 
 // msgpackDecoder is a pooled decoder bound for life to its own reader.
 type msgpackDecoder struct {
-	r     bytes.Reader
+	r     msgpackReader
 	dec   *msgpack.Decoder
 	stack []uint64 // scratch for checkMsgpack
 }
@@ -80,6 +79,7 @@ func msgpackUnmarshal(data []byte, v any) error {
 		msgpackDecoders.Put(d)
 		return unmarshalError("msgpack", v, err)
 	}
+	d.r.codes = markMsgpackCodes(data, d.r.codes)
 	d.r.Reset(data)
 	// Reset clears all options and any state a failed decode left behind.
 	d.dec.Reset(&d.r)
