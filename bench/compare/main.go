@@ -5,7 +5,7 @@
 // run pinned to one core per side. It prints a Markdown report on stdout
 // and draws PNG charts.
 //
-//	cd bench && go run ./compare            # the full run, about 8 minutes
+//	cd bench && go run ./compare            # the full run, about 6 minutes
 //	go run ./compare -quick                 # a smoke test, about 30 seconds
 //	go run ./compare -help                  # every knob
 //
