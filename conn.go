@@ -39,11 +39,14 @@ type link struct {
 	// goroutine is held by a client that does not read.
 	blocking bool
 
-	mu      sync.Mutex
-	space   sync.Cond // signalled when the queue drains
-	queue   []byte
-	writing int // bytes of the batch being written
-	spare   []byte
+	mu    sync.Mutex
+	space sync.Cond // signalled when the queue drains
+	queue []byte
+	spare []byte
+	// backlog counts the bytes queued or being written. It changes under
+	// mu and is read without it, once per call, by the server's reader
+	// (waitRoom) and its calls (serverConn.backlogged).
+	backlog atomic.Int64
 	err     error // first failure; set once
 	closing bool  // flush what is queued, then stop
 
@@ -105,6 +108,7 @@ func (l *link) send(frame []byte) error {
 	}
 	wasEmpty := len(l.queue) == 0
 	l.queue = append(l.queue, frame...)
+	l.backlog.Add(int64(len(frame)))
 	l.mu.Unlock()
 	if wasEmpty {
 		select {
@@ -119,19 +123,15 @@ func (l *link) send(frame []byte) error {
 // or the link has failed, which it returns. A peer that reads nothing is
 // cut by the writer within the heartbeat timeout, so the wait is bounded.
 func (l *link) waitRoom(limit int) error {
+	if l.backlog.Load() <= int64(limit) {
+		return nil // the common case, without the lock
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for len(l.queue)+l.writing > limit && l.err == nil && !l.closing {
+	for l.backlog.Load() > int64(limit) && l.err == nil && !l.closing {
 		l.space.Wait()
 	}
 	return l.err
-}
-
-// backlog is the number of bytes queued or being written.
-func (l *link) backlog() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue) + l.writing
 }
 
 // flushAndStop makes the writer write what is queued and then exit.
@@ -202,7 +202,6 @@ func (l *link) writeLoop() {
 		batch := l.queue
 		l.queue = l.spare[:0]
 		l.spare = nil
-		l.writing = len(batch)
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
@@ -210,7 +209,7 @@ func (l *link) writeLoop() {
 			return
 		}
 		l.mu.Lock()
-		l.writing = 0
+		l.backlog.Add(-int64(len(batch)))
 		l.space.Broadcast()
 		// Keep the batch's buffer for the next swap, so that a connection
 		// busy with large frames does not regrow its queue (copying
@@ -264,7 +263,7 @@ func (l *link) write(b []byte, lastRead *time.Time) bool {
 			return false
 		}
 		if stuck := now.Sub(progress); stuck >= l.opts.heartbeatTimeout {
-			l.fail(&slowReaderError{queued: l.backlog(), wait: stuck})
+			l.fail(&slowReaderError{queued: int(l.backlog.Load()), wait: stuck})
 			return false
 		}
 	}

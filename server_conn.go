@@ -344,7 +344,7 @@ func (e *backlogError) Error() string {
 func (c *serverConn) done(sc *serverCall) { c.finish(sc.id) }
 
 func (c *serverConn) backlogged() (int, bool) {
-	n := c.link.backlog()
+	n := int(c.link.backlog.Load())
 	return n, n > 2*c.srv.connShare()
 }
 
