@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kievrpc/kiev/bench/internal/proc"
 )
 
 func main() {
@@ -323,9 +324,7 @@ func canPin() (bool, string) {
 
 // session is a server process and a client process.
 type session struct {
-	server, client *child
-	results        *bufio.Scanner
-	pinned         bool
+	server, client *proc.Process
 }
 
 func startSession(exe string, pinned bool, stderr io.Writer) (*session, error) {
@@ -334,18 +333,18 @@ func startSession(exe string, pinned bool, stderr io.Writer) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	line, err := srv.readLine(childTimeout)
+	line, err := srv.ReadLine(childTimeout)
 	if err != nil {
-		srv.stop()
+		srv.Stop(childTimeout)
 		return nil, fmt.Errorf("server process: %w", err)
 	}
 	cli, err := startChild(exe, []string{"-load"}, pinned, "0", stderr)
 	if err != nil {
-		srv.stop()
+		srv.Stop(childTimeout)
 		return nil, err
 	}
-	s := &session{server: srv, client: cli, pinned: pinned}
-	if _, err := io.WriteString(cli.stdin, line+"\n"); err != nil {
+	s := &session{server: srv, client: cli}
+	if _, err := io.WriteString(cli.Stdin, line+"\n"); err != nil {
 		s.stop()
 		return nil, err
 	}
@@ -358,11 +357,11 @@ func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progres
 	if err != nil {
 		return err
 	}
-	if _, err := s.client.stdin.Write(append(b, '\n')); err != nil {
+	if _, err := s.client.Stdin.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("client process: %w", err)
 	}
 	// A cell takes its warm-up and window, plus the drain of an open loop.
-	line, err := s.client.readLine(c.cost() + childTimeout)
+	line, err := s.client.ReadLine(c.cost() + childTimeout)
 	if err != nil {
 		return fmt.Errorf("%s %s: client process: %w", c.spec.System, c.spec.Payload, err)
 	}
@@ -379,18 +378,8 @@ func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progres
 }
 
 func (s *session) stop() {
-	s.client.stop()
-	s.server.stop()
-}
-
-// child is a server or client process.
-type child struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string
-	exited chan struct{}
-	quit   chan struct{}
-	done   bool
+	s.client.Stop(childTimeout)
+	s.server.Stop(childTimeout)
 }
 
 // childTimeout bounds starting a process and any answer beyond a cell's
@@ -398,79 +387,11 @@ type child struct {
 const childTimeout = 20 * time.Second
 
 // startChild starts exe with args, pinned to cpu with GOMAXPROCS=1 if pin.
-func startChild(exe string, args []string, pin bool, cpu string, stderr io.Writer) (*child, error) {
+func startChild(exe string, args []string, pin bool, cpu string, stderr io.Writer) (*proc.Process, error) {
 	cmd := exec.Command(exe, args...)
 	if pin {
 		cmd = exec.Command("taskset", append([]string{"-c", cpu, exe}, args...)...)
 		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	}
-	// The kernel kills it if the coordinator dies; stdin ending also
-	// tells it to exit.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout = w
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		stdout.Close()
-		return nil, err
-	}
-	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string), exited: make(chan struct{}), quit: make(chan struct{})}
-	go func() {
-		defer stdout.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			case <-c.quit:
-				return
-			}
-		}
-	}()
-	go func() {
-		cmd.Wait()
-		close(c.exited)
-	}()
-	return c, nil
-}
-
-func (c *child) readLine(timeout time.Duration) (string, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case l := <-c.lines:
-		return l, nil
-	case <-c.exited:
-		return "", errors.New("exited (its error is above)")
-	case <-t.C:
-		return "", fmt.Errorf("no answer within %v", timeout)
-	}
-}
-
-// stop closes its stdin, then signals its process group if it has not
-// exited within childTimeout.
-func (c *child) stop() {
-	if c.done {
-		return
-	}
-	c.done = true
-	close(c.quit)
-	c.stdin.Close()
-	t := time.NewTimer(childTimeout)
-	defer t.Stop()
-	select {
-	case <-c.exited:
-	case <-t.C:
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.exited
-	}
+	return proc.Start(cmd, stderr)
 }

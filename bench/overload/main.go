@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kievrpc/kiev/bench/internal/proc"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -322,66 +322,26 @@ func runPhase(ctx context.Context, cfg config, exe, sys string, segs []segment, 
 	return res, err
 }
 
-// child is a server process.
+// child is a server process, with the address it listens on.
 type child struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string   // the lines it prints on stdout
-	exited chan struct{} // closed once it has exited and been waited for
-	quit   chan struct{} // closed by stop: no one reads lines any more
-	addr   string
-
-	mu       sync.Mutex // one stats exchange at a time
-	stopOnce sync.Once
+	*proc.Process
+	addr string
+	mu   sync.Mutex // one stats exchange at a time
 }
 
 const childTimeout = 10 * time.Second // bound on starting, answering and stopping
 
-// startChild starts exe with args in a process group of its own and waits
-// for the address it listens on.
+// startChild starts exe with args and waits for the address it listens on.
 func startChild(exe string, args []string, pin bool, stderr io.Writer) (*child, error) {
 	cmd := exec.Command(exe, args...)
 	if pin {
 		cmd = exec.Command("taskset", append([]string{"-c", serverCPU(), exe}, args...)...)
 	}
-	// A process group of its own, so stop can signal it whole; and the
-	// kernel kills it if the coordinator dies (stdin ending also tells
-	// it to exit).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+	p, err := proc.Start(cmd, stderr)
 	if err != nil {
 		return nil, err
 	}
-	// A pipe of our own rather than cmd.StdoutPipe, which Wait closes
-	// under the reader.
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout = w
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		stdout.Close()
-		return nil, err
-	}
-	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string), exited: make(chan struct{}), quit: make(chan struct{})}
-	go func() {
-		defer stdout.Close()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			case <-c.quit:
-				return
-			}
-		}
-	}()
-	go func() {
-		cmd.Wait()
-		close(c.exited)
-	}()
+	c := &child{Process: p}
 	line, err := c.readLine()
 	if err != nil {
 		c.stop()
@@ -396,25 +356,14 @@ func startChild(exe string, args []string, pin bool, stderr io.Writer) (*child, 
 	return c, nil
 }
 
-func (c *child) readLine() (string, error) {
-	t := time.NewTimer(childTimeout)
-	defer t.Stop()
-	select {
-	case l := <-c.lines:
-		return l, nil
-	case <-c.exited:
-		return "", errors.New("server exited")
-	case <-t.C:
-		return "", fmt.Errorf("no answer from the server within %v", childTimeout)
-	}
-}
+func (c *child) readLine() (string, error) { return c.ReadLine(childTimeout) }
 
 // stats asks the server for its counters.
 func (c *child) stats() (serverStats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var st serverStats
-	if _, err := io.WriteString(c.stdin, "stats\n"); err != nil {
+	if _, err := io.WriteString(c.Stdin, "stats\n"); err != nil {
 		return st, err
 	}
 	line, err := c.readLine()
@@ -424,24 +373,7 @@ func (c *child) stats() (serverStats, error) {
 	return st, json.Unmarshal([]byte(line), &st)
 }
 
-// stop ends the server: SIGTERM to its process group, then SIGKILL if it
-// has not exited within childTimeout.
-func (c *child) stop() {
-	c.stopOnce.Do(func() {
-		close(c.quit)
-		pgid := c.cmd.Process.Pid // Setpgid: the group id is the pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(childTimeout)
-		defer t.Stop()
-		select {
-		case <-c.exited:
-		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-c.exited
-		}
-		c.stdin.Close()
-	})
-}
+func (c *child) stop() { c.Stop(childTimeout) }
 
 // serverCPU is the CPU the servers are pinned to: the machine's last,
 // which pinSelf passes on, since the pinned coordinator sees fewer CPUs.
