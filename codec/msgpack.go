@@ -75,11 +75,10 @@ func msgpackUnmarshal(data []byte, v any) error {
 	}
 	d := msgpackDecoders.Get().(*msgpackDecoder)
 	var err error
-	if d.stack, err = checkMsgpack(data, d.stack); err != nil {
+	if d.stack, d.r.codes, err = checkAndMarkMsgpack(data, d.stack, d.r.codes); err != nil {
 		msgpackDecoders.Put(d)
 		return unmarshalError("msgpack", v, err)
 	}
-	d.r.codes = markMsgpackCodes(data, d.r.codes)
 	d.r.Reset(data)
 	// Reset clears all options and any state a failed decode left behind.
 	d.dec.Reset(&d.r)

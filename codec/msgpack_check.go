@@ -28,12 +28,50 @@ func checkMsgpack(data []byte, stack []uint64) ([]uint64, error) {
 	if len(data) == 0 {
 		return stack, errMsgpackEmpty
 	}
-	return scanMsgpack(data, stack, false)
+	return scanMsgpack(data, stack, false, nil)
 }
 
+// checkAndMarkMsgpack is checkMsgpack that also fills marks, a bitmap over
+// data, with the bit of every byte msgpack may read as a code: each
+// value's first byte, one-byte lengths and integers, extension types, and
+// the same inside an extension's data when that data is itself a
+// well-formed sequence of values filling it, as extensions holding encoded
+// values are (then every length read there has been checked too). The
+// bitmap is for msgpackReader.
+func checkAndMarkMsgpack(data []byte, stack, marks []uint64) ([]uint64, []uint64, error) {
+	if len(data) == 0 {
+		return stack, marks, errMsgpackEmpty
+	}
+	n := (len(data) + 63) / 64
+	if cap(marks) < n {
+		marks = make([]uint64, n)
+	}
+	marks = marks[:n]
+	clear(marks)
+	stack, err := scanMsgpack(data, stack, false, &codeMarks{bits: marks})
+	return stack, marks, err
+}
+
+// codeMarks is where scanMsgpack marks the code bytes it finds: bit base+i
+// of bits for data[i]. depth counts the extensions it is inside.
+type codeMarks struct {
+	bits  []uint64
+	base  int
+	depth int
+}
+
+func (m *codeMarks) set(i int) {
+	i += m.base
+	m.bits[i/64] |= 1 << (i % 64)
+}
+
+// maxExtMarkDepth bounds how deep in nested extensions codes are marked.
+const maxExtMarkDepth = 8
+
 // scanMsgpack checks data as checkMsgpack does: one value, or with seq a
-// sequence of values (none included) that ends with data.
-func scanMsgpack(data []byte, stack []uint64, seq bool) ([]uint64, error) {
+// sequence of values (none included) that ends with data. With m, it marks
+// the codes it finds, as checkAndMarkMsgpack says.
+func scanMsgpack(data []byte, stack []uint64, seq bool, m *codeMarks) ([]uint64, error) {
 	stack = stack[:0]
 	pos := 0
 	for {
@@ -44,6 +82,9 @@ func scanMsgpack(data []byte, stack []uint64, seq bool) ([]uint64, error) {
 			return stack, errMsgpackTruncated
 		}
 		c := data[pos]
+		if m != nil {
+			m.set(pos)
+		}
 		pos++
 		var skip, elems uint64 // payload bytes; child values of a container
 		container := false
@@ -56,10 +97,14 @@ func scanMsgpack(data []byte, stack []uint64, seq bool) ([]uint64, error) {
 		case c <= 0xbf: // fixstr
 			skip = uint64(c & 0x1f)
 		default:
+			hdr := pos
 			var err error
 			skip, elems, container, pos, err = msgpackHeader(c, data, pos)
 			if err != nil {
 				return stack, err
+			}
+			if m != nil && uint64(len(data)-pos) >= skip {
+				m.markHeader(data, c, hdr, pos+int(skip))
 			}
 		}
 		rem := uint64(len(data) - pos)
@@ -181,59 +226,29 @@ func (r *msgpackReader) ReadByte() (byte, error) {
 	return r.Reader.ReadByte()
 }
 
-// markMsgpackCodes returns marks, a bitmap over data, with the bit of every
-// byte that msgpack may read as a code set: each value's first byte, one-
-// byte lengths and integers, extension types. An extension's data is
-// marked too when it is itself a well-formed sequence of values filling
-// it exactly, as extensions of encoded values are; then every length read
-// there has been checked against the data. data has passed checkMsgpack.
-func markMsgpackCodes(data []byte, marks []uint64) []uint64 {
-	n := (len(data) + 63) / 64
-	if cap(marks) < n {
-		marks = make([]uint64, n)
+// markHeader marks what msgpack reads as a code in the header of the value
+// whose code c is at hdr-1 and which ends at end: a one-byte length or
+// integer, an extension's type, and the codes in an extension's data when
+// it is a well-formed sequence of values.
+func (m *codeMarks) markHeader(data []byte, c byte, hdr, end int) {
+	switch c {
+	case 0xcc, 0xd0, 0xd9, 0xc4, 0xc7: // one-byte integer or length
+		m.set(hdr)
 	}
-	marks = marks[:n]
-	clear(marks)
-	markFrom(data, 0, len(data), marks, 0)
-	return marks
-}
-
-// markFrom marks the values of data[from:to], which are well-formed, and
-// recurses into extension data up to a small depth.
-func markFrom(data []byte, from, to int, marks []uint64, depth int) {
-	set := func(i int) { marks[i/64] |= 1 << (i % 64) }
-	pos := from
-	for pos < to {
-		c := data[pos]
-		set(pos)
-		pos++
-		switch {
-		case c <= 0x7f || c >= 0xe0 || c <= 0x9f: // fixint, fixmap, fixarray
-			continue
-		case c <= 0xbf: // fixstr
-			pos += int(c & 0x1f)
-			continue
-		}
-		hdr := pos
-		skip, _, _, next, err := msgpackHeader(c, data[:to], pos)
-		if err != nil {
-			return
-		}
-		switch c {
-		case 0xcc, 0xd0, 0xd9, 0xc4, 0xc7: // one-byte integer or length
-			set(hdr)
-		}
-		if ds, ok := msgpackExtData(c, hdr); ok {
-			set(ds - 1) // the extension's type
-			end := next + int(skip)
-			if depth < 8 && ds < end {
-				if _, err := scanMsgpack(data[ds:end], nil, true); err == nil {
-					markFrom(data, ds, end, marks, depth+1)
-				}
-			}
-		}
-		pos = next + int(skip)
+	ds, ok := msgpackExtData(c, hdr)
+	if !ok {
+		return
 	}
+	m.set(ds - 1) // the extension's type
+	ext := data[ds:end]
+	if m.depth >= maxExtMarkDepth || len(ext) == 0 {
+		return
+	}
+	if _, err := scanMsgpack(ext, nil, true, nil); err != nil {
+		return
+	}
+	inner := codeMarks{bits: m.bits, base: m.base + ds, depth: m.depth + 1}
+	_, _ = scanMsgpack(ext, nil, true, &inner)
 }
 
 // msgpackExtData returns where the data of an extension value starts,
