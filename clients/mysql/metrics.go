@@ -3,8 +3,6 @@ package mysql
 import (
 	"database/sql"
 	"github.com/kievrpc/kiev/internal/promreg"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -71,49 +69,30 @@ type opMetrics struct {
 	duration   prometheus.Observer
 }
 
-// queryMetrics holds a DB's opMetrics. Lookups take no lock and allocate
-// nothing: the map is replaced, never changed.
+// queryMetrics holds a DB's opMetrics.
 type queryMetrics struct {
 	client string
 	v      vectors
-	m      atomic.Pointer[map[opKey]*opMetrics]
-	mu     sync.Mutex // held to add a key
+	series promreg.Series[opKey, *opMetrics]
 }
 
 func newQueryMetrics(client string, v vectors) *queryMetrics {
-	qm := &queryMetrics{client: client, v: v}
-	qm.m.Store(&map[opKey]*opMetrics{})
-	return qm
+	return &queryMetrics{client: client, v: v}
 }
 
 // get returns the metrics of the table and operation.
 func (qm *queryMetrics) get(table, op string) *opMetrics {
-	k := opKey{table, op}
-	if m, ok := (*qm.m.Load())[k]; ok {
-		return m
-	}
-	qm.mu.Lock()
-	defer qm.mu.Unlock()
-	old := *qm.m.Load()
-	if m, ok := old[k]; ok {
-		return m
-	}
-	label := table
-	if len(old) >= maxTableLabels {
-		label = "other"
-	}
-	m := &opMetrics{
-		ok:       qm.v.queries.WithLabelValues(qm.client, label, op, "ok"),
-		failed:   qm.v.queries.WithLabelValues(qm.client, label, op, "error"),
-		duration: qm.v.duration.WithLabelValues(qm.client, label, op),
-	}
-	next := make(map[opKey]*opMetrics, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[k] = m
-	qm.m.Store(&next)
-	return m
+	return qm.series.Get(opKey{table, op}, maxTableLabels, func(overflow bool) *opMetrics {
+		label := table
+		if overflow {
+			label = "other"
+		}
+		return &opMetrics{
+			ok:       qm.v.queries.WithLabelValues(qm.client, label, op, "ok"),
+			failed:   qm.v.queries.WithLabelValues(qm.client, label, op, "error"),
+			duration: qm.v.duration.WithLabelValues(qm.client, label, op),
+		}
+	})
 }
 
 // forget removes the DB's series from the shared vectors.

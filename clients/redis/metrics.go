@@ -2,8 +2,6 @@ package redis
 
 import (
 	"github.com/kievrpc/kiev/internal/promreg"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -66,48 +64,30 @@ type cmdMetrics struct {
 	duration   prometheus.Observer
 }
 
-// commandMetrics holds a Client's cmdMetrics by command name. Lookups
-// take no lock and allocate nothing: the map is replaced, never changed.
+// commandMetrics holds a Client's cmdMetrics by command name.
 type commandMetrics struct {
 	client string
 	v      vectors
-	m      atomic.Pointer[map[string]*cmdMetrics]
-	mu     sync.Mutex // held to add a name
+	series promreg.Series[string, *cmdMetrics]
 }
 
 func newCommandMetrics(client string, v vectors) *commandMetrics {
-	cm := &commandMetrics{client: client, v: v}
-	cm.m.Store(&map[string]*cmdMetrics{})
-	return cm
+	return &commandMetrics{client: client, v: v}
 }
 
 // get returns the metrics of the command name.
 func (cm *commandMetrics) get(name string) *cmdMetrics {
-	if m, ok := (*cm.m.Load())[name]; ok {
-		return m
-	}
-	cm.mu.Lock()
-	defer cm.mu.Unlock()
-	old := *cm.m.Load()
-	if m, ok := old[name]; ok {
-		return m
-	}
-	label := commandLabel(name)
-	if len(old) >= maxCommandLabels {
-		label = "other"
-	}
-	m := &cmdMetrics{
-		ok:       cm.v.commands.WithLabelValues(cm.client, label, "ok"),
-		failed:   cm.v.commands.WithLabelValues(cm.client, label, "error"),
-		duration: cm.v.duration.WithLabelValues(cm.client, label),
-	}
-	next := make(map[string]*cmdMetrics, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[name] = m
-	cm.m.Store(&next)
-	return m
+	return cm.series.Get(name, maxCommandLabels, func(overflow bool) *cmdMetrics {
+		label := commandLabel(name)
+		if overflow {
+			label = "other"
+		}
+		return &cmdMetrics{
+			ok:       cm.v.commands.WithLabelValues(cm.client, label, "ok"),
+			failed:   cm.v.commands.WithLabelValues(cm.client, label, "error"),
+			duration: cm.v.duration.WithLabelValues(cm.client, label),
+		}
+	})
 }
 
 // forget removes the Client's series from the shared vectors.
