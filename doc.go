@@ -78,6 +78,12 @@ Server.Shutdown drains: it stops accepting, tells clients to send no new
 calls (those fail fast with ErrShutdown), and closes each connection once
 its calls have replied. Server.Close stops at once.
 
+A client that does not read its replies cannot hold a server: the
+server keeps at most WithMaxQueuedBytes of unread replies in all, shared
+equally by its connections; past its share a connection is no longer read
+and its queued calls are refused unrun, and a peer that takes no byte for
+the heartbeat timeout is cut.
+
 # Discovery and balancing
 
 Dial a service by name, and the Client follows its providers in a
