@@ -26,8 +26,8 @@ test: fmt vet services
 	# the ZooKeeper client's chatter.
 	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ ./clients/config/ \
 		| grep -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)'
-	# Allocation guards skip under -race, and the race detector's memory
-	# would make 1,000 slow readers 100: run them once without it.
+	# Allocation guards and the many-slow-readers test (bounds on memory
+	# and latency) skip under -race: run them once without it.
 	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders' ./...
 	# bench/ is a module of its own: vet it and run its end-to-end test.
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
