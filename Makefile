@@ -18,7 +18,7 @@ demo:
 # detector flags tests that make a ZooKeeper client reconnect, at random.
 # Those tests run in a pass of their own without -race; every other test,
 # kiev's ZooKeeper registry included, runs with it.
-ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable
+ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable|TestZKUnreachable
 
 test: fmt vet services
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' ./...
