@@ -5,11 +5,37 @@ import "time"
 // entry is a queued task, when it was queued, and when it expires: the
 // wait limit in force when it was queued, kept even if the limit changes,
 // so a call admitted to a long queue is not rejected late for it.
+//
+// A call admitted in overload mode (short) also has a refusal window: until
+// commit it may be answered early, pushed out by a more important call or
+// dropped once it can no longer start by limit; from commit on it is kept
+// and runs, unless it reaches expires. A refusal is then always quick,
+// never the end of a long wait.
 type entry struct {
 	t       Task
 	enq     time.Time
 	expires time.Time
-	short   bool // admitted in overload mode, to the short queue
+	short   bool      // admitted in overload mode, to the short queue
+	limit   time.Time // short: when it should have started
+	commit  time.Time // short: the end of its refusal window
+}
+
+// refusable reports whether e may still be answered early at now: it was
+// admitted in overload mode and its refusal window is open.
+func (e entry) refusable(now time.Time) bool { return e.short && now.Before(e.commit) }
+
+// expired reports whether e is to be dropped for its wait at now: past its
+// wait limit, or refusable and past the time it should have started.
+func (e entry) expired(now time.Time) bool {
+	return now.After(e.expires) || e.refusable(now) && now.After(e.limit)
+}
+
+// due returns when, after now, e next becomes expired.
+func (e entry) due(now time.Time) time.Time {
+	if e.refusable(now) && !now.After(e.limit) && e.limit.Before(e.commit) {
+		return e.limit
+	}
+	return e.expires
 }
 
 // deque is a ring buffer of entries, oldest at the front.
@@ -34,6 +60,20 @@ func (d *deque) pushBack(e entry) {
 }
 
 func (d *deque) front() entry { return d.buf[d.head] }
+
+// at returns the i-th entry from the front.
+func (d *deque) at(i int) *entry { return &d.buf[(d.head+i)%len(d.buf)] }
+
+// removeAt removes and returns the i-th entry from the front.
+func (d *deque) removeAt(i int) entry {
+	e := *d.at(i)
+	for j := i; j < d.n-1; j++ {
+		*d.at(j) = *d.at(j + 1)
+	}
+	*d.at(d.n - 1) = entry{}
+	d.n--
+	return e
+}
 
 func (d *deque) back() entry { return d.buf[(d.head+d.n-1)%len(d.buf)] }
 

@@ -93,7 +93,7 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	var victim *entry
-	expires, short := now.Add(s.opts.MaxWait), false
+	e := entry{t: t, enq: now, expires: now.Add(s.opts.MaxWait)}
 	if s.overloaded(now) {
 		// Admit a call only if the calls that will start before it (those
 		// of its priority or higher) fit its priority's share of the short
@@ -104,15 +104,21 @@ func (s *Scheduler) Submit(t Task) {
 			s.drop(t, Refused, 0)
 			return
 		}
-		// Less important calls get less of the wait limit: they are the
-		// ones pushed back by later arrivals, and the sooner one that
-		// will not start is answered, the better for its caller.
-		expires, short = now.Add(s.overloadLimit()*time.Duration(p+1)/Levels), true
-		if p == Levels-1 {
+		e.short = true
+		if p < Levels-1 {
+			// Less important calls should start sooner: they are the
+			// ones pushed back by later arrivals, and the sooner one
+			// that will not start is answered, the better for its
+			// caller. Whether it will not is known only for a short
+			// while (the refusal window, a quarter of the limit); one
+			// still queued after that
+			// is kept and runs, so that a refusal never comes late.
 			// The most important calls are bounded by their share
 			// alone: none is shed for a wait the CPU, not the queue,
 			// made longer.
-			expires = now.Add(s.opts.MaxWait)
+			limit := s.overloadLimit()
+			e.limit = now.Add(limit * time.Duration(p+1) / Levels)
+			e.commit = now.Add(limit / 4)
 		}
 	}
 	if s.n >= s.opts.QueueSize {
@@ -123,11 +129,11 @@ func (s *Scheduler) Submit(t Task) {
 			return
 		}
 	}
-	s.q[p].pushBack(entry{t, now, expires, short})
+	s.q[p].pushBack(e)
 	s.n++
 	var pushed []dropped
 	if s.overload {
-		pushed = s.pushOut(p)
+		pushed = s.pushOut(p, now)
 	}
 	s.arm(now)
 	s.mu.Unlock()
@@ -140,17 +146,18 @@ func (s *Scheduler) Submit(t Task) {
 }
 
 // pushOut evicts, under overload, the calls that a new call of priority p
-// pushed past their own priority's share: they would expire before
-// starting, so they are answered now, while their wait is short. The
-// newest of each level goes first. Calls admitted before overload mode
-// began keep their place: they have waited long already, and answering
-// them now would only make a late refusal. Callers hold s.mu.
-func (s *Scheduler) pushOut(p int) []dropped {
+// pushed past their own priority's share: they would not start in time,
+// so they are answered now, while their wait is short. The newest of each
+// level goes first. Calls past their refusal window, and those admitted
+// before overload mode began, keep their place: they have waited long
+// already, and answering them now would only make a late refusal. Callers
+// hold s.mu.
+func (s *Scheduler) pushOut(p int, now time.Time) []dropped {
 	var out []dropped
 	for level := p - 1; level >= 0; level-- {
-		for s.q[level].len() > 0 && s.q[level].back().short && s.ahead(level) > s.share(level) {
+		for s.q[level].len() > 0 && s.q[level].back().refusable(now) && s.ahead(level) > s.share(level) {
 			e := s.q[level].popBack()
-			out = append(out, dropped{e.t, Evicted, time.Since(e.enq)})
+			out = append(out, dropped{e.t, Evicted, now.Sub(e.enq)})
 			s.n--
 		}
 	}
@@ -325,7 +332,7 @@ func (s *Scheduler) next(now time.Time) Task {
 			s.lastEmpty = now
 		}
 		wait := now.Sub(e.enq)
-		if now.After(e.expires) {
+		if e.expired(now) {
 			drops = append(drops, dropped{e.t, Expired, now.Sub(e.enq)})
 			continue
 		}
@@ -341,13 +348,13 @@ func (s *Scheduler) next(now time.Time) Task {
 	}
 }
 
-// doomed drops, under overload, the queued calls that cannot start before
-// they expire: the front call of each level starts once the calls ahead
-// of it and itself have each had a worker's completion, one every
-// average run time divided by the workers. Answering them now, rather
-// than at their expiry, makes the refusal as quick as the prediction
-// allows. Only calls admitted to the short queue are judged. Callers
-// hold s.mu.
+// doomed drops, under overload, the queued calls that cannot start by
+// their limit: a call starts once the calls ahead of it and itself have
+// each had a worker's completion, one every average run time divided by
+// the workers. Answering them now, rather than at their limit, makes the
+// refusal as quick as the prediction allows. Only calls in their refusal
+// window are judged; within a level they follow those past it, and the
+// oldest of them is judged first. Callers hold s.mu.
 func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
 	gap := s.all.Estimate() / time.Duration(s.opts.Workers)
 	if gap <= 0 {
@@ -356,14 +363,18 @@ func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
 	ahead := 0
 	for level := Levels - 1; level >= 0; level-- {
 		q := &s.q[level]
-		for q.len() > 0 {
-			e := q.front()
-			if !e.short || !now.Add(time.Duration(ahead+1)*gap).After(e.expires) {
+		i := 0
+		for i < q.len() && !q.at(i).refusable(now) {
+			i++
+		}
+		for i < q.len() {
+			e := q.at(i)
+			if !e.refusable(now) || !now.Add(time.Duration(ahead+i+1)*gap).After(e.limit) {
 				break
 			}
-			q.popFront()
+			d := q.removeAt(i)
 			s.n--
-			drops = append(drops, dropped{e.t, Expired, now.Sub(e.enq)})
+			drops = append(drops, dropped{d.t, Expired, now.Sub(d.enq)})
 		}
 		ahead += q.len()
 	}
@@ -400,7 +411,7 @@ func (s *Scheduler) arm(now time.Time) {
 	var due time.Time
 	for level := range s.q {
 		if s.q[level].len() > 0 {
-			if e := s.q[level].front().expires; due.IsZero() || e.Before(due) {
+			if e := s.q[level].front().due(now); due.IsZero() || e.Before(due) {
 				due = e
 			}
 		}
@@ -421,7 +432,7 @@ func (s *Scheduler) sweep() {
 	for level := range s.q {
 		for s.q[level].len() > 0 {
 			e := s.q[level].front()
-			if !now.After(e.expires) && !e.t.Canceled() {
+			if !e.expired(now) && !e.t.Canceled() {
 				break
 			}
 			s.q[level].popFront()

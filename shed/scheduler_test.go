@@ -460,15 +460,50 @@ func TestDoomedCallAnsweredEarly(t *testing.T) {
 	h.s.overload, h.s.winStart = true, clock
 	h.s.mu.Unlock()
 	release := h.blocker("block")
-	// a waits at most 5ms*(5+1)/10 = 3ms. 2.5ms later a priority-9 call
-	// goes ahead of it; when the worker next frees up, a could start only
-	// after that call's 1ms, past its limit, so it is answered then, not
-	// when its limit passes.
+	// a should start within 5ms*(5+1)/10 = 3ms, and may be refused
+	// within 5ms/4 = 1.25ms. 1.2ms later two priority-9 calls go ahead of
+	// it (three calls fit a's share: it stays). When the worker next frees
+	// up, a could start only after their 2ms, past its limit, so it is
+	// answered then, not when its limit passes.
 	h.s.Submit(h.task("a", 5))
-	advance(2500 * time.Microsecond)
-	h.s.Submit(h.task("v", 9))
+	advance(1200 * time.Microsecond)
+	h.s.Submit(h.task("v1", 9))
+	h.s.Submit(h.task("v2", 9))
 	close(release)
-	h.expect("block:ran", "a:expired", "v:ran")
+	h.expect("block:ran", "a:expired", "v1:ran", "v2:ran")
+}
+
+// A call still queued when its refusal window closes is kept, past its
+// limit, and runs: a refusal must come quickly or not at all.
+func TestNoLateRefusal(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
+	clock := time.Now()
+	var mu sync.Mutex
+	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	for range minObservations { // tasks take 1ms
+		h.s.all.Observe(time.Millisecond)
+	}
+	h.s.mu.Lock()
+	h.s.overload, h.s.winStart = true, clock
+	h.s.mu.Unlock()
+	release := h.blocker("block")
+	// a and b may be refused within 1.25ms. Past that, neither priority-9
+	// calls pushing a past its share, nor the worker freeing up after
+	// their limits (a: 2.5ms, b: 3ms), nor the sweep drops them.
+	h.s.Submit(h.task("a", 4))
+	h.s.Submit(h.task("b", 5))
+	advance(2600 * time.Microsecond) // past a's limit too
+	h.s.Submit(h.task("v1", 9))
+	h.s.Submit(h.task("v2", 9))
+	h.s.sweep()
+	advance(2 * time.Millisecond)
+	h.s.sweep()
+	close(release)
+	h.expect("block:ran", "v1:ran", "v2:ran", "b:ran", "a:ran")
+	if d := h.s.Stats().Dropped; d != ([numReasons]uint64{}) {
+		t.Errorf("calls dropped after their refusal window, by reason: %v; want none", d)
+	}
 }
 
 func TestDropWaitHistogram(t *testing.T) {

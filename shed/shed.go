@@ -28,14 +28,20 @@
 //     its priority's share of a short queue: what the workers start in
 //     half of Options.Target, scaled from a fifth of that for priority 0
 //     to twice that for priority 9. Others are refused at once. A call
-//     of priority p below 9 admitted in overload mode waits at most
-//     (p+1)/10 of Target: the less important calls are the ones later
-//     arrivals push back, and one that will not start is best answered
-//     soon. Priority 9 has room for at least a round of Workers and is
-//     bounded by its share alone, never shed for a wait.
+//     of priority p below 9 admitted in overload mode should start
+//     within (p+1)/10 of Target: the less important calls are the ones
+//     later arrivals push back, and one that will not start is best
+//     answered soon. Priority 9 has room for at least a round of Workers
+//     and is bounded by its share alone, never shed for a wait.
 //   - An admitted call pushes out the newest queued calls of lower
 //     priority that it leaves with more calls ahead of them than their
-//     share, as they would expire before starting.
+//     share, as they would not start in time.
+//   - A call admitted in overload mode can be refused only within a
+//     quarter of Target of its arrival (its refusal window): pushed out,
+//     or found unable to start by its time when a worker frees up. One
+//     still queued after that is kept and runs, within MaxWait. A refusal
+//     is thus always quick, never the end of a wait: the caller learns
+//     at once to go elsewhere, and a call that waited is served.
 //
 // Calls are served first in, first out within a priority. Facebook's
 // adaptive LIFO serves the newest first under overload; with the queue
@@ -85,7 +91,8 @@ type Options struct {
 	// Target is the wait limit in overload mode, CoDel's target delay
 	// (DefaultTarget, 1ms), or two gaps between task completions if that
 	// is longer. The overload queue holds what the workers start within
-	// half of it.
+	// half of it, and a call admitted to it may be refused within a
+	// quarter of it.
 	Target time.Duration
 
 	// Interval is how long the queue must stay non-empty before the
