@@ -123,7 +123,7 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 	reg, own := c.opts.registry, false
 	switch {
 	case t.zookeeper != nil:
-		if reg, err = openZooKeeper(t.zookeeper); err != nil {
+		if reg, err = openZooKeeper(t.zookeeper, c.opts.logger); err != nil {
 			return nil, fmt.Errorf("kiev: Dial %q: %w", target, err)
 		}
 		own = true

@@ -163,7 +163,10 @@ func (f dialOption) applyDial(o *dialOptions) { f(o) }
 
 // WithLogger sets the logger for connection events (broken or hostile
 // connections, handler panics, providers ejected), access and slow-call
-// lines, and handlers' own lines through Logger(ctx). The default writes
+// lines, and handlers' own lines through Logger(ctx). A client dialed
+// with a zookeeper:// target also logs its registry's events through it
+// (sessions, malformed provider nodes, the ZooKeeper client's own
+// connection lines at Info). The default writes
 // to standard error at Info level: coloured text on a terminal, JSON
 // lines otherwise. kiev never logs an error it also returns to you.
 func WithLogger(l *slog.Logger) Option {

@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -96,7 +97,10 @@ func parseZooKeeper(s string) (target, error) {
 	return target{service: service, zookeeper: cfg}, nil
 }
 
-// openZooKeeper opens the registry of a zookeeper:// target.
-func openZooKeeper(cfg *zookeeper.Config) (registry.Registry, error) {
-	return zookeeper.New(*cfg)
+// openZooKeeper opens the registry of a zookeeper:// target; it logs
+// through the client's logger.
+func openZooKeeper(cfg *zookeeper.Config, log *slog.Logger) (registry.Registry, error) {
+	c := *cfg
+	c.Logger = log
+	return zookeeper.New(c)
 }

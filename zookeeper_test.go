@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -16,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/balance"
+	"github.com/kievrpc/kiev/internal/logtest"
 	"github.com/kievrpc/kiev/internal/zktest"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/zookeeper"
@@ -59,6 +63,9 @@ func runProvider(name string) int {
 		Servers:        []string{os.Getenv(envZK)},
 		Root:           os.Getenv(envRoot),
 		SessionTimeout: session,
+		// What the registry and its ZooKeeper client say (connections,
+		// sessions) goes to the test's output, tagged with the provider.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("provider", name),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -637,3 +644,31 @@ func TestZooKeeperClientSessionExpiry(t *testing.T) {
 		t.Fatalf("after its session expired and came back, the client called %v; want p0 and p1", seen)
 	}
 }
+
+// A client dialed with a zookeeper:// target logs what its registry
+// reports (here a malformed provider node) through its own logger.
+func TestZooKeeperClientLogsRegistryWarnings(t *testing.T) {
+	zkAddr := zktest.Shared(t)
+	root := zkRoot(t)
+	conn, _, err := zk.Connect([]string{zkAddr}, 4*time.Second, zk.WithLogger(quietZK{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	dir := root + "/Who/providers"
+	for _, p := range []string{"/kiev-test", root, root + "/Who", dir} {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("Create(%s): %v", p, err)
+		}
+	}
+	if _, err := conn.Create(dir+"/tcp-127.0.0.1:7003", []byte("not json"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := logtest.New(t)
+	zkDial(t, zkAddr, root, kiev.WithLogger(logger))
+	logs.WaitFor(t, 0, "skipping a malformed provider node", "tcp-127.0.0.1:7003")
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}

@@ -98,6 +98,11 @@ admin.enableServer=false
 	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		t.Fatalf("zktest: %v", err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("zktest: the end of ZooKeeper's log:\n%s", s.logTail())
+		}
+	})
 	t.Cleanup(s.Stop)
 	s.Start()
 	return s
@@ -189,7 +194,7 @@ func (s *Server) reapLocked() {
 // logTail returns the end of the server's log, for failure messages.
 func (s *Server) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-	const max = 4 << 10
+	const max = 16 << 10
 	if len(b) > max {
 		b = b[len(b)-max:]
 	}
