@@ -157,7 +157,8 @@ once. Calls that waited too long, or whose caller's deadline has passed or
 is nearer than the method's usual run time, are answered without running.
 Under sustained overload the queue shrinks to about a millisecond of work,
 each priority gets a share of it, and a call that will not start in time
-is refused on arrival rather than after a wait. Configure it with
+is refused on arrival rather than after a wait: a queued call is refused
+within a quarter of a millisecond or not at all. Configure it with
 WithShed.
 
 A call's priority, 0 (shed first) to 9 (shed last), is set with
