@@ -364,6 +364,7 @@ func TestConcurrentInvariants(t *testing.T) {
 type countTask struct {
 	prio                 int
 	spin                 int
+	spinFor              time.Duration // run for this long, if set
 	running, peak, ended *atomic.Int64
 	wg                   *sync.WaitGroup
 	once                 atomic.Bool
@@ -379,6 +380,8 @@ func (c *countTask) Run() {
 	}
 	for i := 0; i < c.spin*100; i++ {
 		_ = i * i
+	}
+	for start := time.Now(); time.Since(start) < c.spinFor; {
 	}
 	c.running.Add(-1)
 	c.end()
@@ -533,4 +536,51 @@ func TestDropWaitHistogram(t *testing.T) {
 	if st.DropWaitBuckets != want {
 		t.Fatalf("DropWaitBuckets = %v; want %v (bounds %v)", st.DropWaitBuckets, want, bounds)
 	}
+}
+
+// Under overload, every call the scheduler answers after it queued it is
+// answered within its refusal window, a quarter of Target: refusals are
+// quick, whatever the load and the timing. (Refusals on arrival wait 0.)
+func TestRefusalsAreQuick(t *testing.T) {
+	const workers, total = 4, 9600
+	o := Options{Workers: workers, QueueSize: 4096, MaxWait: time.Minute, Target: 2 * time.Millisecond, Interval: 5 * time.Millisecond}
+	s := New(o)
+	var running, peak, ended atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(total)
+	var submitters sync.WaitGroup
+	for g := range 8 {
+		submitters.Add(1)
+		go func() {
+			defer submitters.Done()
+			// Bursts of 15 calls each millisecond or so from each of 8
+			// goroutines: a few times what 4 workers do with calls of
+			// 50–300µs, so the queue is always busy and short.
+			r := rand.New(rand.NewPCG(uint64(g), 2))
+			for i := range total / 8 {
+				s.Submit(&countTask{prio: r.IntN(Levels), running: &running, peak: &peak, ended: &ended, wg: &wg, spinFor: time.Duration(50+r.IntN(250)) * time.Microsecond})
+				if i%15 == 14 {
+					time.Sleep(time.Millisecond) // pacing the load, not synchronization
+				}
+			}
+		}()
+	}
+	submitters.Wait()
+	wg.Wait()
+	s.Close()
+	s.Wait()
+	st := s.Stats()
+	if st.DroppedFor(Refused)+st.DroppedFor(Evicted)+st.DroppedFor(Expired) == 0 {
+		t.Fatalf("nothing was shed: the test did not overload the scheduler (ran %d)", st.Ran)
+	}
+	window := o.Target / 4
+	for i, b := range DropWaitBounds() {
+		if b > window && st.DropWaitBuckets[i] > 0 {
+			t.Errorf("%d calls answered after waiting up to %v in the queue; every refusal should come within %v", st.DropWaitBuckets[i], b, window)
+		}
+	}
+	if n := st.DropWaitBuckets[len(DropWaitBounds())]; n > 0 {
+		t.Errorf("%d calls answered after waiting more than %v", n, DropWaitBounds()[len(DropWaitBounds())-1])
+	}
+	t.Logf("ran %d; dropped: %d refused, %d evicted, %d expired; drop waits by bucket %v", st.Ran, st.DroppedFor(Refused), st.DroppedFor(Evicted), st.DroppedFor(Expired), st.DropWaitBuckets)
 }
