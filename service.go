@@ -29,6 +29,7 @@ type method struct {
 	replyType reflect.Type // the pointed-to type of the reply
 	cost      shed.ServiceTime
 	stats     callStats
+	dropped   [4]string // the answers to calls the scheduler drops, by dropReason
 }
 
 // newArg returns a pointer to a fresh argument, for the codec to decode
@@ -109,6 +110,7 @@ func buildService(name string, rcvr any, useName bool) (map[string]*method, stri
 			continue
 		}
 		mt.name = sname + "." + m.Name
+		mt.dropped = dropMessages(mt.name)
 		mt.rcvr = v
 		mt.direct = newDirectCall(v, m.Name, mt)
 		methods[m.Name] = mt
