@@ -134,7 +134,8 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 		s.digest = []byte(opts.Digest)
 	}
 	hosts := zk.NewDNSHostProvider()
-	s.dialer = &zkconn.Dialer{Dialed: func(err error) {
+	session := cmp.Or(opts.SessionTimeout, DefaultZooKeeperSessionTimeout)
+	s.dialer = &zkconn.Dialer{ReadLimit: session, Dialed: func(err error) {
 		// A round of failed attempts, one per server, means the
 		// ensemble is down.
 		if err == nil {
@@ -143,7 +144,7 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 			s.dialFailed(err)
 		}
 	}}
-	conn, events, err := zk.Connect(opts.Servers, cmp.Or(opts.SessionTimeout, DefaultZooKeeperSessionTimeout),
+	conn, events, err := zk.Connect(opts.Servers, session,
 		zk.WithHostProvider(hosts), // resolves the names before the first dial
 		zk.WithLogger(zkconn.Logger{Logger: logger, Level: slog.LevelDebug}),
 		zk.WithDialer(s.dialer.Dial),

@@ -20,10 +20,23 @@ var ErrClosing = errors.New("kiev: the ZooKeeper client is closing")
 // remembers the latest, so that Close can close it: the client library
 // would otherwise wait for its read timeout (two thirds of the session
 // timeout) on a connection that hangs.
+//
+// With ReadLimit set, it also bounds every read of its connections. The
+// client library waits ten times its read timeout for a server's answer
+// to its connect request, and reads the rest of that answer with no
+// deadline at all: a server that accepts a connection but does not
+// answer, as one starting or stopping may, would hold the client for
+// minutes, or for ever, where a try at the next server was due.
 type Dialer struct {
 	// Dialed, if set, is called after every attempt with its error, nil
 	// on success, with no lock held.
 	Dialed func(err error)
+
+	// ReadLimit, if positive, is the longest a read on a connection may
+	// wait: a read deadline that is unset or later is brought forward to
+	// it. Set it to the session timeout: the library's own read timeout
+	// once connected is two thirds of that, which it leaves untouched.
+	ReadLimit time.Duration
 
 	mu     sync.Mutex
 	conn   net.Conn
@@ -39,6 +52,11 @@ func (d *Dialer) Dial(network, address string, timeout time.Duration) (net.Conn,
 		return nil, ErrClosing
 	}
 	c, err := net.DialTimeout(network, address, timeout)
+	if err == nil && d.ReadLimit > 0 {
+		bc := boundedConn{c, d.ReadLimit}
+		_ = bc.SetReadDeadline(time.Time{}) // until the library sets one
+		c = bc
+	}
 	if err == nil {
 		d.mu.Lock()
 		if d.closed {
@@ -63,6 +81,30 @@ func (d *Dialer) Close() {
 	if d.conn != nil {
 		d.conn.Close()
 	}
+}
+
+// boundedConn is a connection whose reads wait at most limit.
+type boundedConn struct {
+	net.Conn
+	limit time.Duration
+}
+
+func (c boundedConn) bound(t time.Time) time.Time {
+	if latest := time.Now().Add(c.limit); t.IsZero() || t.After(latest) {
+		return latest
+	}
+	return t
+}
+
+func (c boundedConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.bound(t))
+}
+
+func (c boundedConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetReadDeadline(c.bound(t)); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // Logger passes the client library's messages to a slog.Logger at Level.

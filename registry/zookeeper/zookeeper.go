@@ -213,7 +213,7 @@ func New(cfg Config) (*Registry, error) {
 		progress:   make(chan struct{}),
 		up:         make(chan struct{}),
 		hosts:      &hostProvider{DNSHostProvider: zk.NewDNSHostProvider()},
-		dialer:     &zkconn.Dialer{},
+		dialer:     &zkconn.Dialer{ReadLimit: timeout},
 	}
 	if cfg.Digest != "" {
 		user, password, ok := strings.Cut(cfg.Digest, ":")
