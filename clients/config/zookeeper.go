@@ -75,6 +75,7 @@ type ZooKeeper struct {
 	stop      chan struct{} // closed by Close
 	runDone   chan struct{}
 	closeOnce sync.Once
+	settled   bool // owned by run: zkconn.Settle ran before the first watch
 
 	mu      sync.Mutex
 	closed  bool
@@ -314,6 +315,10 @@ func (s *ZooKeeper) run() {
 // read reads the node with a watch. It returns the watch's channel, or nil
 // if no watch is set; the error says why the data is not usable.
 func (s *ZooKeeper) read() (Snapshot, <-chan zk.Event, error) {
+	if !s.settled {
+		zkconn.Settle(s.conn)
+		s.settled = true
+	}
 	for {
 		data, stat, event, err := s.conn.GetW(s.path)
 		if errors.Is(err, zk.ErrNoNode) {

@@ -11,6 +11,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // ErrClosing is what Dial returns once Close has been called.
@@ -81,6 +83,17 @@ func (d *Dialer) Close() {
 	if d.conn != nil {
 		d.conn.Close()
 	}
+}
+
+// Settle makes one request that sets no watch and waits for its answer.
+// A client calls it before its first watch. The library's receive loop
+// writes the last zxid seen while, at each new connection, another of its
+// goroutines reads it to set the watches again if there are any
+// (go-zookeeper/zk#35, in no release); a watch set while a connection is
+// young can make that a data race. One round trip first leaves the
+// library time to find no watch to set again.
+func Settle(conn *zk.Conn) {
+	_, _, _ = conn.Exists("/")
 }
 
 // boundedConn is a connection whose reads wait at most limit.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/kievrpc/kiev/internal/zkconn"
 	"github.com/kievrpc/kiev/registry"
 )
 
@@ -36,6 +37,8 @@ type watcher struct {
 	// Owned by run: malformed nodes already logged, by name, with the
 	// Mzxid of the data that was logged.
 	bad map[string]int64
+	// Owned by run: zkconn.Settle ran before the first watch.
+	settled bool
 }
 
 var _ registry.Watcher = (*watcher)(nil)
@@ -143,6 +146,10 @@ func (w *watcher) run() {
 // the channel fires when it is created.
 func (w *watcher) read() ([]registry.Instance, <-chan zk.Event, error) {
 	conn := w.r.conn
+	if !w.settled {
+		zkconn.Settle(conn)
+		w.settled = true
+	}
 	for {
 		names, _, event, err := conn.ChildrenW(w.path)
 		if errors.Is(err, zk.ErrNoNode) {
