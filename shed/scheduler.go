@@ -109,13 +109,12 @@ func (s *Scheduler) Submit(t Task) {
 			// Less important calls should start sooner: they are the
 			// ones pushed back by later arrivals, and the sooner one
 			// that will not start is answered, the better for its
-			// caller. Whether it will not is known only for a short
-			// while (the refusal window, a quarter of the limit); one
-			// still queued after that
-			// is kept and runs, so that a refusal never comes late.
-			// The most important calls are bounded by their share
-			// alone: none is shed for a wait the CPU, not the queue,
-			// made longer.
+			// caller. It may be refused only for a short while (the
+			// refusal window, a quarter of the limit); one still
+			// queued after that is kept and runs, so that a refusal
+			// never comes late. The most important calls are bounded
+			// by their share alone: none is shed for a wait the CPU,
+			// not the queue, made longer.
 			limit := s.overloadLimit()
 			e.limit = now.Add(limit * time.Duration(p+1) / Levels)
 			e.commit = now.Add(limit / 4)
