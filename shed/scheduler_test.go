@@ -61,6 +61,32 @@ func newHarness(t *testing.T, o Options) *harness {
 	return h
 }
 
+// fakeClock makes the scheduler read a clock that stands still until
+// advance moves it, and returns both.
+func (h *harness) fakeClock() (now func() time.Time, advance func(time.Duration)) {
+	clock := time.Now()
+	var mu sync.Mutex
+	now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance = func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	h.s.now = now
+	return now, advance
+}
+
+// runTime makes the scheduler's estimate of every task's run time d.
+func (h *harness) runTime(d time.Duration) {
+	for range minObservations {
+		h.s.all.Observe(d)
+	}
+}
+
+// overloadNow puts the scheduler in overload mode, as if its queue had
+// stayed busy for an interval.
+func (h *harness) overloadNow() {
+	h.s.mu.Lock()
+	h.s.overload, h.s.winStart = true, h.s.now()
+	h.s.mu.Unlock()
+}
+
 func (h *harness) task(name string, prio int) *task {
 	return &task{name: name, prio: prio, ended: h.ended}
 }
@@ -148,15 +174,11 @@ func TestQueuedCallExpiresWhileWorkersAreBusy(t *testing.T) {
 
 func TestExpiredAtDequeue(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, MaxWait: 50 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	_, advance := h.fakeClock()
 	h.s.timer.Stop() // only the dequeue check should act here
 	release := h.blocker("block")
 	h.s.Submit(h.task("old", 5))
-	mu.Lock()
-	clock = clock.Add(60 * time.Millisecond)
-	mu.Unlock()
+	advance(60 * time.Millisecond)
 	h.s.Submit(h.task("new", 5))
 	close(release)
 	h.expect("block:ran", "old:expired", "new:ran")
@@ -190,16 +212,12 @@ func TestDeadlineSkips(t *testing.T) {
 // A queued call whose deadline passes while it waits is not run.
 func TestDeadlinePassesInQueue(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	now, advance := h.fakeClock()
 	release := h.blocker("block")
 	soon := h.task("soon", 5)
-	soon.deadline = clock.Add(10 * time.Millisecond)
+	soon.deadline = now().Add(10 * time.Millisecond)
 	h.s.Submit(soon)
-	mu.Lock()
-	clock = clock.Add(20 * time.Millisecond)
-	mu.Unlock()
+	advance(20 * time.Millisecond)
 	close(release)
 	h.expect("block:ran", "soon:deadline")
 }
@@ -216,13 +234,8 @@ func TestCanceledCallIsNotRun(t *testing.T) {
 
 func TestOverloadShortensTheQueue(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	for range minObservations { // tasks take 1ms: one worker starts one per ms
-		h.s.all.Observe(time.Millisecond)
-	}
+	_, advance := h.fakeClock()
+	h.runTime(time.Millisecond) // tasks take 1ms: one worker starts one per ms
 	release := h.blocker("block")
 	h.s.Submit(h.task("first", 5))
 	if h.s.Stats().Overloaded {
@@ -265,19 +278,13 @@ func TestOverloadShortensTheQueue(t *testing.T) {
 // the Interval.
 func TestSurgeEntersOverloadEarly(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, QueueSize: 100, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	for range minObservations {
-		h.s.all.Observe(time.Millisecond)
-	}
+	_, advance := h.fakeClock()
+	h.runTime(time.Millisecond)
 	release := h.blocker("block")
 	for i := range 10 {
 		h.s.Submit(h.task(fmt.Sprint(i), 9))
 	}
-	mu.Lock()
-	clock = clock.Add(11 * time.Millisecond)
-	mu.Unlock()
+	advance(11 * time.Millisecond)
 	if !h.s.Stats().Overloaded {
 		t.Fatal("a queue of 10 calls, twice the overload queue, for 11ms did not count as overload")
 	}
@@ -411,13 +418,8 @@ func TestReleaseIdleLeavesNoGoroutines(t *testing.T) {
 // the overload queue is shorter, and is not shed for waiting.
 func TestPriority9KeepsRoomUnderOverload(t *testing.T) {
 	h := newHarness(t, Options{Workers: 4, QueueSize: 100, MaxWait: time.Second, Target: time.Millisecond, Interval: 100 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	for range minObservations { // 10ms per task: the overload queue is tiny
-		h.s.all.Observe(10 * time.Millisecond)
-	}
+	_, advance := h.fakeClock()
+	h.runTime(10 * time.Millisecond) // 10ms per task: the overload queue is tiny
 	var releases []chan struct{}
 	for i := range 4 {
 		releases = append(releases, h.blocker(fmt.Sprint("block", i)))
@@ -452,16 +454,9 @@ func TestPriority9KeepsRoomUnderOverload(t *testing.T) {
 // passes.
 func TestDoomedCallAnsweredEarly(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	for range minObservations { // tasks take 1ms
-		h.s.all.Observe(time.Millisecond)
-	}
-	h.s.mu.Lock()
-	h.s.overload, h.s.winStart = true, clock
-	h.s.mu.Unlock()
+	_, advance := h.fakeClock()
+	h.runTime(time.Millisecond) // tasks take 1ms
+	h.overloadNow()
 	release := h.blocker("block")
 	// a should start within 5ms*(5+1)/10 = 3ms, and may be refused
 	// within 5ms/4 = 1.25ms. 1.2ms later two priority-9 calls go ahead of
@@ -480,16 +475,9 @@ func TestDoomedCallAnsweredEarly(t *testing.T) {
 // limit, and runs: a refusal must come quickly or not at all.
 func TestNoLateRefusal(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	for range minObservations { // tasks take 1ms
-		h.s.all.Observe(time.Millisecond)
-	}
-	h.s.mu.Lock()
-	h.s.overload, h.s.winStart = true, clock
-	h.s.mu.Unlock()
+	_, advance := h.fakeClock()
+	h.runTime(time.Millisecond) // tasks take 1ms
+	h.overloadNow()
 	release := h.blocker("block")
 	// a and b may be refused within 1.25ms. Past that, neither priority-9
 	// calls pushing a past its share, nor the worker freeing up after
@@ -511,16 +499,12 @@ func TestNoLateRefusal(t *testing.T) {
 
 func TestDropWaitHistogram(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1, QueueSize: 1, MaxWait: 10 * time.Millisecond})
-	clock := time.Now()
-	var mu sync.Mutex
-	h.s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	_, advance := h.fakeClock()
 	release := h.blocker("block")
 	h.s.Submit(h.task("a", 5))
 	h.s.Submit(h.task("b", 5)) // the queue is full: refused on arrival
 	h.expect("b:refused")
-	mu.Lock()
-	clock = clock.Add(20 * time.Millisecond)
-	mu.Unlock()
+	advance(20 * time.Millisecond)
 	close(release)
 	h.expect("block:ran", "a:expired")
 	st := h.s.Stats()
