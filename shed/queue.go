@@ -6,23 +6,23 @@ import "time"
 // wait limit in force when it was queued, kept even if the limit changes,
 // so a call admitted to a long queue is not rejected late for it.
 //
-// A call admitted in overload mode (short) also has a refusal window: until
-// commit it may be answered early, pushed out by a more important call or
-// dropped once it can no longer start by limit; from commit on it is kept
-// and runs, unless it reaches expires. A refusal is then always quick,
-// never the end of a long wait.
+// A call of priority below 9 admitted in overload mode also has a refusal
+// window: until commit it may be answered early, pushed out by a more
+// important call or dropped once it can no longer start by limit; from
+// commit on it is kept and runs, unless it reaches expires. A refusal is
+// then always quick, never the end of a long wait. Other calls have zero
+// limit and commit.
 type entry struct {
 	t       Task
 	enq     time.Time
 	expires time.Time
-	short   bool      // admitted in overload mode, to the short queue
-	limit   time.Time // short: when it should have started
-	commit  time.Time // short: the end of its refusal window
+	limit   time.Time // when it should have started
+	commit  time.Time // the end of its refusal window
 }
 
-// refusable reports whether e may still be answered early at now: it was
-// admitted in overload mode and its refusal window is open.
-func (e entry) refusable(now time.Time) bool { return e.short && now.Before(e.commit) }
+// refusable reports whether e may still be answered early at now: its
+// refusal window is open.
+func (e entry) refusable(now time.Time) bool { return now.Before(e.commit) }
 
 // expired reports whether e is to be dropped for its wait at now: past its
 // wait limit, or refusable and past the time it should have started.

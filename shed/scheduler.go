@@ -104,7 +104,6 @@ func (s *Scheduler) Submit(t Task) {
 			s.drop(t, Refused, 0)
 			return
 		}
-		e.short = true
 		if p < Levels-1 {
 			// Less important calls should start sooner: they are the
 			// ones pushed back by later arrivals, and the sooner one
