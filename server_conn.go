@@ -383,37 +383,21 @@ func (sc *serverCall) Drop(r shed.Reason) {
 	if sc.callerGone.Load() {
 		return
 	}
-	if i, ok := dropReason(r); ok {
-		sc.replyError(code, sc.m.dropped[i])
+	if msg := sc.m.dropped[r]; msg != "" {
+		sc.replyError(code, msg)
 	}
-}
-
-// dropReason indexes the answers of method.dropped: the reasons the
-// scheduler drops a call for with a reply (a canceled call gets none).
-func dropReason(r shed.Reason) (int, bool) {
-	switch r {
-	case shed.Evicted:
-		return 0, true
-	case shed.Refused:
-		return 1, true
-	case shed.Expired:
-		return 2, true
-	case shed.Deadline:
-		return 3, true
-	}
-	return 0, false
 }
 
 // dropMessages builds, once per method, the answers to its calls the
-// scheduler drops, so that refusing a call under overload costs no
-// allocation.
-func dropMessages(name string) [4]string {
-	return [4]string{
-		"kiev: " + name + " was shed: the server is overloaded and a more important call took its place in the queue; retry on another server",
-		"kiev: " + name + " was refused: the server is overloaded and its queue is full of calls as important; retry on another server",
-		"kiev: " + name + " was shed: it waited in the overloaded server's queue past the wait limit; retry on another server",
-		"kiev: " + name + " was not run: too little time was left before the caller's deadline",
-	}
+// scheduler drops, by reason, so that refusing a call under overload costs
+// no allocation. A canceled call gets no answer.
+func dropMessages(name string) []string {
+	m := make([]string, len(shed.Reasons()))
+	m[shed.Evicted] = "kiev: " + name + " was shed: the server is overloaded and a more important call took its place in the queue; retry on another server"
+	m[shed.Refused] = "kiev: " + name + " was refused: the server is overloaded and its queue is full of calls as important; retry on another server"
+	m[shed.Expired] = "kiev: " + name + " was shed: it waited in the overloaded server's queue past the wait limit; retry on another server"
+	m[shed.Deadline] = "kiev: " + name + " was not run: too little time was left before the caller's deadline"
+	return m
 }
 
 // Run executes the interceptor chain and the method, then replies.

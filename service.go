@@ -29,7 +29,7 @@ type method struct {
 	replyType reflect.Type // the pointed-to type of the reply
 	cost      shed.ServiceTime
 	stats     callStats
-	dropped   [4]string // the answers to calls the scheduler drops, by dropReason
+	dropped   []string // the answers to calls the scheduler drops, by shed.Reason
 }
 
 // newArg returns a pointer to a fresh argument, for the codec to decode
