@@ -75,7 +75,6 @@ type ZooKeeper struct {
 	stop      chan struct{} // closed by Close
 	runDone   chan struct{}
 	closeOnce sync.Once
-	settled   bool // owned by run: zkconn.Settle ran before the first watch
 
 	mu      sync.Mutex
 	closed  bool
@@ -270,6 +269,7 @@ func (s *ZooKeeper) wake() {
 // the next session is established, or after a backoff.
 func (s *ZooKeeper) run() {
 	defer close(s.runDone)
+	zkconn.Settle(s.conn) // before the first watch
 	backoff := zkMinBackoff
 	authed := s.digest == nil
 	for !s.stopped() {
@@ -315,10 +315,6 @@ func (s *ZooKeeper) run() {
 // read reads the node with a watch. It returns the watch's channel, or nil
 // if no watch is set; the error says why the data is not usable.
 func (s *ZooKeeper) read() (Snapshot, <-chan zk.Event, error) {
-	if !s.settled {
-		zkconn.Settle(s.conn)
-		s.settled = true
-	}
 	for {
 		data, stat, event, err := s.conn.GetW(s.path)
 		if errors.Is(err, zk.ErrNoNode) {

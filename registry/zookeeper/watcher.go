@@ -37,8 +37,6 @@ type watcher struct {
 	// Owned by run: malformed nodes already logged, by name, with the
 	// Mzxid of the data that was logged.
 	bad map[string]int64
-	// Owned by run: zkconn.Settle ran before the first watch.
-	settled bool
 }
 
 var _ registry.Watcher = (*watcher)(nil)
@@ -108,6 +106,7 @@ func (w *watcher) ended() bool {
 // established, or after a backoff.
 func (w *watcher) run() {
 	defer w.r.watchers.Done()
+	zkconn.Settle(w.r.conn) // before the first watch
 	backoff := minBackoff
 	for !w.ended() {
 		up := w.r.sessionUp()
@@ -146,10 +145,6 @@ func (w *watcher) run() {
 // the channel fires when it is created.
 func (w *watcher) read() ([]registry.Instance, <-chan zk.Event, error) {
 	conn := w.r.conn
-	if !w.settled {
-		zkconn.Settle(conn)
-		w.settled = true
-	}
 	for {
 		names, _, event, err := conn.ChildrenW(w.path)
 		if errors.Is(err, zk.ErrNoNode) {
