@@ -22,6 +22,7 @@ import (
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/internal/logtest"
+	"github.com/kievrpc/kiev/internal/zkconn"
 	"github.com/kievrpc/kiev/internal/zktest"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/zookeeper"
@@ -650,7 +651,7 @@ func TestZooKeeperClientSessionExpiry(t *testing.T) {
 func TestZooKeeperClientLogsRegistryWarnings(t *testing.T) {
 	zkAddr := zktest.Shared(t)
 	root := zkRoot(t)
-	conn, _, err := zk.Connect([]string{zkAddr}, 4*time.Second, zk.WithLogger(quietZK{}))
+	conn, _, err := zk.Connect([]string{zkAddr}, 4*time.Second, zk.WithLogger(zkconn.Logger{Logger: slog.New(slog.DiscardHandler)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +669,3 @@ func TestZooKeeperClientLogsRegistryWarnings(t *testing.T) {
 	zkDial(t, zkAddr, root, kiev.WithLogger(logger))
 	logs.WaitFor(t, 0, "skipping a malformed provider node", "tcp-127.0.0.1:7003")
 }
-
-type quietZK struct{}
-
-func (quietZK) Printf(string, ...any) {}

@@ -1,6 +1,7 @@
 package zkconn
 
 import (
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -69,7 +70,7 @@ func TestMuteServerIsLeftWithinTheReadLimit(t *testing.T) {
 			m := startMute(t, tc.prefix)
 			d := &Dialer{ReadLimit: session}
 			conn, _, err := zk.Connect([]string{m.ln.Addr().String()}, session,
-				zk.WithDialer(d.Dial), zk.WithLogger(quiet{}))
+				zk.WithDialer(d.Dial), zk.WithLogger(Logger{Logger: slog.New(slog.DiscardHandler)}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +89,3 @@ func TestMuteServerIsLeftWithinTheReadLimit(t *testing.T) {
 		})
 	}
 }
-
-type quiet struct{}
-
-func (quiet) Printf(string, ...any) {}
