@@ -185,6 +185,8 @@ type gen struct {
 	start time.Time
 
 	all      sync.WaitGroup // every user request
+	workers  sync.WaitGroup // every generator goroutine
+	idle     chan task      // unbuffered: a send succeeds only if a goroutine is idle
 	measured sync.WaitGroup // user requests that arrived in a measured segment
 
 	mu       sync.Mutex
@@ -209,7 +211,18 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g := &gen{c: c, cfg: cfg, ctx: runCtx, start: time.Now()}
+	g := &gen{c: c, cfg: cfg, ctx: runCtx, start: time.Now(), idle: make(chan task)}
+	// Room for every record up front: growing a slice of a hundred
+	// thousand records copies megabytes under g.mu, a stall of the
+	// generator that would show as slow answers from the server.
+	expect := 0.0
+	for _, s := range segs {
+		expect += s.load * cfg.capacity * s.dur.Seconds()
+	}
+	expect += segs[len(segs)-1].load * cfg.capacity * (time.Duration(cfg.attempts)*cfg.deadline + tailSlack).Seconds()
+	n := int(expect*1.2) + 1024
+	g.requests = make([]request, 0, n)
+	g.attempts = make([]attempt, 0, n*cfg.attempts)
 	res := &loadResult{bounds: make([]time.Duration, len(segs)+1), snaps: make([]serverStats, len(segs)+1)}
 	for i, s := range segs {
 		res.bounds[i+1] = res.bounds[i] + s.dur
@@ -321,6 +334,7 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 	if !waitTimeout(&g.all, 10*time.Second) {
 		return nil, errors.New("user requests did not end within 10s of the run's end")
 	}
+	g.workers.Wait() // each returns at once: its request has ended and the run is over
 	<-resolved
 	<-snapDone
 	if err := ctx.Err(); err != nil {
@@ -330,19 +344,49 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 	return res, res.snapErr
 }
 
-// launch starts one user request arriving at offset arrive.
+// task is one user request for a generator goroutine.
+type task struct {
+	id       uint64
+	arrive   time.Duration
+	prio     uint8
+	measured bool
+}
+
+// launch starts one user request arriving at offset arrive, on an idle
+// generator goroutine if there is one, else on a new one. Reusing the
+// goroutines keeps their grown stacks: a fresh goroutine per request
+// spent a third of the generator's CPU growing its stack, and the
+// generator, on one CPU, answers for every microsecond of its own in the
+// latencies it measures.
 func (g *gen) launch(id uint64, arrive time.Duration, prio uint8, measured bool) {
 	g.all.Add(1)
 	if measured {
 		g.measured.Add(1)
 	}
-	go func() {
-		defer g.all.Done()
-		if measured {
-			defer g.measured.Done()
+	t := task{id: id, arrive: arrive, prio: prio, measured: measured}
+	select {
+	case g.idle <- t:
+	default:
+		g.workers.Add(1)
+		go g.work(t)
+	}
+}
+
+// work runs t, then the tasks handed to it while idle, until the run ends.
+func (g *gen) work(t task) {
+	defer g.workers.Done()
+	for {
+		g.user(t.id, t.arrive, t.prio, time.Since(g.start)-t.arrive)
+		if t.measured {
+			g.measured.Done()
 		}
-		g.user(id, arrive, prio, time.Since(g.start)-arrive)
-	}()
+		g.all.Done()
+		select {
+		case t = <-g.idle:
+		case <-g.ctx.Done():
+			return
+		}
+	}
 }
 
 // user runs one user request: up to cfg.attempts attempts, each with its
