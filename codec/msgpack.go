@@ -55,6 +55,9 @@ var msgpackDecoders = sync.Pool{New: func() any {
 
 // msgpackMarshal appends the msgpack encoding of v to dst.
 func msgpackMarshal(dst []byte, v any) ([]byte, error) {
+	if enc := msgpackEncoderOf(v); enc != nil {
+		return encodeWith(enc, dst, v), nil // plain structs: see msgpack_encode.go
+	}
 	e := msgpackEncoders.Get().(*msgpackEncoder)
 	e.w.b = dst
 	err := e.enc.Encode(v)

@@ -545,11 +545,17 @@ func (b *planBuilder) fieldPlan(t reflect.Type, f *msgpackField) *msgpackFieldPl
 type msgpackField struct {
 	name  string
 	index []int
+	// omitEmpty is set by the field's omitempty option, or by that of a
+	// _msgpack field before it; only encoding looks at it.
+	omitEmpty bool
 }
 
 type msgpackFields struct {
 	list   []*msgpackField
 	byName map[string]*msgpackField
+	// asArray is set by a _msgpack field with the as_array option: the
+	// struct is encoded as an array. Only encoding looks at it.
+	asArray bool
 }
 
 // add appends f; like fields.Add, a later field takes over the name.
@@ -571,6 +577,7 @@ func (b *planBuilder) fields(t reflect.Type) (*msgpackFields, bool) {
 	defer delete(b.inlining, t)
 
 	fs := &msgpackFields{byName: map[string]*msgpackField{}}
+	omitAll := false
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag := sf.Tag.Get("msgpack")
@@ -578,6 +585,10 @@ func (b *planBuilder) fields(t reflect.Type) (*msgpackFields, bool) {
 			tag = sf.Tag.Get("json")
 		}
 		name, opts, ok := parseMsgpackTag(tag)
+		if ok && name != "-" && sf.Name == "_msgpack" {
+			fs.asArray = opts["as_array"] || opts["asArray"]
+			omitAll = omitAll || opts["omitempty"]
+		}
 		switch {
 		case !ok:
 			return nil, false
@@ -588,7 +599,7 @@ func (b *planBuilder) fields(t reflect.Type) (*msgpackFields, bool) {
 		case !sf.IsExported(), opts["intern"]:
 			return nil, false
 		}
-		f := &msgpackField{name: name, index: sf.Index}
+		f := &msgpackField{name: name, index: sf.Index, omitEmpty: omitAll || opts["omitempty"]}
 		if f.name == "" {
 			f.name = sf.Name
 		}
@@ -624,7 +635,7 @@ func (b *planBuilder) inline(fs *msgpackFields, sf reflect.StructField, force bo
 		}
 		for _, f := range inner.list {
 			if _, shadowed := fs.byName[f.name]; !shadowed {
-				fs.add(&msgpackField{name: f.name, index: append(sf.Index[:1:1], f.index...)})
+				fs.add(&msgpackField{name: f.name, index: append(sf.Index[:1:1], f.index...), omitEmpty: f.omitEmpty})
 			}
 		}
 		return true, true
@@ -647,7 +658,7 @@ func (b *planBuilder) inline(fs *msgpackFields, sf reflect.StructField, force bo
 		}
 	}
 	for _, f := range inner.list {
-		fs.add(&msgpackField{name: f.name, index: append(sf.Index[:1:1], f.index...)})
+		fs.add(&msgpackField{name: f.name, index: append(sf.Index[:1:1], f.index...), omitEmpty: f.omitEmpty})
 	}
 	return true, true
 }
