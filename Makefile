@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackFast$$' -fuzztime $(FUZZTIME) ./codec/
+	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackEncode$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
