@@ -1,10 +1,10 @@
 package codec
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // maxMsgpackDepth bounds how deeply msgpack arrays and maps may nest. The
@@ -213,17 +213,63 @@ var errMsgpackDesync = errors.New("the decoder read a value inside another value
 // a map header (or nil) for that map, and reads the rest of the
 // extension's data as the next values, whose lengths checkMsgpack never
 // checked. A fuzzer found fifteen bytes that so made it allocate 13 GB.
+//
+// It is a bytes.Reader of its own so that the decoding plan can read the
+// bytes of a value in place (msgpack_fast.go), in step with the library,
+// which reads it as an io.ByteScanner, without a buffer of its own.
 type msgpackReader struct {
-	bytes.Reader
+	data  []byte
+	pos   int
 	codes []uint64 // bit i: data[i] may be read as a code
 }
 
+// Reset makes the reader read b from its start.
+func (r *msgpackReader) Reset(b []byte) { r.data, r.pos = b, 0 }
+
+// Len is the number of bytes not yet read.
+func (r *msgpackReader) Len() int { return len(r.data) - r.pos }
+
+func (r *msgpackReader) Read(p []byte) (int, error) {
+	if r.pos >= len(r.data) {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, r.data[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+// ReadByte reads a code: only where checkMsgpack found one.
 func (r *msgpackReader) ReadByte() (byte, error) {
-	i := r.Size() - int64(r.Len())
-	if i < int64(len(r.codes))*64 && r.codes[i/64]&(1<<(i%64)) == 0 {
+	i := r.pos
+	if i < len(r.codes)*64 && r.codes[i/64]&(1<<(i%64)) == 0 {
 		return 0, errMsgpackDesync
 	}
-	return r.Reader.ReadByte()
+	if i >= len(r.data) {
+		return 0, io.EOF
+	}
+	r.pos++
+	return r.data[i], nil
+}
+
+func (r *msgpackReader) UnreadByte() error {
+	if r.pos <= 0 {
+		return errors.New("msgpack reader: UnreadByte at the start of the input")
+	}
+	r.pos--
+	return nil
+}
+
+// next returns the next n bytes, in place, and moves past them.
+func (r *msgpackReader) next(n int) ([]byte, error) {
+	if n > r.Len() { // checkMsgpack makes this impossible
+		return nil, io.ErrUnexpectedEOF
+	}
+	b := r.data[r.pos : r.pos+n]
+	r.pos += n
+	return b, nil
 }
 
 // markHeader marks what msgpack reads as a code in the header of the value

@@ -26,8 +26,9 @@ package codec
 
 import (
 	"encoding"
+	"encoding/binary"
 	"fmt"
-	"io"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -108,7 +109,7 @@ type embedStep struct {
 // decode decodes a struct sent as a map (or nil) or as an array, as the
 // library's decodeStructValue does.
 func (p *msgpackPlan) decode(d *msgpackDecoder, ptr unsafe.Pointer) error {
-	c, err := d.dec.PeekCode()
+	c, err := d.peekCode()
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func (p *msgpackPlan) decode(d *msgpackDecoder, ptr unsafe.Pointer) error {
 		}
 		return nil
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
-		n, err := d.dec.DecodeArrayLen()
+		n, err := d.arrayLen()
 		if err != nil {
 			return err
 		}
@@ -171,31 +172,17 @@ func (p *msgpackPlan) zero(ptr unsafe.Pointer) {
 // for "". A peer that encodes the same struct sends its fields in the
 // order of list, so the i-th field is tried before the map.
 //
-// The key is read straight from d.r so that it costs no allocation. That
-// keeps step with d.dec, which reads d.r without a buffer of its own
-// because a bytes.Reader is an io.ByteScanner.
+// The key is read in place, so that it costs no allocation.
 func (p *msgpackPlan) readKey(d *msgpackDecoder, i int) (*msgpackFieldPlan, error) {
-	n, err := d.dec.DecodeBytesLen()
+	n, err := d.bytesLen()
 	if err != nil {
 		return nil, err
 	}
 	if n <= 0 {
 		return p.byName[""], nil
 	}
-	if n > d.r.Len() { // checkMsgpack makes this impossible
-		return nil, io.ErrUnexpectedEOF
-	}
-	if n > p.maxName {
-		_, err := d.r.Seek(int64(n), io.SeekCurrent)
-		return nil, err
-	}
-	var buf [64]byte
-	key := buf[:]
-	if n > len(buf) {
-		key = make([]byte, n)
-	}
-	key = key[:n]
-	if _, err := d.r.Read(key); err != nil { // cannot come up short: n <= d.r.Len()
+	key, err := d.r.next(n)
+	if err != nil || n > p.maxName {
 		return nil, err
 	}
 	if i < len(p.list) {
@@ -227,9 +214,10 @@ func (f *msgpackFieldPlan) decodeIn(d *msgpackDecoder, ptr unsafe.Pointer) error
 func pointerDecoder(elem reflect.Type, decodeElem decodeFunc) decodeFunc {
 	return func(d *msgpackDecoder, ptr unsafe.Pointer) error {
 		pp := (*unsafe.Pointer)(ptr)
-		if c, err := d.dec.PeekCode(); err == nil && c == msgpcode.Nil {
+		if c, err := d.peekCode(); err == nil && c == msgpcode.Nil {
 			*pp = nil
-			return d.dec.DecodeNil()
+			d.r.pos++
+			return nil
 		}
 		if *pp == nil {
 			*pp = reflect.New(elem).UnsafePointer()
@@ -266,10 +254,10 @@ var msgpackScalars = map[reflect.Kind]scalarDecoders{
 	reflect.String:  scalarOf(decodeString),
 }
 
-func scalarOf[E any](decode func(*msgpack.Decoder, *E) error) scalarDecoders {
+func scalarOf[E any](decode func(*msgpackDecoder, *E) error) scalarDecoders {
 	return scalarDecoders{
 		value: func(d *msgpackDecoder, p unsafe.Pointer) error {
-			return decode(d.dec, (*E)(p))
+			return decode(d, (*E)(p))
 		},
 		slice: func(d *msgpackDecoder, p unsafe.Pointer) error {
 			return decodeSlice(d, (*[]E)(p), decode)
@@ -282,8 +270,8 @@ func scalarOf[E any](decode func(*msgpack.Decoder, *E) error) scalarDecoders {
 // slice an empty one, and a slice with room for n elements is reused.
 // Otherwise it allocates exactly n elements, keeping the old ones as the
 // library's growSliceValue does (they show only if decoding fails midway).
-func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpack.Decoder, *E) error) error {
-	n, err := d.dec.DecodeArrayLen()
+func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpackDecoder, *E) error) error {
+	n, err := d.arrayLen()
 	if err != nil {
 		return err
 	}
@@ -304,59 +292,272 @@ func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpack.Decoder
 	}
 	*sp = s
 	for i := range s {
-		if err := decode(d.dec, &s[i]); err != nil {
+		if err := decode(d, &s[i]); err != nil {
 			return &msgpackFieldError{path: "[" + strconv.Itoa(i) + "]", err: err}
 		}
 	}
 	return nil
 }
 
-func decodeBool(dec *msgpack.Decoder, p *bool) error {
-	v, err := dec.DecodeBool()
+func decodeBool(d *msgpackDecoder, p *bool) error {
+	v, err := d.bool()
 	if err == nil {
 		*p = v
 	}
 	return err
 }
 
-func decodeInt[E int | int8 | int16 | int32 | int64](dec *msgpack.Decoder, p *E) error {
-	v, err := dec.DecodeInt64()
+func decodeInt[E int | int8 | int16 | int32 | int64](d *msgpackDecoder, p *E) error {
+	v, err := d.int64()
 	if err == nil {
 		*p = E(v)
 	}
 	return err
 }
 
-func decodeUint[E uint | uint8 | uint16 | uint32 | uint64](dec *msgpack.Decoder, p *E) error {
-	v, err := dec.DecodeUint64()
+func decodeUint[E uint | uint8 | uint16 | uint32 | uint64](d *msgpackDecoder, p *E) error {
+	v, err := d.uint64()
 	if err == nil {
 		*p = E(v)
 	}
 	return err
 }
 
-func decodeFloat32(dec *msgpack.Decoder, p *float32) error {
-	v, err := dec.DecodeFloat32()
+func decodeFloat32(d *msgpackDecoder, p *float32) error {
+	v, err := d.float32()
 	if err == nil {
 		*p = v
 	}
 	return err
 }
 
-func decodeFloat64(dec *msgpack.Decoder, p *float64) error {
-	v, err := dec.DecodeFloat64()
+func decodeFloat64(d *msgpackDecoder, p *float64) error {
+	v, err := d.float64()
 	if err == nil {
 		*p = v
 	}
 	return err
 }
 
-func decodeString(dec *msgpack.Decoder, p *string) error {
-	v, err := dec.DecodeString()
+func decodeString(d *msgpackDecoder, p *string) error {
+	v, err := d.string()
 	if err == nil {
 		*p = v
 	}
 	return err
+}
+
+// Reading scalars in place. Each accepts exactly the wire types that the
+// library's Decoder method of the same name accepts (DecodeInt64 and so
+// on, in decode_number.go, decode_string.go and decode_slice.go), with
+// the same conversions, and reads a type code, or a one-byte integer or
+// length, through d.r.ReadByte, as the library does, so that the check of
+// where codes may be read applies alike.
+
+// peekCode is the library's PeekCode.
+func (d *msgpackDecoder) peekCode() (byte, error) {
+	c, err := d.r.ReadByte()
+	if err == nil {
+		d.r.pos--
+	}
+	return c, err
+}
+
+// number reads the integer whose code is c, as the library's int and uint
+// do: fixints and signed widths sign-extended, unsigned ones
+// zero-extended. ok is false if c is no integer.
+func (d *msgpackDecoder) number(c byte) (n uint64, ok bool, err error) {
+	if msgpcode.IsFixedNum(c) {
+		return uint64(int8(c)), true, nil
+	}
+	var b []byte
+	switch c {
+	case msgpcode.Uint8, msgpcode.Int8:
+		v, err := d.r.ReadByte()
+		if c == msgpcode.Int8 {
+			return uint64(int8(v)), true, err
+		}
+		return uint64(v), true, err
+	case msgpcode.Uint16, msgpcode.Int16:
+		if b, err = d.r.next(2); err != nil {
+			return 0, true, err
+		}
+		v := binary.BigEndian.Uint16(b)
+		if c == msgpcode.Int16 {
+			return uint64(int16(v)), true, nil
+		}
+		return uint64(v), true, nil
+	case msgpcode.Uint32, msgpcode.Int32:
+		if b, err = d.r.next(4); err != nil {
+			return 0, true, err
+		}
+		v := binary.BigEndian.Uint32(b)
+		if c == msgpcode.Int32 {
+			return uint64(int32(v)), true, nil
+		}
+		return uint64(v), true, nil
+	case msgpcode.Uint64, msgpcode.Int64:
+		if b, err = d.r.next(8); err != nil {
+			return 0, true, err
+		}
+		return binary.BigEndian.Uint64(b), true, nil
+	}
+	return 0, false, nil
+}
+
+// integer is the library's int (and, but for the type, uint): nil is 0.
+func (d *msgpackDecoder) integer(c byte, what string) (uint64, error) {
+	if c == msgpcode.Nil {
+		return 0, nil
+	}
+	n, ok, err := d.number(c)
+	if !ok {
+		return 0, fmt.Errorf("msgpack: invalid code=%x decoding %s", c, what)
+	}
+	return n, err
+}
+
+func (d *msgpackDecoder) int64() (int64, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	n, err := d.integer(c, "int64")
+	return int64(n), err
+}
+
+func (d *msgpackDecoder) uint64() (uint64, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	return d.integer(c, "uint64")
+}
+
+func (d *msgpackDecoder) bool() (bool, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return false, err
+	}
+	switch c {
+	case msgpcode.Nil, msgpcode.False:
+		return false, nil
+	case msgpcode.True:
+		return true, nil
+	}
+	return false, fmt.Errorf("msgpack: invalid code=%x decoding bool", c)
+}
+
+// float32 also takes an integer, converted, as the library's does.
+func (d *msgpackDecoder) float32() (float32, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	if c == msgpcode.Float {
+		b, err := d.r.next(4)
+		if err != nil {
+			return 0, err
+		}
+		return math.Float32frombits(binary.BigEndian.Uint32(b)), nil
+	}
+	n, err := d.integer(c, "float32")
+	return float32(int64(n)), err
+}
+
+// float64 also takes a float32 and an integer, converted.
+func (d *msgpackDecoder) float64() (float64, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	switch c {
+	case msgpcode.Float:
+		b, err := d.r.next(4)
+		if err != nil {
+			return 0, err
+		}
+		return float64(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
+	case msgpcode.Double:
+		b, err := d.r.next(8)
+		if err != nil {
+			return 0, err
+		}
+		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+	}
+	n, err := d.integer(c, "float64")
+	return float64(int64(n)), err
+}
+
+// bytesLen is the library's DecodeBytesLen: a str, a bin, or nil (-1).
+func (d *msgpackDecoder) bytesLen() (int, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	if c == msgpcode.Nil {
+		return -1, nil
+	}
+	if msgpcode.IsFixedString(c) {
+		return int(c & msgpcode.FixedStrMask), nil
+	}
+	switch c {
+	case msgpcode.Str8, msgpcode.Bin8:
+		n, err := d.r.ReadByte()
+		return int(n), err
+	case msgpcode.Str16, msgpcode.Bin16:
+		b, err := d.r.next(2)
+		if err != nil {
+			return 0, err
+		}
+		return int(binary.BigEndian.Uint16(b)), nil
+	case msgpcode.Str32, msgpcode.Bin32:
+		b, err := d.r.next(4)
+		if err != nil {
+			return 0, err
+		}
+		return int(binary.BigEndian.Uint32(b)), nil
+	}
+	return 0, fmt.Errorf("msgpack: invalid code=%x decoding string/bytes length", c)
+}
+
+// string is the library's DecodeString: nil and "" are "".
+func (d *msgpackDecoder) string() (string, error) {
+	n, err := d.bytesLen()
+	if err != nil || n <= 0 {
+		return "", err
+	}
+	b, err := d.r.next(n)
+	return string(b), err
+}
+
+// arrayLen is the library's DecodeArrayLen: nil is -1.
+func (d *msgpackDecoder) arrayLen() (int, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	if c == msgpcode.Nil {
+		return -1, nil
+	}
+	if msgpcode.IsFixedArray(c) {
+		return int(c & msgpcode.FixedArrayMask), nil
+	}
+	switch c {
+	case msgpcode.Array16:
+		b, err := d.r.next(2)
+		if err != nil {
+			return 0, err
+		}
+		return int(binary.BigEndian.Uint16(b)), nil
+	case msgpcode.Array32:
+		b, err := d.r.next(4)
+		if err != nil {
+			return 0, err
+		}
+		return int(binary.BigEndian.Uint32(b)), nil
+	}
+	return 0, fmt.Errorf("msgpack: invalid code=%x decoding array length", c)
 }
 
 // decodeBytes and decodeStrings decode []byte and []string through the
