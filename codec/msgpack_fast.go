@@ -12,8 +12,10 @@ package codec
 // msgpackUnmarshal. Field names, embedded structs and the map or array
 // shapes of a struct follow types.go (getFields) and decode_map.go
 // (decodeStructValue); slices and pointers follow decode_slice.go and
-// decode_value.go. Scalars are read with the library's own Decoder methods,
-// so every coercion between wire types is the library's by construction.
+// decode_value.go. Scalars and lengths are read in place, each accepting
+// the wire types the library's Decoder method of the same name accepts,
+// with its conversions (decode_number.go, decode_string.go); map lengths,
+// skipped values, []byte and []string go through the library itself.
 // Types the plan does not model (maps, interfaces, arrays, types with
 // decoding methods, unusual tags) get no plan and decode in the library.
 // One thing a plan cannot see is a decoder installed for a type with
