@@ -254,7 +254,7 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 		c.budget.penalize()
 	}
 	if t != nil && (overloaded || err == nil || isServerAnswer(err)) {
-		t.done(now, !overloaded)
+		t.done(!overloaded)
 	}
 	return err
 }

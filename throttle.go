@@ -46,6 +46,11 @@ const throttlePadding = 8
 // current bucket is updated with atomics; the sums of the older buckets
 // change only when a bucket ends, under mu, so the common path takes no
 // lock.
+//
+// A bucket's counts join the past sums when it ends, and leave them, as
+// they joined, when it falls out of the window: a count that lands in a
+// bucket after it ended (a race with advance) is lost, never subtracted
+// without having been added.
 type throttler struct {
 	k     float64
 	width int64 // nanoseconds per bucket
@@ -57,6 +62,8 @@ type throttler struct {
 	mu          sync.Mutex
 	pastCalls   atomic.Int64 // sums over the buckets before the current one
 	pastAccepts atomic.Int64
+	// joined holds what each ended bucket added to the past sums.
+	joinedCalls, joinedAccepts [throttleBuckets]int64
 }
 
 func newThrottlers(t Throttle) *[MaxPriority + 1]throttler {
@@ -97,12 +104,16 @@ func (t *throttler) advance(e int64) {
 	// The current bucket joins the past sums; buckets that fall out of
 	// the window leave them and are cleared for reuse.
 	cur := int(old % throttleBuckets)
-	t.pastCalls.Add(t.calls[cur].Load())
-	t.pastAccepts.Add(t.accepts[cur].Load())
+	t.joinedCalls[cur], t.joinedAccepts[cur] = t.calls[cur].Load(), t.accepts[cur].Load()
+	t.pastCalls.Add(t.joinedCalls[cur])
+	t.pastAccepts.Add(t.joinedAccepts[cur])
 	for n, b := 0, old+1; b <= e && n < throttleBuckets; b, n = b+1, n+1 {
 		i := int(b % throttleBuckets)
-		t.pastCalls.Add(-t.calls[i].Swap(0))
-		t.pastAccepts.Add(-t.accepts[i].Swap(0))
+		t.pastCalls.Add(-t.joinedCalls[i])
+		t.pastAccepts.Add(-t.joinedAccepts[i])
+		t.joinedCalls[i], t.joinedAccepts[i] = 0, 0
+		t.calls[i].Store(0)
+		t.accepts[i].Store(0)
 	}
 	if e-old >= throttleBuckets { // idle for a whole window
 		t.pastCalls.Store(0)
@@ -124,9 +135,12 @@ func (t *throttler) allow(now time.Time) bool {
 	return p <= 0 || rand.Float64() >= p
 }
 
-// done counts a sent call, accepted or not by the server.
-func (t *throttler) done(now time.Time, accepted bool) {
-	i := t.bucket(now)
+// done counts a sent call, accepted or not by the server, in the current
+// bucket: the one of the latest call to start, which is close enough to
+// now without a clock read. (A call's own start can be buckets ago, and
+// its bucket's counts already part of the past sums.)
+func (t *throttler) done(accepted bool) {
+	i := int(t.epoch.Load() % throttleBuckets)
 	t.calls[i].Add(1)
 	if accepted {
 		t.accepts[i].Add(1)

@@ -1,6 +1,7 @@
 package kiev
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -22,7 +23,7 @@ func TestThrottleRefusesWhileRefusedAndForgetsAfterWindow(t *testing.T) {
 		t.Fatalf("a fresh throttle let %d of 100 calls through", got)
 	}
 	for range 200 { // the server refuses everything
-		th.done(now, false)
+		th.done(false)
 	}
 	if got := allowed(1000); got > 100 {
 		t.Fatalf("after 200 refusals in a row, %d of 1000 calls went out; want about 4%%", got)
@@ -30,18 +31,59 @@ func TestThrottleRefusesWhileRefusedAndForgetsAfterWindow(t *testing.T) {
 	// Accepted calls at more than 1/K of the calls stop the refusals.
 	now = now.Add(100 * time.Millisecond)
 	for range 600 {
-		th.done(now, true)
+		th.done(true)
 	}
 	if got := allowed(100); got != 100 {
 		t.Fatalf("with 600 of 800 calls accepted, %d of 100 calls went out", got)
 	}
 	// The window forgets: refusals older than it no longer count.
 	for range 5000 {
-		th.done(now, false)
+		th.done(false)
 	}
 	now = now.Add(1100 * time.Millisecond)
 	if got := allowed(100); got != 100 {
 		t.Fatalf("a window after the refusals, %d of 100 calls went out", got)
+	}
+}
+
+// TestThrottleSlowCallsAllAccepted: calls that end buckets after they
+// started, every one accepted, never make the throttle refuse. (The
+// counts of calls that ended after their bucket had joined the past sums
+// used to leave those sums when the bucket was reused, so that they drifted
+// until a client whose server accepted every call refused most calls: 128
+// callers of 16 KiB on a busy machine found it.)
+func TestThrottleSlowCallsAllAccepted(t *testing.T) {
+	ts := newThrottlers(Throttle{K: 2, Window: 300 * time.Millisecond})
+	th := &ts[0]
+	start := time.Unix(1000, 0)
+	r := rand.New(rand.NewPCG(1, 2))
+	type call struct{ end time.Time }
+	var inFlight []call
+	refused := 0
+	// A call every 100µs, each taking 0 to 60ms (up to six 10ms buckets),
+	// for 10 windows: the server accepts every one.
+	for step := range 30000 {
+		now := start.Add(time.Duration(step) * 100 * time.Microsecond)
+		kept := inFlight[:0]
+		for _, c := range inFlight {
+			if now.Before(c.end) {
+				kept = append(kept, c)
+				continue
+			}
+			th.done(true)
+		}
+		inFlight = kept
+		if !th.allow(now) {
+			refused++
+			continue
+		}
+		inFlight = append(inFlight, call{now.Add(time.Duration(r.Int64N(int64(60 * time.Millisecond))))})
+	}
+	if refused > 0 {
+		t.Errorf("the throttle refused %d of 30000 calls, all of which the server accepted", refused)
+	}
+	if c, a := th.pastCalls.Load(), th.pastAccepts.Load(); c < 0 || a < 0 || c != a {
+		t.Errorf("past sums %d calls, %d accepted; want equal and not negative", c, a)
 	}
 }
 
