@@ -153,6 +153,10 @@ func TestFullQueueEvictsLowestNewestThenRefuses(t *testing.T) {
 	h.expect("a3:evicted")
 	close(release)
 	h.expect("block:ran", "g9:ran", "d7:ran", "c5:ran")
+	// A task reports it ran from inside Run; the scheduler counts it once
+	// Run has returned. Close and Wait for the worker to have done so.
+	h.s.Close()
+	h.s.Wait()
 	st := h.s.Stats()
 	if st.DroppedFor(Evicted) != 2 || st.DroppedFor(Refused) != 2 || st.Ran != 4 {
 		t.Fatalf("stats = %+v", st)
