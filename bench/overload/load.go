@@ -1,7 +1,8 @@
 package main
 
-// The load generator: open-loop Poisson arrivals, each user request in its
-// own goroutine, with a deadline per attempt and retries on timeout.
+// The load generator: open-loop Poisson arrivals, each user request on a
+// goroutine of its own while it lasts (goroutines are reused once idle),
+// with a deadline per attempt and retries on timeout.
 
 import (
 	"context"
