@@ -49,7 +49,7 @@ func msgpackEncoderOf(v any) encodeFunc {
 	}
 	var enc encodeFunc
 	if t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
-		b := encodeBuilder{planBuilder: planBuilder{structs: map[reflect.Type]*msgpackPlan{}, inlining: map[reflect.Type]bool{}}, structs: map[reflect.Type]*encodePlan{}}
+		b := encodeBuilder{lister: planBuilder{inlining: map[reflect.Type]bool{}}, plans: map[reflect.Type]*encodePlan{}}
 		if p := b.structPlan(t.Elem()); p != nil {
 			enc = p.encode
 		}
@@ -351,11 +351,12 @@ func appendMapLen(b []byte, n int) []byte {
 
 // encodeBuilder builds the encoding plan of one type. Any part that is not
 // plain makes the whole plan nil. It lists fields with the decoding
-// plan's builder, so that both plans see the same fields.
+// plan's builder (planBuilder.fields), so that both plans see the same
+// fields.
 type encodeBuilder struct {
-	planBuilder
-	// structs holds the plans built or being built, for recursive types.
-	structs map[reflect.Type]*encodePlan
+	lister planBuilder
+	// plans holds the plans built or being built, for recursive types.
+	plans map[reflect.Type]*encodePlan
 }
 
 // isZeroerType is the library's isZeroer: omitempty asks such a type.
@@ -418,15 +419,15 @@ func (b *encodeBuilder) empty(t reflect.Type) func(unsafe.Pointer) bool {
 
 // structPlan returns the encoding plan of the struct type t, or nil.
 func (b *encodeBuilder) structPlan(t reflect.Type) *encodePlan {
-	if p, ok := b.structs[t]; ok {
+	if p, ok := b.plans[t]; ok {
 		return p // built, or being built higher up the stack
 	}
 	if implementsAny(t, msgpackEncodeMethods) {
 		return nil
 	}
 	p := &encodePlan{}
-	b.structs[t] = p
-	fields, ok := b.fields(t)
+	b.plans[t] = p
+	fields, ok := b.lister.fields(t)
 	if !ok {
 		return nil
 	}
@@ -445,18 +446,8 @@ func (b *encodeBuilder) structPlan(t reflect.Type) *encodePlan {
 // field compiles f, a field of the struct t.
 func (b *encodeBuilder) field(t reflect.Type, f *msgpackField) (encodeField, bool) {
 	ef := encodeField{key: appendString(nil, f.name)}
-	last := len(f.index) - 1
-	for _, i := range f.index[:last] {
-		sf := t.Field(i)
-		step := embedStep{offset: sf.Offset}
-		t = sf.Type
-		if t.Kind() == reflect.Pointer {
-			t = t.Elem()
-			step.elem = t
-		}
-		ef.via = append(ef.via, step)
-	}
-	sf := t.Field(f.index[last])
+	var sf reflect.StructField
+	ef.via, sf = fieldPath(t, f.index)
 	ef.offset = sf.Offset
 	if ef.encode = b.encoder(sf.Type); ef.encode == nil {
 		return ef, false

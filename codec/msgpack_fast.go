@@ -724,8 +724,21 @@ func (b *planBuilder) structPlan(t reflect.Type) *msgpackPlan {
 // fieldPlan compiles f, a field of the struct t, or returns nil.
 func (b *planBuilder) fieldPlan(t reflect.Type, f *msgpackField) *msgpackFieldPlan {
 	fp := &msgpackFieldPlan{name: f.name}
-	last := len(f.index) - 1
-	for _, i := range f.index[:last] {
+	var sf reflect.StructField
+	fp.via, sf = fieldPath(t, f.index)
+	fp.offset = sf.Offset
+	if fp.decode = b.decoder(sf.Type); fp.decode == nil {
+		return nil
+	}
+	return fp
+}
+
+// fieldPath returns the steps through the embedded structs on the way to
+// the field at index in the struct t, and the field itself.
+func fieldPath(t reflect.Type, index []int) ([]embedStep, reflect.StructField) {
+	var via []embedStep
+	last := len(index) - 1
+	for _, i := range index[:last] {
 		sf := t.Field(i)
 		step := embedStep{offset: sf.Offset}
 		t = sf.Type
@@ -733,14 +746,9 @@ func (b *planBuilder) fieldPlan(t reflect.Type, f *msgpackField) *msgpackFieldPl
 			t = t.Elem()
 			step.elem = t
 		}
-		fp.via = append(fp.via, step)
+		via = append(via, step)
 	}
-	sf := t.Field(f.index[last])
-	fp.offset = sf.Offset
-	if fp.decode = b.decoder(sf.Type); fp.decode == nil {
-		return nil
-	}
-	return fp
+	return via, t.Field(index[last])
 }
 
 // A msgpackField is a field as the library's getFields (types.go) lists
