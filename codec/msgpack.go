@@ -58,16 +58,23 @@ func msgpackMarshal(dst []byte, v any) ([]byte, error) {
 	if enc := msgpackEncoderOf(v); enc != nil {
 		return encodeWith(enc, dst, v), nil // plain structs: see msgpack_encode.go
 	}
+	out, err := libraryMarshal(dst, v)
+	if err != nil {
+		return dst, marshalError("msgpack", v, err)
+	}
+	return out, nil
+}
+
+// libraryMarshal appends the encoding of v by msgpack v5 itself to dst,
+// through a pooled encoder.
+func libraryMarshal(dst []byte, v any) ([]byte, error) {
 	e := msgpackEncoders.Get().(*msgpackEncoder)
 	e.w.b = dst
 	err := e.enc.Encode(v)
 	out := e.w.b
 	e.w.b = nil
 	msgpackEncoders.Put(e)
-	if err != nil {
-		return dst, marshalError("msgpack", v, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // msgpackUnmarshal decodes data into the pointer v. Decoding reads data
