@@ -262,6 +262,21 @@ func (r *msgpackReader) UnreadByte() error {
 	return nil
 }
 
+// bigEndian reads the next n bytes (2, 4 or 8) as a big-endian unsigned
+// integer, as the library reads the body of a number or a length.
+func (r *msgpackReader) bigEndian(n int) (uint64, error) {
+	b, err := r.next(n)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 2:
+		return uint64(binary.BigEndian.Uint16(b)), nil
+	case n == 4:
+		return uint64(binary.BigEndian.Uint32(b)), nil
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
 // next returns the next n bytes, in place, and moves past them.
 func (r *msgpackReader) next(n int) ([]byte, error) {
 	if n > r.Len() { // checkMsgpack makes this impossible

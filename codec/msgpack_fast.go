@@ -28,7 +28,6 @@ package codec
 
 import (
 	"encoding"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"reflect"
@@ -372,7 +371,6 @@ func (d *msgpackDecoder) number(c byte) (n uint64, ok bool, err error) {
 	if msgpcode.IsFixedNum(c) {
 		return uint64(int8(c)), true, nil
 	}
-	var b []byte
 	switch c {
 	case msgpcode.Uint8, msgpcode.Int8:
 		v, err := d.r.ReadByte()
@@ -381,28 +379,20 @@ func (d *msgpackDecoder) number(c byte) (n uint64, ok bool, err error) {
 		}
 		return uint64(v), true, err
 	case msgpcode.Uint16, msgpcode.Int16:
-		if b, err = d.r.next(2); err != nil {
-			return 0, true, err
-		}
-		v := binary.BigEndian.Uint16(b)
+		n, err := d.r.bigEndian(2)
 		if c == msgpcode.Int16 {
-			return uint64(int16(v)), true, nil
+			n = uint64(int16(n))
 		}
-		return uint64(v), true, nil
+		return n, true, err
 	case msgpcode.Uint32, msgpcode.Int32:
-		if b, err = d.r.next(4); err != nil {
-			return 0, true, err
-		}
-		v := binary.BigEndian.Uint32(b)
+		n, err := d.r.bigEndian(4)
 		if c == msgpcode.Int32 {
-			return uint64(int32(v)), true, nil
+			n = uint64(int32(n))
 		}
-		return uint64(v), true, nil
+		return n, true, err
 	case msgpcode.Uint64, msgpcode.Int64:
-		if b, err = d.r.next(8); err != nil {
-			return 0, true, err
-		}
-		return binary.BigEndian.Uint64(b), true, nil
+		n, err := d.r.bigEndian(8)
+		return n, true, err
 	}
 	return 0, false, nil
 }
@@ -457,11 +447,8 @@ func (d *msgpackDecoder) float32() (float32, error) {
 		return 0, err
 	}
 	if c == msgpcode.Float {
-		b, err := d.r.next(4)
-		if err != nil {
-			return 0, err
-		}
-		return math.Float32frombits(binary.BigEndian.Uint32(b)), nil
+		n, err := d.r.bigEndian(4)
+		return math.Float32frombits(uint32(n)), err
 	}
 	n, err := d.integer(c, "float32")
 	return float32(int64(n)), err
@@ -475,17 +462,11 @@ func (d *msgpackDecoder) float64() (float64, error) {
 	}
 	switch c {
 	case msgpcode.Float:
-		b, err := d.r.next(4)
-		if err != nil {
-			return 0, err
-		}
-		return float64(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
+		n, err := d.r.bigEndian(4)
+		return float64(math.Float32frombits(uint32(n))), err
 	case msgpcode.Double:
-		b, err := d.r.next(8)
-		if err != nil {
-			return 0, err
-		}
-		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+		n, err := d.r.bigEndian(8)
+		return math.Float64frombits(n), err
 	}
 	n, err := d.integer(c, "float64")
 	return float64(int64(n)), err
@@ -508,17 +489,11 @@ func (d *msgpackDecoder) bytesLen() (int, error) {
 		n, err := d.r.ReadByte()
 		return int(n), err
 	case msgpcode.Str16, msgpcode.Bin16:
-		b, err := d.r.next(2)
-		if err != nil {
-			return 0, err
-		}
-		return int(binary.BigEndian.Uint16(b)), nil
+		n, err := d.r.bigEndian(2)
+		return int(n), err
 	case msgpcode.Str32, msgpcode.Bin32:
-		b, err := d.r.next(4)
-		if err != nil {
-			return 0, err
-		}
-		return int(binary.BigEndian.Uint32(b)), nil
+		n, err := d.r.bigEndian(4)
+		return int(n), err
 	}
 	return 0, fmt.Errorf("msgpack: invalid code=%x decoding string/bytes length", c)
 }
@@ -547,17 +522,11 @@ func (d *msgpackDecoder) arrayLen() (int, error) {
 	}
 	switch c {
 	case msgpcode.Array16:
-		b, err := d.r.next(2)
-		if err != nil {
-			return 0, err
-		}
-		return int(binary.BigEndian.Uint16(b)), nil
+		n, err := d.r.bigEndian(2)
+		return int(n), err
 	case msgpcode.Array32:
-		b, err := d.r.next(4)
-		if err != nil {
-			return 0, err
-		}
-		return int(binary.BigEndian.Uint32(b)), nil
+		n, err := d.r.bigEndian(4)
+		return int(n), err
 	}
 	return 0, fmt.Errorf("msgpack: invalid code=%x decoding array length", c)
 }
