@@ -303,10 +303,8 @@ func appendStringLen(b []byte, n int) []byte {
 		return append(b, msgpcode.FixedStrLow|byte(n))
 	case n < 256:
 		return append(b, msgpcode.Str8, byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, msgpcode.Str16), uint16(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, msgpcode.Str32), uint32(n))
+	return appendWideLen(b, n, msgpcode.Str16, msgpcode.Str32)
 }
 
 // appendBytes is the library's EncodeBytes: nil, or a bin.
@@ -315,36 +313,35 @@ func appendBytes(b []byte, p unsafe.Pointer) []byte {
 	if v == nil {
 		return append(b, msgpcode.Nil)
 	}
-	n := len(v)
-	switch {
-	case n < 256:
+	if n := len(v); n < 256 {
 		b = append(b, msgpcode.Bin8, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, msgpcode.Bin16), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, msgpcode.Bin32), uint32(n))
+	} else {
+		b = appendWideLen(b, n, msgpcode.Bin16, msgpcode.Bin32)
 	}
 	return append(b, v...)
 }
 
 func appendArrayLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
+	if n < 16 {
 		return append(b, msgpcode.FixedArrayLow|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, msgpcode.Array16), uint16(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, msgpcode.Array32), uint32(n))
+	return appendWideLen(b, n, msgpcode.Array16, msgpcode.Array32)
 }
 
 func appendMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
+	if n < 16 {
 		return append(b, msgpcode.FixedMapLow|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, msgpcode.Map16), uint16(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, msgpcode.Map32), uint32(n))
+	return appendWideLen(b, n, msgpcode.Map16, msgpcode.Map32)
+}
+
+// appendWideLen appends a length too long for the short forms: code c16
+// and two bytes, or c32 and four.
+func appendWideLen(b []byte, n int, c16, c32 byte) []byte {
+	if n <= math.MaxUint16 {
+		return binary.BigEndian.AppendUint16(append(b, c16), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, c32), uint32(n))
 }
 
 // Building encoding plans.
