@@ -453,15 +453,22 @@ func TestPriority9KeepsRoomUnderOverload(t *testing.T) {
 	}
 }
 
+// overloadedOneWorker returns a scheduler in overload mode on a fake
+// clock, with one worker held by a blocker until release is closed, tasks
+// that take 1ms, and a Target of 5ms.
+func overloadedOneWorker(t *testing.T) (h *harness, advance func(time.Duration), release chan struct{}) {
+	h = newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
+	_, advance = h.fakeClock()
+	h.runTime(time.Millisecond)
+	h.overloadNow()
+	return h, advance, h.blocker("block")
+}
+
 // Under overload, a queued call that cannot start before its wait limit
 // is answered at the first completion that shows it, not when the limit
 // passes.
 func TestDoomedCallAnsweredEarly(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	_, advance := h.fakeClock()
-	h.runTime(time.Millisecond) // tasks take 1ms
-	h.overloadNow()
-	release := h.blocker("block")
+	h, advance, release := overloadedOneWorker(t)
 	// a should start within 5ms*(5+1)/10 = 3ms, and may be refused
 	// within 5ms/4 = 1.25ms. 1.2ms later two priority-9 calls go ahead of
 	// it (three calls fit a's share: it stays). When the worker next frees
@@ -478,11 +485,7 @@ func TestDoomedCallAnsweredEarly(t *testing.T) {
 // A call still queued when its refusal window closes is kept, past its
 // limit, and runs: a refusal must come quickly or not at all.
 func TestNoLateRefusal(t *testing.T) {
-	h := newHarness(t, Options{Workers: 1, QueueSize: 100, MaxWait: time.Second, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	_, advance := h.fakeClock()
-	h.runTime(time.Millisecond) // tasks take 1ms
-	h.overloadNow()
-	release := h.blocker("block")
+	h, advance, release := overloadedOneWorker(t)
 	// a and b may be refused within 1.25ms. Past that, neither priority-9
 	// calls pushing a past its share, nor the worker freeing up after
 	// their limits (a: 2.5ms, b: 3ms), nor the sweep drops them.
