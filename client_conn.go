@@ -102,8 +102,9 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 		})
 	}
 	cc.pending[id] = call
+	alone := len(cc.pending) == 1
 	cc.mu.Unlock()
-	if err := cc.link.send(b); err != nil && cc.take(id) != nil {
+	if err := cc.link.sendAlone(b, alone); err != nil && cc.take(id) != nil {
 		return &connError{cc.ep.inst.Address, err}
 	}
 	return nil

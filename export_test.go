@@ -3,6 +3,7 @@ package kiev
 import (
 	"context"
 	"net"
+	"time"
 )
 
 // WaitProviders waits until c balances over n usable providers, or ctx
@@ -39,4 +40,17 @@ func PacketLocalAddr(c *Client) net.Addr {
 		return nil
 	}
 	return pk.io.pc.LocalAddr()
+}
+
+// InlineCounts reports how many calls srv ran on their connection's
+// reader, and how many times its watchdog took a lent reader over.
+func InlineCounts(srv *Server) (runs, takeovers uint64) {
+	return srv.inline.runs.Load(), srv.inline.takeovers.Load()
+}
+
+// SetInlineMaxCost sets the average run time under which calls may run
+// on their reader, until the returned function restores it.
+func SetInlineMaxCost(d time.Duration) (restore func()) {
+	old := inlineMaxCost.Swap(int64(d))
+	return func() { inlineMaxCost.Store(old) }
 }

@@ -37,6 +37,7 @@ type Server struct {
 
 	connWG sync.WaitGroup  // connection goroutines
 	sched  *shed.Scheduler // runs every call
+	inline inlineWatch     // the watchdog over readers lent to calls (inline.go)
 
 	packets     map[*packetServer]struct{}
 	packetStats packetCounters

@@ -21,8 +21,9 @@ import (
 	"github.com/kievrpc/kiev/shed"
 )
 
-// serverConn serves one client connection. It owns three goroutines: the
-// reader (serve), the link's writer, and one per call in flight.
+// serverConn serves one client connection. It owns two goroutines, the
+// reader (serve) and the link's writer, and its calls run on scheduler
+// workers, or on the reader (inline.go).
 type serverConn struct {
 	srv      *Server
 	nc       net.Conn
@@ -30,8 +31,16 @@ type serverConn struct {
 	base     context.Context // parent of every handler ctx
 	stopBase func() bool     // stops the watch on base
 
+	// Lending the reader to a call (inline.go).
+	reader     *wire.Reader
+	lent       atomic.Uint64 // the lendSeq of the call the reader runs; 0 while it reads
+	lendSeq    atomic.Uint64
+	watched    atomic.Bool   // the server's inlineWatch watches this connection
+	readerDone chan struct{} // closed when the last reader has closed the connection
+
 	mu       sync.Mutex
 	calls    map[uint64]*serverCall // calls in flight, by id
+	active   atomic.Int32           // len(calls), read without mu
 	draining bool                   // GoAway sent: refuse new calls, close when idle
 	tls      *tls.ConnectionState   // set once the TLS handshake is done; nil without TLS
 	dead     bool
@@ -39,7 +48,7 @@ type serverConn struct {
 }
 
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
-	c := &serverConn{srv: s, nc: nc, base: base, calls: make(map[uint64]*serverCall)}
+	c := &serverConn{srv: s, nc: nc, base: base, calls: make(map[uint64]*serverCall), readerDone: make(chan struct{})}
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
 	c.link = newLink(nc, &s.opts.connOptions, c.close)
 	return c
@@ -55,7 +64,8 @@ func (c *serverConn) serve() {
 			c.nc.Close()
 			return
 		}
-		c.nc, c.link.nc, c.tls = tc, tc, st
+		c.nc, c.tls = tc, st
+		c.link.setConn(tc)
 	}
 	r := wire.NewReader(c.nc, readBufSize, c.srv.opts.maxFrame)
 	if err := c.handshake(r); err != nil {
@@ -70,10 +80,23 @@ func (c *serverConn) serve() {
 	}
 	c.started = true
 	c.mu.Unlock()
+	c.reader = r
 	go c.link.writeLoop()
-	err := c.readLoop(r)
-	c.close(err)
+	c.read(r)
+	<-c.readerDone
 	<-c.link.done
+}
+
+// read reads calls until the connection fails, then closes it; or until
+// the watchdog gives the reading to another goroutine while this one runs
+// a call (inline.go).
+func (c *serverConn) read(r *wire.Reader) {
+	err := c.readLoop(r)
+	if err == errReaderTaken {
+		return
+	}
+	c.close(err)
+	close(c.readerDone)
 }
 
 // handshake reads the client's preface and answers with the version both
@@ -109,7 +132,9 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			c.request(&f, &h)
+			if c.request(&f, &h, r.More()) {
+				return errReaderTaken
+			}
 		case wire.TypeCancel:
 			c.mu.Lock()
 			sc := c.calls[f.ID]
@@ -132,13 +157,15 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 // time.Duration (about 292 years).
 const maxTimeoutMicros = math.MaxInt64 / 1000
 
-// request starts one call. Failures known before the handler runs are
-// answered from here, without a goroutine.
-func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
+// request starts one call; more says frames follow it in the read
+// buffer. Failures known before the handler runs are answered from here,
+// without a goroutine. It reports whether the reading passed to another
+// goroutine while the call ran on this one.
+func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool) (taken bool) {
 	sc, code, msg := c.srv.newCall(f, h, c.nc.RemoteAddr(), c.base, c)
 	if sc == nil {
 		c.replyError(f.ID, code, msg)
-		return
+		return false
 	}
 	sc.req.TLS = c.tls
 	c.mu.Lock()
@@ -146,17 +173,22 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header) {
 		c.mu.Unlock()
 		sc.release()
 		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
-		return
+		return false
 	}
 	if max := c.srv.opts.maxCalls; max > 0 && len(c.calls) >= max {
 		c.mu.Unlock()
 		sc.release()
 		c.replyError(f.ID, CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight on this connection, the server's limit (WithMaxConcurrentCalls); retry later or on another server", sc.m.name, max))
-		return
+		return false
 	}
 	c.calls[f.ID] = sc
+	c.active.Store(int32(len(c.calls)))
 	c.mu.Unlock()
+	if ran, taken := c.runInline(sc, more); ran {
+		return taken
+	}
 	c.srv.submit(sc, c.base)
+	return false
 }
 
 // newCall makes the call a Request frame asks for, or says why it cannot:
@@ -223,6 +255,7 @@ func (c *serverConn) replyError(id uint64, code Code, msg string) {
 func (c *serverConn) finish(id uint64) {
 	c.mu.Lock()
 	delete(c.calls, id)
+	c.active.Store(int32(len(c.calls)))
 	idle := c.draining && len(c.calls) == 0
 	c.mu.Unlock()
 	if idle {
@@ -325,7 +358,7 @@ func (c *serverConn) send(sc *serverCall, b []byte) error {
 			return &backlogError{queued: n}
 		}
 	}
-	_ = c.link.send(b)
+	_ = c.link.sendAlone(b, c.active.Load() == 1)
 	return nil
 }
 

@@ -1,8 +1,11 @@
 package shed
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -574,4 +577,107 @@ func TestRefusalsAreQuick(t *testing.T) {
 		t.Errorf("%d calls answered after waiting more than %v", n, DropWaitBounds()[len(DropWaitBounds())-1])
 	}
 	t.Logf("ran %d; dropped: %d refused, %d evicted, %d expired; drop waits by bucket %v", st.Ran, st.DroppedFor(Refused), st.DroppedFor(Evicted), st.DroppedFor(Expired), st.DropWaitBuckets)
+}
+
+// goTask records the goroutine that ran it.
+type goTask struct {
+	task
+	onCaller *bool
+	caller   uint64
+}
+
+func (g *goTask) Run() {
+	*g.onCaller = goid() == g.caller
+	g.task.Run()
+}
+
+// goid returns the current goroutine's id, from its stack header.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
+}
+
+func TestRunInline(t *testing.T) {
+	t.Run("idle scheduler runs it on the caller", func(t *testing.T) {
+		h := newHarness(t, Options{Workers: 1})
+		var onCaller bool
+		g := &goTask{task: *h.task("a", 5), onCaller: &onCaller, caller: goid()}
+		if !h.s.RunInline(g) {
+			t.Fatal("an idle scheduler did not run the task inline")
+		}
+		h.expect("a:ran")
+		if !onCaller {
+			t.Fatal("RunInline ran the task on another goroutine")
+		}
+		if st := h.s.Stats(); st.Ran != 1 {
+			t.Fatalf("Stats.Ran = %d after one inline run, want 1", st.Ran)
+		}
+	})
+	t.Run("busy workers: the caller must submit", func(t *testing.T) {
+		h := newHarness(t, Options{Workers: 1})
+		release := h.blocker("busy")
+		if h.s.RunInline(h.task("a", 9)) {
+			t.Fatal("ran inline while every worker was busy")
+		}
+		close(release)
+		h.expect("busy:ran")
+	})
+	t.Run("queued tasks: the caller must submit", func(t *testing.T) {
+		h := newHarness(t, Options{Workers: 1})
+		release := h.blocker("busy")
+		h.s.Submit(h.task("queued", 1))
+		close(release)
+		// The queued task may or may not have started; while it is queued
+		// an inline run would jump ahead of it.
+		h.s.mu.Lock()
+		queued := h.s.n
+		h.s.mu.Unlock()
+		ran := h.s.RunInline(h.task("a", 9))
+		if queued > 0 && ran {
+			t.Fatal("ran inline ahead of a queued task")
+		}
+		want := map[string]bool{"busy:ran": true, "queued:ran": true}
+		if ran {
+			want["a:ran"] = true
+		}
+		for range want {
+			if e := h.next(); !want[e] {
+				t.Fatalf("unexpected end %q", e)
+			}
+		}
+	})
+	t.Run("tasks queued meanwhile go to a worker after", func(t *testing.T) {
+		h := newHarness(t, Options{Workers: 1})
+		a := h.task("a", 5)
+		a.release = make(chan struct{})
+		a.started = h.started
+		done := make(chan bool)
+		go func() { done <- h.s.RunInline(a) }()
+		<-h.started
+		h.s.Submit(h.task("b", 5)) // the one slot is taken: queued
+		close(a.release)
+		h.expect("a:ran", "b:ran")
+		if !<-done {
+			t.Fatal("RunInline reported it did not run the task it ran")
+		}
+	})
+	t.Run("disabled scheduler never runs inline", func(t *testing.T) {
+		h := newHarness(t, Options{Disabled: true})
+		if h.s.RunInline(h.task("a", 5)) {
+			t.Fatal("a disabled scheduler ran a task inline")
+		}
+	})
+	t.Run("hopeless task is left to Submit, which drops it", func(t *testing.T) {
+		h := newHarness(t, Options{Workers: 1})
+		a := h.task("a", 5)
+		a.canceled.Store(true)
+		if h.s.RunInline(a) {
+			t.Fatal("ran a canceled task inline")
+		}
+		h.s.Submit(a)
+		h.expect("a:canceled")
+	})
 }

@@ -28,6 +28,9 @@ func NewReader(r io.Reader, bufSize, max int) *Reader {
 // preface before the first frame.
 func (r *Reader) Buffered() *bufio.Reader { return r.br }
 
+// More reports whether bytes past the last frame returned are buffered.
+func (r *Reader) More() bool { return r.br.Buffered() > r.discard }
+
 // Next reads the next frame. The frame's slices are valid until the next
 // call. An error other than io.EOF means the stream is broken: wrong
 // framing, a frame over the limit, or a read failure.

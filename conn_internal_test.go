@@ -1,0 +1,169 @@
+package kiev
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection, with small
+// socket buffers so that a large write cannot complete at once.
+func tcpPair(t *testing.T) (local *net.TCPConn, peer net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer = <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	local = c.(*net.TCPConn)
+	_ = local.SetWriteBuffer(32 << 10)
+	_ = peer.(*net.TCPConn).SetReadBuffer(32 << 10)
+	t.Cleanup(func() { local.Close(); peer.Close() })
+	return local, peer
+}
+
+func testConnOptions() *connOptions {
+	o := &connOptions{}
+	o.fill()
+	return o
+}
+
+// An inline write the socket takes only in part leaves the rest at the
+// front of the queue, before the frames sent meanwhile: the peer reads
+// every byte, in order.
+func TestInlineWriteRestGoesFirst(t *testing.T) {
+	local, peer := tcpPair(t)
+	l := newLink(local, testConnOptions(), func(error) {})
+	if l.raw == nil {
+		t.Fatal("a TCP connection got no raw socket for inline writes")
+	}
+	big := bytes.Repeat([]byte("a"), 8<<20)
+	if err := l.sendAlone(big, true); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	rest := len(l.queue)
+	l.mu.Unlock()
+	if rest == 0 || rest == len(big) {
+		t.Fatalf("after an inline write of %d bytes into a small socket buffer, %d are queued; want part of it", len(big), rest)
+	}
+	small := []byte("bbbb")
+	if err := l.sendAlone(small, true); err != nil { // queued: the rest is not written yet
+		t.Fatal(err)
+	}
+	if err := l.send([]byte("cccc")); err != nil {
+		t.Fatal(err)
+	}
+	go l.writeLoop()
+	defer func() { l.stop(ErrShutdown); <-l.done }()
+
+	got := make([]byte, len(big)+8)
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(big, small...), "cccc"...)
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("peer read the frames out of order: first difference at byte %d of %d", i, len(want))
+	}
+}
+
+// An inline write after the writer's write deadline has passed still
+// goes out at once, without the writer.
+func TestInlineWriteAfterWriteDeadline(t *testing.T) {
+	local, peer := tcpPair(t)
+	l := newLink(local, testConnOptions(), func(error) {})
+	_ = local.SetWriteDeadline(time.Now().Add(-time.Second))
+	if err := l.sendAlone([]byte("hello"), true); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	queued := len(l.queue)
+	l.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d bytes queued for the writer; want the frame written inline", queued)
+	}
+	got := make([]byte, 5)
+	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil || string(got) != "hello" {
+		t.Fatalf("peer read %q, %v", got, err)
+	}
+}
+
+// Only a plain socket is written inline: a TLS connection must encrypt
+// every byte, so its frames go through the writer.
+func TestInlineWriteOnlyOnPlainSockets(t *testing.T) {
+	local, _ := tcpPair(t)
+	l := newLink(tls.Client(local, &tls.Config{InsecureSkipVerify: true}), testConnOptions(), func(error) {})
+	if l.raw != nil {
+		t.Fatal("a TLS connection would be written inline, bypassing encryption")
+	}
+	if err := l.sendAlone([]byte("x"), true); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	queued := len(l.queue)
+	l.mu.Unlock()
+	if queued != 1 {
+		t.Fatalf("%d bytes queued on a TLS link; want the frame left to the writer", queued)
+	}
+}
+
+// Frames queued while an inline write is under way go after what of it
+// the socket did not take.
+func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
+	local, peer := tcpPair(t)
+	l := newLink(local, testConnOptions(), func(error) {})
+	big := bytes.Repeat([]byte("a"), 8<<20)
+	// As sendAlone does, with a frame queued by another goroutine while
+	// the inline write is under way.
+	l.mu.Lock()
+	l.writing = true
+	l.backlog.Add(int64(len(big)))
+	l.mu.Unlock()
+	if err := l.send([]byte("bbbb")); err != nil {
+		t.Fatal(err)
+	}
+	l.writeInline(big)
+	go l.writeLoop()
+	defer func() { l.stop(ErrShutdown); <-l.done }()
+
+	got := make([]byte, len(big)+4)
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	if want := append(big, "bbbb"...); !bytes.Equal(got, want) {
+		t.Fatalf("peer read the frame queued meanwhile before the rest of the inline write (at byte %d)", bytes.IndexByte(got, 'b'))
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- l.waitRoom(0) }()
+	wait := time.NewTimer(5 * time.Second)
+	defer wait.Stop()
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-wait.C:
+		t.Fatalf("backlog still counts %d bytes after the peer read everything; want 0", l.backlog.Load())
+	}
+}
