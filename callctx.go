@@ -40,12 +40,12 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// start arms the deadline timer, if any.
-func (c *callContext) start() {
+// start arms the deadline timer, if any; now is the time.
+func (c *callContext) start(now time.Time) {
 	if c.deadline.IsZero() {
 		return
 	}
-	d := time.Until(c.deadline)
+	d := c.deadline.Sub(now)
 	if d <= 0 {
 		c.cancel(context.DeadlineExceeded)
 		return

@@ -434,22 +434,28 @@ func dropMessages(name string) []string {
 }
 
 // Run executes the interceptor chain and the method, then replies.
-func (sc *serverCall) Run() {
+func (sc *serverCall) Run() { sc.RunTimed() }
+
+// RunTimed is Run, reporting when the handler began and ended, which makes
+// a serverCall a shed.TimedTask: the scheduler takes the handler's time
+// from the clock reads the call's metrics make anyway.
+func (sc *serverCall) RunTimed() (start, end time.Time) {
 	defer sc.sink.done(sc)
 	if n, over := sc.sink.backlogged(); over && !sc.callerGone.Load() {
 		// Its reply would only add to the pile the caller does not read.
-		sc.m.stats.record(time.Now(), -1, CodeOverloaded)
+		now := time.Now()
+		sc.m.stats.record(now, -1, CodeOverloaded)
 		putBuf(sc.body)
 		sc.body = nil
 		sc.ctx.cancel(context.Canceled)
 		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &backlogError{queued: n}))
-		return
+		return now, now
 	}
-	sc.ctx.start()
+	start = time.Now()
+	sc.ctx.start(start)
 	sc.srv.inFlight.Add(1)
-	start := time.Now()
 	err := sc.protect(func() error { return sc.srv.handler(&sc.ctx, &sc.req) })
-	end := time.Now()
+	end = time.Now()
 	sc.srv.inFlight.Add(-1)
 	code := CodeOK
 	if err != nil {
@@ -466,13 +472,14 @@ func (sc *serverCall) Run() {
 	if sc.callerGone.Load() || expired {
 		// The caller has stopped waiting; a reply would only cost
 		// bandwidth.
-		return
+		return start, end
 	}
 	if err != nil {
 		sc.replyError(codeOf(err), err.Error())
-		return
+		return start, end
 	}
 	sc.reply()
+	return start, end
 }
 
 // protect runs f and turns a panic into a CodeInternal error.

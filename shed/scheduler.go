@@ -327,9 +327,14 @@ func (s *Scheduler) worker(t Task) {
 
 // run runs t and returns when it ended, for next.
 func (s *Scheduler) run(t Task) time.Time {
-	start := s.now()
-	t.Run()
-	end := s.now()
+	var start, end time.Time
+	if tt, ok := t.(TimedTask); ok {
+		start, end = tt.RunTimed()
+	} else {
+		start = s.now()
+		t.Run()
+		end = s.now()
+	}
 	d := end.Sub(start)
 	t.Cost().Observe(d)
 	s.all.Observe(d)

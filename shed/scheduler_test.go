@@ -681,3 +681,33 @@ func TestRunInline(t *testing.T) {
 		h.expect("a:canceled")
 	})
 }
+
+// timedTask reports a run of a fixed length, without taking it.
+type timedTask struct {
+	task
+	took time.Duration
+}
+
+func (t *timedTask) RunTimed() (start, end time.Time) {
+	t.task.Run()
+	start = time.Now()
+	return start, start.Add(t.took)
+}
+
+// A TimedTask's own times are its service time: the scheduler reads no
+// clock of its own around it.
+func TestTimedTaskTimesItself(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	cost := new(ServiceTime)
+	for i := range minObservations {
+		tt := &timedTask{task: *h.task(fmt.Sprint(i), 5), took: 5 * time.Millisecond}
+		tt.cost = cost
+		h.s.Submit(tt)
+		h.expect(fmt.Sprint(i) + ":ran")
+	}
+	h.s.Close()
+	h.s.Wait() // the last run's cost is recorded after it reported
+	if got := cost.Estimate(); got != 5*time.Millisecond {
+		t.Fatalf("service time %v after runs that each reported 5ms, want 5ms", got)
+	}
+}
