@@ -204,3 +204,19 @@ func TestMessageSize(t *testing.T) {
 }
 
 func protoSize(m proto.Message) int { return proto.Size(m) }
+
+// A run at one concurrency still draws its charts: the throughput chart's
+// log axis gets a range around it.
+func TestRunOneConcurrency(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	stderr := &lockedBuffer{}
+	args := []string{"-systems=raw-tcp", "-payloads=small", "-callers=1", "-loads=25", "-repeats=1", "-pinned=false",
+		"-warmup=20ms", "-duration=50ms", "-open-duration=50ms", "-out=" + out}
+	if code := compareMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if st, err := os.Stat(filepath.Join(out, "throughput-small.png")); err != nil || st.Size() == 0 {
+		t.Fatalf("throughput chart: %v", err)
+	}
+}

@@ -354,6 +354,10 @@ func (r *report) charts(dir string) ([]string, error) {
 			}
 		}
 		p.Y.Min = 0
+		// A log axis needs a range: around the concurrencies measured,
+		// which may be a single one.
+		p.X.Min = float64(slices.Min(r.cfg.callers)) / 2
+		p.X.Max = float64(slices.Max(r.cfg.callers)) * 2
 		if err := save(p, "throughput-"+pay+".png"); err != nil {
 			return nil, err
 		}
