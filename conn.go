@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -85,30 +86,18 @@ func newLink(nc net.Conn, opts *connOptions, onDead func(error)) *link {
 	}
 	l.setConn(nc)
 	l.space.L = &l.mu
-	l.inlineWrite = func(fd uintptr) bool {
-		for {
-			n, err := syscall.Write(int(fd), l.inline)
-			if err == syscall.EINTR {
-				continue
-			}
-			l.written = max(n, 0)
-			return true // never wait for room: the writer does that
-		}
-	}
+	l.inlineWrite = l.writeSome
 	return l
 }
 
 // setConn makes nc the connection written to. It must be called before
-// the writer starts.
+// the writer starts. Only a plain socket is written inline: TLS, or a
+// wrapper, must see every byte through its Write.
 func (l *link) setConn(nc net.Conn) {
 	l.nc, l.raw = nc, nil
-	if _, ok := nc.(*net.TCPConn); !ok {
-		if _, ok := nc.(*net.UnixConn); !ok {
-			return // TLS, or a wrapper whose Write must see every byte
-		}
-	}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
+	switch sc := nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		if raw, err := sc.(syscall.Conn).SyscallConn(); err == nil {
 			l.raw = raw
 		}
 	}
@@ -190,12 +179,7 @@ func (l *link) writeInline(frame []byte) {
 	l.writing = false
 	l.backlog.Add(-int64(n))
 	if n < len(frame) {
-		rest := frame[n:]
-		if len(l.queue) == 0 {
-			l.queue = append(l.queue, rest...)
-		} else {
-			l.queue = append(append(make([]byte, 0, len(rest)+len(l.queue)), rest...), l.queue...)
-		}
+		l.queue = slices.Insert(l.queue, 0, frame[n:]...)
 	}
 	more := len(l.queue) > 0 || l.closing
 	if n > 0 {
@@ -204,6 +188,20 @@ func (l *link) writeInline(frame []byte) {
 	l.mu.Unlock()
 	if more {
 		l.nudge()
+	}
+}
+
+// writeSome is the callback of an inline write: one write(2) of l.inline,
+// keeping what the socket took in l.written. It never waits for room; the
+// writer does that.
+func (l *link) writeSome(fd uintptr) bool {
+	for {
+		n, err := syscall.Write(int(fd), l.inline)
+		if err == syscall.EINTR {
+			continue
+		}
+		l.written = max(n, 0)
+		return true
 	}
 }
 

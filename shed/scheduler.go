@@ -84,9 +84,7 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	s.arrivals++
-	if s.n == 0 && s.running < s.opts.Workers {
-		s.running++
-		s.lastEmpty = now
+	if s.takeSlot(now) {
 		s.mu.Unlock()
 		s.recordWait(0)
 		s.start(t)
@@ -159,19 +157,29 @@ func (s *Scheduler) RunInline(t Task) bool {
 		return false // Submit drops it, with the reason
 	}
 	s.mu.Lock()
-	if s.closed || s.n != 0 || s.running >= s.opts.Workers {
+	if s.closed || !s.takeSlot(now) {
 		s.mu.Unlock()
 		return false
 	}
-	s.running++
 	s.arrivals++
-	s.lastEmpty = now
 	s.mu.Unlock()
 	s.recordWait(0)
 	end := s.run(t)
 	if next := s.next(end); next != nil {
 		s.start(next) // the slot passes to a worker
 	}
+	return true
+}
+
+// takeSlot takes a worker's slot for a task arriving at now, if the task
+// would start at once: nothing is queued and a slot is free. Callers hold
+// s.mu.
+func (s *Scheduler) takeSlot(now time.Time) bool {
+	if s.n != 0 || s.running >= s.opts.Workers {
+		return false
+	}
+	s.running++
+	s.lastEmpty = now
 	return true
 }
 
