@@ -38,10 +38,36 @@ func tcpPair(t *testing.T) (local *net.TCPConn, peer net.Conn) {
 	return local, peer
 }
 
-func testConnOptions() *connOptions {
+// testLink returns a link on nc with the default options; its writer is
+// not started.
+func testLink(nc net.Conn) *link {
 	o := &connOptions{}
 	o.fill()
-	return o
+	return newLink(nc, o, func(error) {})
+}
+
+// startWriter starts l's writer and stops it when the test ends.
+func startWriter(t *testing.T, l *link) {
+	go l.writeLoop()
+	t.Cleanup(func() { l.stop(ErrShutdown); <-l.done })
+}
+
+// queued returns how many bytes wait in l's queue.
+func queued(l *link) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
+// readN reads n bytes from peer.
+func readN(t *testing.T, peer net.Conn, n int) []byte {
+	t.Helper()
+	got := make([]byte, n)
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // An inline write the socket takes only in part leaves the rest at the
@@ -49,7 +75,7 @@ func testConnOptions() *connOptions {
 // every byte, in order.
 func TestInlineWriteRestGoesFirst(t *testing.T) {
 	local, peer := tcpPair(t)
-	l := newLink(local, testConnOptions(), func(error) {})
+	l := testLink(local)
 	if l.raw == nil {
 		t.Fatal("a TCP connection got no raw socket for inline writes")
 	}
@@ -57,10 +83,7 @@ func TestInlineWriteRestGoesFirst(t *testing.T) {
 	if err := l.sendAlone(big, true); err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	rest := len(l.queue)
-	l.mu.Unlock()
-	if rest == 0 || rest == len(big) {
+	if rest := queued(l); rest == 0 || rest == len(big) {
 		t.Fatalf("after an inline write of %d bytes into a small socket buffer, %d are queued; want part of it", len(big), rest)
 	}
 	small := []byte("bbbb")
@@ -70,13 +93,8 @@ func TestInlineWriteRestGoesFirst(t *testing.T) {
 	if err := l.send([]byte("cccc")); err != nil {
 		t.Fatal(err)
 	}
-	go l.writeLoop()
-	defer func() { l.stop(ErrShutdown); <-l.done }()
-
-	got := make([]byte, len(big)+8)
-	if _, err := io.ReadFull(peer, got); err != nil {
-		t.Fatal(err)
-	}
+	startWriter(t, l)
+	got := readN(t, peer, len(big)+8)
 	want := append(append(big, small...), "cccc"...)
 	if !bytes.Equal(got, want) {
 		i := 0
@@ -91,21 +109,16 @@ func TestInlineWriteRestGoesFirst(t *testing.T) {
 // goes out at once, without the writer.
 func TestInlineWriteAfterWriteDeadline(t *testing.T) {
 	local, peer := tcpPair(t)
-	l := newLink(local, testConnOptions(), func(error) {})
+	l := testLink(local)
 	_ = local.SetWriteDeadline(time.Now().Add(-time.Second))
 	if err := l.sendAlone([]byte("hello"), true); err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	queued := len(l.queue)
-	l.mu.Unlock()
-	if queued != 0 {
-		t.Fatalf("%d bytes queued for the writer; want the frame written inline", queued)
+	if n := queued(l); n != 0 {
+		t.Fatalf("%d bytes queued for the writer; want the frame written inline", n)
 	}
-	got := make([]byte, 5)
-	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadFull(peer, got); err != nil || string(got) != "hello" {
-		t.Fatalf("peer read %q, %v", got, err)
+	if got := readN(t, peer, 5); string(got) != "hello" {
+		t.Fatalf("peer read %q", got)
 	}
 }
 
@@ -113,18 +126,15 @@ func TestInlineWriteAfterWriteDeadline(t *testing.T) {
 // every byte, so its frames go through the writer.
 func TestInlineWriteOnlyOnPlainSockets(t *testing.T) {
 	local, _ := tcpPair(t)
-	l := newLink(tls.Client(local, &tls.Config{InsecureSkipVerify: true}), testConnOptions(), func(error) {})
+	l := testLink(tls.Client(local, &tls.Config{InsecureSkipVerify: true}))
 	if l.raw != nil {
 		t.Fatal("a TLS connection would be written inline, bypassing encryption")
 	}
 	if err := l.sendAlone([]byte("x"), true); err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	queued := len(l.queue)
-	l.mu.Unlock()
-	if queued != 1 {
-		t.Fatalf("%d bytes queued on a TLS link; want the frame left to the writer", queued)
+	if n := queued(l); n != 1 {
+		t.Fatalf("%d bytes queued on a TLS link; want the frame left to the writer", n)
 	}
 }
 
@@ -132,7 +142,7 @@ func TestInlineWriteOnlyOnPlainSockets(t *testing.T) {
 // the socket did not take.
 func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 	local, peer := tcpPair(t)
-	l := newLink(local, testConnOptions(), func(error) {})
+	l := testLink(local)
 	big := bytes.Repeat([]byte("a"), 8<<20)
 	// As sendAlone does, with a frame queued by another goroutine while
 	// the inline write is under way.
@@ -144,13 +154,8 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.writeInline(big)
-	go l.writeLoop()
-	defer func() { l.stop(ErrShutdown); <-l.done }()
-
-	got := make([]byte, len(big)+4)
-	if _, err := io.ReadFull(peer, got); err != nil {
-		t.Fatal(err)
-	}
+	startWriter(t, l)
+	got := readN(t, peer, len(big)+4)
 	if want := append(big, "bbbb"...); !bytes.Equal(got, want) {
 		t.Fatalf("peer read the frame queued meanwhile before the rest of the inline write (at byte %d)", bytes.IndexByte(got, 'b'))
 	}
