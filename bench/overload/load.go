@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/rpc"
 	"sync"
 	"time"
@@ -176,7 +178,17 @@ type loadResult struct {
 	snapErr  error
 	attempts []attempt
 	requests []request
+	probes   []probe
 }
+
+// probe records one round trip of the raw-TCP probe.
+type probe struct {
+	at, rtt time.Duration // at: when it was sent, since the run's start
+}
+
+// probeRate is how many probe pings per second, on average, measure the
+// machine's floor: few enough to add no load, enough for a p99 per phase.
+const probeRate = 250
 
 // gen runs one schedule of segments against one caller.
 type gen struct {
@@ -205,8 +217,10 @@ const tailSlack = 500 * time.Millisecond
 // runLoad offers segs to c in order, then keeps offering the last
 // segment's load, unmeasured, until every measured user request has its
 // outcome (at most attempts × deadline + tailSlack). snap reads the
-// server's counters; it is called at each segment boundary.
-func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap func() (serverStats, error)) (*loadResult, error) {
+// server's counters; it is called at each segment boundary. If probeAddr
+// is set, a raw-TCP echo in the server's process there is pinged all the
+// while (see probeLoop).
+func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap func() (serverStats, error), probeAddr string) (*loadResult, error) {
 	if len(segs) == 0 {
 		return nil, errors.New("no segments")
 	}
@@ -253,6 +267,19 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 			res.snaps[i] = st
 		}
 	}()
+
+	var probes []probe
+	probeDone := make(chan error, 1)
+	if probeAddr != "" {
+		end := res.bounds[len(segs)]
+		go func() {
+			var err error
+			probes, err = probeLoop(runCtx, probeAddr, g.start, end, cfg.seed)
+			probeDone <- err
+		}()
+	} else {
+		probeDone <- nil
+	}
 
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x6b696576))
 	timer := time.NewTimer(time.Hour)
@@ -338,11 +365,71 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 	g.workers.Wait() // each returns at once: its request has ended and the run is over
 	<-resolved
 	<-snapDone
+	probeErr := <-probeDone
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res.attempts, res.requests = g.attempts, g.requests
+	if probeErr != nil {
+		return nil, fmt.Errorf("raw-TCP probe: %w", probeErr)
+	}
+	res.attempts, res.requests, res.probes = g.attempts, g.requests, probes
 	return res, res.snapErr
+}
+
+// probeLoop pings the raw-TCP echo at addr, one ping at a time, at Poisson
+// times at probeRate from start until offset end or ctx ends. Its round
+// trips are the floor under any RPC's between the same two processes at
+// the same moment: the two wake-ups, the loopback and the scheduling of
+// this machine, and no framework. On a virtual machine whose idle CPUs
+// sleep, that floor is far above a busy CPU's.
+func probeLoop(ctx context.Context, addr string, start time.Time, end time.Duration, seed uint64) ([]probe, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	rng := rand.New(rand.NewPCG(seed, 0x70726f6265))
+	limit := int(10*probeRate*end.Seconds()) + 100 // ten times the mean count never happens by chance
+	probes := make([]probe, 0, limit/10+16)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var b [probeSize]byte
+	next := time.Duration(0)
+	for range limit {
+		next += time.Duration(rng.ExpFloat64() / probeRate * float64(time.Second))
+		if next >= end {
+			break
+		}
+		if d := time.Until(start.Add(next)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return probes, nil
+			}
+		}
+		t0 := time.Now()
+		if _, err := c.Write(b[:]); err != nil {
+			return probes, ignoreEnd(ctx, err)
+		}
+		if _, err := io.ReadFull(c, b[:]); err != nil {
+			return probes, ignoreEnd(ctx, err)
+		}
+		probes = append(probes, probe{at: t0.Sub(start), rtt: time.Since(t0)})
+	}
+	return probes, nil
+}
+
+// ignoreEnd drops err if ctx has ended: the connection was closed to stop
+// a ping in flight.
+func ignoreEnd(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // task is one user request for a generator goroutine.

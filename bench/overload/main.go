@@ -300,8 +300,8 @@ func run(ctx context.Context, cfg config, exe string, progress io.Writer) (*repo
 }
 
 func logPhase(w io.Writer, p phaseResult, took time.Duration) {
-	fmt.Fprintf(w, "[%s] %-18s offered %5.2fX  goodput %.3fX  p9 %6s  p99 ok %9s  p99 rej %9s  wasted %6s  ampl %s  gen lag %v  (%v)\n",
-		p.system, p.phase, p.offered, p.goodput, pct(p.p9Success), ms(p.p99OK), ms(p.p99Rej), pct(p.wasted), num(p.ampl),
+	fmt.Fprintf(w, "[%s] %-18s offered %5.2fX  goodput %.3fX  p9 %6s  p99 ok %9s  p99 rej %9s (raw TCP %9s)  wasted %6s  ampl %s  gen lag %v  (%v)\n",
+		p.system, p.phase, p.offered, p.goodput, pct(p.p9Success), ms(p.p99OK), ms(p.p99Rej), ms(p.floor[1]), pct(p.wasted), num(p.ampl),
 		p.lag.Round(100*time.Microsecond), took.Round(100*time.Millisecond))
 }
 
@@ -317,7 +317,7 @@ func runPhase(ctx context.Context, cfg config, exe, sys string, segs []segment, 
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", ch.addr, err)
 	}
-	res, err := runLoad(ctx, c, segs, lc, ch.stats)
+	res, err := runLoad(ctx, c, segs, lc, ch.stats, ch.probe)
 	c.close()
 	return res, err
 }
@@ -325,8 +325,9 @@ func runPhase(ctx context.Context, cfg config, exe, sys string, segs []segment, 
 // child is a server process, with the address it listens on.
 type child struct {
 	*proc.Process
-	addr string
-	mu   sync.Mutex // one stats exchange at a time
+	addr  string     // the system's
+	probe string     // the raw echo's, for the machine's floor
+	mu    sync.Mutex // one stats exchange at a time
 }
 
 const childTimeout = 10 * time.Second // bound on starting, answering and stopping
@@ -347,12 +348,10 @@ func startChild(exe string, args []string, pin bool, stderr io.Writer) (*child, 
 		c.stop()
 		return nil, fmt.Errorf("server %s: %w", strings.Join(args, " "), err)
 	}
-	addr, ok := strings.CutPrefix(line, "addr ")
-	if !ok {
+	if _, err := fmt.Sscanf(line, "addr %s probe %s", &c.addr, &c.probe); err != nil {
 		c.stop()
-		return nil, fmt.Errorf("server %s printed %q, want its address", strings.Join(args, " "), line)
+		return nil, fmt.Errorf("server %s printed %q, want its addresses (addr A probe P)", strings.Join(args, " "), line)
 	}
-	c.addr = addr
 	return c, nil
 }
 

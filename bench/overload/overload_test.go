@@ -102,6 +102,31 @@ func TestQuick(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	// Every phase with rejections shows the machine's floor beside them:
+	// the raw-TCP probe ran through it.
+	_, rejTable, ok := strings.Cut(report, "| raw-TCP round trip p50 / p99 |\n")
+	if !ok {
+		t.Fatal("no rejection latency table with the raw-TCP floor")
+	}
+	floors := 0
+	for _, line := range strings.Split(rejTable, "\n")[1:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		p50, p99, ok := strings.Cut(cells[len(cells)-1], "/")
+		if !ok {
+			t.Errorf("floor cell of %q is not p50 / p99", line)
+			continue
+		}
+		if a, b := number(t, strings.TrimSpace(p50)), number(t, strings.TrimSpace(p99)); a <= 0 || a > b || b > 1000 {
+			t.Errorf("raw-TCP round trip p50 %v ms, p99 %v ms in %q: want 0 < p50 ≤ p99 ≤ 1 s", a, b, line)
+		}
+		floors++
+	}
+	if floors == 0 {
+		t.Error("the rejection latency table has no row")
+	}
 	for _, name := range []string{"goodput.png", "spike.png"} {
 		fi, err := os.Stat(filepath.Join(out, name))
 		if err != nil {

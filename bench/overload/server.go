@@ -213,8 +213,14 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("unknown system %q; want one of %v", cfg.system, allSystems)
 	}
 
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go serveProbe(probe)
+
 	out := bufio.NewWriter(stdout)
-	fmt.Fprintf(out, "addr %s\n", l.Addr())
+	fmt.Fprintf(out, "addr %s probe %s\n", l.Addr(), probe.Addr())
 	if err := out.Flush(); err != nil {
 		return err
 	}
@@ -260,5 +266,31 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 				return fmt.Errorf("unknown command %q", cmd)
 			}
 		}
+	}
+}
+
+// probeSize is the size of a probe ping and of its echo.
+const probeSize = 16
+
+// serveProbe echoes probe pings on every connection of l: the floor under
+// any RPC's round trip between the two processes, from the machine alone.
+func serveProbe(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			var b [probeSize]byte
+			for {
+				if _, err := io.ReadFull(c, b[:]); err != nil {
+					return
+				}
+				if _, err := c.Write(b[:]); err != nil {
+					return
+				}
+			}
+		}()
 	}
 }
