@@ -25,7 +25,13 @@ func BenchmarkUnmarshal(b *testing.B) {
 		benchUnmarshal(b, codec.Protobuf, &testpb.Small{Id: 42, Name: "kiev", Tags: []int64{1, 2, 3}},
 			func() any { return new(testpb.Small) })
 	})
+	// A 16 KiB payload: the cost is the copy into a fresh slice.
+	b.Run("msgpack/16KiB", func(b *testing.B) {
+		benchUnmarshal(b, codec.Msgpack, &blob{Data: make([]byte, 16<<10)}, func() any { return new(blob) })
+	})
 }
+
+type blob struct{ Data []byte }
 
 // benchMarshal marshals v into a reused buffer, as kiev does.
 func benchMarshal(b *testing.B, c codec.Codec, v any) {

@@ -531,13 +531,39 @@ func (d *msgpackDecoder) arrayLen() (int, error) {
 	return 0, fmt.Errorf("msgpack: invalid code=%x decoding array length", c)
 }
 
-// decodeBytes and decodeStrings decode []byte and []string through the
-// library's Decode, which has its own code for both: into a []byte it
-// reuses the slice's capacity, and nil leaves a []string unchanged.
+// decodeBytes is the library's Decode into a []byte (bytesPtr and readN
+// in decode_string.go and decode.go): nil makes it nil; a slice with room
+// is reused, from its start; otherwise the bytes go into a new slice,
+// filled by one append from the input, so that a large payload is copied
+// once and never zeroed first.
 func decodeBytes(d *msgpackDecoder, p unsafe.Pointer) error {
-	return d.dec.Decode((*[]byte)(p))
+	ptr := (*[]byte)(p)
+	n, err := d.bytesLen()
+	if err != nil {
+		return err
+	}
+	if n == -1 {
+		*ptr = nil
+		return nil
+	}
+	src, err := d.r.next(n)
+	if err != nil {
+		return err
+	}
+	b := *ptr
+	switch {
+	case b == nil && n == 0:
+		*ptr = []byte{}
+	case n <= cap(b):
+		*ptr = b[:copy(b[:n], src)]
+	default:
+		*ptr = append(b[:0:0], src...)
+	}
+	return nil
 }
 
+// decodeStrings decodes a []string through the library's Decode, where
+// nil leaves the slice unchanged.
 func decodeStrings(d *msgpackDecoder, p unsafe.Pointer) error {
 	return d.dec.Decode((*[]string)(p))
 }
