@@ -322,7 +322,7 @@ func runPhase(ctx context.Context, cfg config, exe, sys string, segs []segment, 
 	return res, err
 }
 
-// child is a server process, with the address it listens on.
+// child is a server process, with the addresses it listens on.
 type child struct {
 	*proc.Process
 	addr  string     // the system's
