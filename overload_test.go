@@ -89,11 +89,24 @@ func waitQueued(t *testing.T, srv *kiev.Server, n int) {
 
 var noRetry = kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1})
 
+// The scheduler guards calls over UDP as over TCP: a full queue refuses
+// a call of no higher priority and evicts a less important one for a
+// more important one, each answered ErrOverloaded at once.
 func TestFullQueueRefusesAndEvictsWithErrOverloaded(t *testing.T) {
+	serve := map[string]func(*testing.T, *kiev.Server) string{
+		"tcp": func(t *testing.T, srv *kiev.Server) string { return startServer(t, srv) },
+		"udp": func(t *testing.T, srv *kiev.Server) string { return servePacket(t, srv, nil) },
+	}
+	for name, serve := range serve {
+		t.Run(name, func(t *testing.T) { fullQueueRefusesAndEvicts(t, serve) })
+	}
+}
+
+func fullQueueRefusesAndEvicts(t *testing.T, serve func(*testing.T, *kiev.Server) string) {
 	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
 	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 1, QueueSize: 1}))
 	srv.Register(svc)
-	c := dial(t, startServer(t, srv), noRetry)
+	c := dial(t, serve(t, srv), noRetry)
 	bg := context.Background()
 
 	blocked := c.Go(bg, "Arith.Block", Args{A: 1}, &Reply{}, nil)
@@ -125,7 +138,7 @@ func TestFullQueueRefusesAndEvictsWithErrOverloaded(t *testing.T) {
 	}
 	st := srv.Scheduler().Stats()
 	if st.DroppedFor(shed.Refused) != 1 || st.DroppedFor(shed.Evicted) != 1 {
-		t.Errorf("drops = %v", st.Dropped)
+		t.Errorf("drops = %v; want one refused and one evicted", st.Dropped)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/memory"
-	"github.com/kievrpc/kiev/shed"
 )
 
 // servePacket serves srv on a loopback UDP socket, wrapped by wrap if not
@@ -520,40 +519,5 @@ func TestUDPCacheFollowsAckFloor(t *testing.T) {
 	// DedupLinger's worth.
 	if n := srv.PacketStats().Cached; n > 2 {
 		t.Errorf("after 500 calls one at a time, the server caches %d calls; want at most 2", n)
-	}
-}
-
-// The overload scheduler guards calls over UDP as over TCP: a full queue
-// refuses a call of no higher priority and evicts a less important one
-// for a more important one, each answered ErrOverloaded in a datagram.
-func TestUDPFullQueueRefusesAndEvicts(t *testing.T) {
-	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
-	srv, target := newUDPArith(t, svc, kiev.WithShed(shed.Options{Workers: 1, QueueSize: 1}))
-	c := dial(t, target, noRetry)
-	bg := context.Background()
-
-	blocked := c.Go(bg, "Arith.Block", Args{A: 1}, &Reply{}, nil)
-	<-svc.started
-	queued := c.Go(kiev.WithPriority(bg, 3), "Arith.Add", Args{1, 1}, &Reply{}, nil)
-	waitQueued(t, srv, 1)
-
-	err := c.Call(kiev.WithPriority(bg, 3), "Arith.Add", Args{}, &Reply{})
-	if !errors.Is(err, kiev.ErrOverloaded) || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("UDP call to a full queue = %v; want ErrOverloaded (refused)", err)
-	}
-	important := c.Go(kiev.WithPriority(bg, 9), "Arith.Add", Args{2, 2}, &Reply{}, nil)
-	<-queued.Done
-	if !errors.Is(queued.Error, kiev.ErrOverloaded) || !strings.Contains(queued.Error.Error(), "more important call") {
-		t.Fatalf("evicted UDP call = %v; want ErrOverloaded saying it was evicted", queued.Error)
-	}
-	close(svc.block)
-	<-blocked.Done
-	<-important.Done
-	if important.Error != nil || important.Reply.(*Reply).C != 4 {
-		t.Fatalf("important UDP call = %v, %v", important.Reply, important.Error)
-	}
-	st := srv.Scheduler().Stats()
-	if st.DroppedFor(shed.Refused) != 1 || st.DroppedFor(shed.Evicted) != 1 {
-		t.Errorf("drops = %v; want one refused and one evicted", st.Dropped)
 	}
 }
