@@ -103,21 +103,19 @@ func (s *rawServer) close() {
 	s.wg.Wait()
 }
 
-// rawClient is the pipelined client: callers append their frame to a
-// shared buffer, which one writer goroutine writes in a single syscall for
-// as many calls as arrived meanwhile; one reader goroutine hands each
-// echoed frame to the oldest caller waiting.
+// rawClient is the pipelined client: callers queue their frame on a
+// batchWriter, which writes in a single syscall as many calls as arrived
+// meanwhile; one reader goroutine hands each echoed frame to the oldest
+// caller waiting.
 type rawClient struct {
 	conn net.Conn
+	w    *batchWriter
 
 	mu      sync.Mutex
-	out     []byte       // frames not yet written
-	spare   []byte       // the writer's other buffer
 	waiting []chan error // callers in write order; head is the oldest
 	head    int
 	err     error
 
-	kick chan struct{} // wakes the writer
 	done chan struct{} // closed when both goroutines are gone
 }
 
@@ -128,12 +126,13 @@ func dialRaw(addr string) (*rawClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &rawClient{conn: conn, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); c.writeLoop() }()
-	go func() { defer wg.Done(); c.readLoop() }()
-	go func() { wg.Wait(); close(c.done) }()
+	c := &rawClient{conn: conn, done: make(chan struct{})}
+	c.w = newBatchWriter(conn, c.fail)
+	go func() {
+		c.readLoop()
+		<-c.w.done
+		close(c.done)
+	}()
 	return c, nil
 }
 
@@ -146,37 +145,11 @@ func (c *rawClient) call(frame []byte, reply chan error) error {
 		c.mu.Unlock()
 		return err
 	}
-	c.out = append(c.out, frame...)
+	// Queued under c.mu, so that frames go out in the order of waiting.
 	c.waiting = append(c.waiting, reply)
+	c.w.queue(frame)
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
 	return <-reply
-}
-
-func (c *rawClient) writeLoop() {
-	for range c.kick {
-		// Let the callers about to queue do so first, so that one write
-		// carries them all, as kiev's writer does: without it, on one CPU
-		// this client writes one frame at a time.
-		runtime.Gosched()
-		c.mu.Lock()
-		buf := c.out
-		c.out = c.spare[:0]
-		c.mu.Unlock()
-		if len(buf) == 0 {
-			continue
-		}
-		if _, err := c.conn.Write(buf); err != nil {
-			c.fail(err)
-			return
-		}
-		c.mu.Lock()
-		c.spare = buf[:0]
-		c.mu.Unlock()
-	}
 }
 
 func (c *rawClient) readLoop() {
@@ -214,7 +187,7 @@ func (c *rawClient) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
-		close(c.kick)
+		c.w.stop()
 		c.conn.Close()
 	}
 	waiting := c.waiting[c.head:]
@@ -228,6 +201,94 @@ func (c *rawClient) fail(err error) {
 func (c *rawClient) close() {
 	c.fail(errRawClosed)
 	<-c.done
+}
+
+// batchWriter writes the frames queued on it from one goroutine: as many
+// as were queued since its last write, in one syscall, as kiev's writer
+// does. Queued frames are copied, so callers reuse their buffers at once.
+type batchWriter struct {
+	conn   net.Conn
+	onFail func(error) // called once, from the writer, if a write fails
+
+	mu      sync.Mutex
+	out     []byte // frames not yet written
+	spare   []byte // the buffer of the last write, for the next swap
+	stopped bool
+
+	kick chan struct{} // wakes the writer; closed by stop
+	done chan struct{} // closed when the writer has returned
+}
+
+func newBatchWriter(conn net.Conn, onFail func(error)) *batchWriter {
+	w := &batchWriter{conn: conn, onFail: onFail, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// queue copies frame to the queue. It drops it once the writer has
+// stopped; the owner has failed its calls by then.
+func (w *batchWriter) queue(frame []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.out = append(w.out, frame...)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the writer; what is still queued is dropped.
+func (w *batchWriter) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.kick)
+	}
+}
+
+func (w *batchWriter) loop() {
+	defer close(w.done)
+	for range w.kick {
+		// Let the callers about to queue do so first, so that one write
+		// carries them all, as kiev's writer does: without it, on one CPU
+		// the writer writes one frame at a time.
+		runtime.Gosched()
+		buf := w.take()
+		if buf == nil { // an earlier write took them
+			continue
+		}
+		if _, err := w.conn.Write(buf); err != nil {
+			w.onFail(err)
+			return
+		}
+		w.giveBack(buf)
+	}
+}
+
+// take returns the frames queued, or nil if there are none, and makes the
+// spare buffer the queue. The spare is spare no more until the write of
+// the frames taken hands their buffer back: queue and spare must never be
+// one buffer, or callers would append to the buffer being written.
+func (w *batchWriter) take() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.out) == 0 {
+		return nil
+	}
+	buf := w.out
+	w.out, w.spare = w.spare[:0], nil
+	return buf
+}
+
+// giveBack keeps the buffer of a finished write for the next take.
+func (w *batchWriter) giveBack(buf []byte) {
+	w.mu.Lock()
+	w.spare = buf[:0]
+	w.mu.Unlock()
 }
 
 // recordingConn keeps what is written to it while recording.

@@ -121,6 +121,7 @@ func (r *report) write(w io.Writer, charts []string) {
 		cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, r.started.UTC().Format("2006-01-02"),
 		cfg.duration, cfg.warmup, cfg.openDuration, cfg.repeats, r.took.Round(time.Second))
 	r.writeTargets(w)
+	r.writeFloor(w)
 	for _, p := range cfg.payloads {
 		fmt.Fprintf(w, "### Closed loop, %s payload\n\n", payloadText(p))
 		fmt.Fprintln(w, "| system | callers | calls/s (min–max) | p50 | p99 | p99.9 | allocs/call client / server | B/call client / server | CPU µs/call client + server |")
@@ -260,6 +261,44 @@ func (r *report) writeTargets(w io.Writer) {
 			verdict = "PASS"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, t.measured, t.want, verdict)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeFloor splits the gap between each kiev and raw TCP in two: the
+// multiplexing floor against raw TCP is the price of the model every
+// multiplexed RPC on goroutines pays; kiev against the floor is kiev's
+// own work.
+func (r *report) writeFloor(w io.Writer) {
+	if !slices.Contains(r.cfg.systems, sysFloor) {
+		return
+	}
+	small := func(sys string) float64 {
+		s, _ := r.stat(cellKey{kind: kindClosed, system: sys, payload: paySmall, callers: 128})
+		return s.qps
+	}
+	ratio := func(a, b float64) string {
+		if a <= 0 || b <= 0 {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	rows := [][2]string{{"mux-floor vs raw TCP: the price of the model",
+		ratio(small(sysFloor), small(sysRaw)) + " | " + ratio(r.maxQPS(sysFloor, pay16K), r.maxQPS(sysRaw, pay16K))}}
+	for _, k := range intersect([]string{sysKievMsgpack, sysKievProtobuf}, r.cfg.systems) {
+		rows = append(rows, [2]string{k + " vs mux-floor: the framework's own work",
+			ratio(small(k), small(sysFloor)) + " | " + ratio(r.maxQPS(k, pay16K), r.maxQPS(sysFloor, pay16K))})
+	}
+	fmt.Fprintln(w, "### Where the gap to raw TCP lies")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "*mux-floor* is the raw-TCP echo plus what every RPC that multiplexes one connection and runs each call "+
+		"on a goroutine must do: match replies to callers by id, copy each request out of the read buffer for the goroutine "+
+		"that serves it, and hand each caller its reply's bytes. No codec, no scheduler, no metrics.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| ratio | small, 128 callers (calls/s) | 16 KiB, best concurrency (bytes/s) |")
+	fmt.Fprintln(w, "|---|---|---|")
+	for _, row := range rows {
+		fmt.Fprintf(w, "| %s | %s |\n", row[0], row[1])
 	}
 	fmt.Fprintln(w)
 }
@@ -414,9 +453,13 @@ func addLine(p *plot.Plot, name string, i int, pts plotter.XYs, sortX bool) erro
 		return err
 	}
 	c := plotutil.Color(i)
-	if name == sysRaw {
+	switch name {
+	case sysRaw:
 		c = color.Gray{Y: 90}
 		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	case sysFloor:
+		c = color.Gray{Y: 150}
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 	}
 	l.Color, s.Color = c, c
 	l.Width = vg.Points(2)

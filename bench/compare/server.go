@@ -31,6 +31,7 @@ type serverAddrs struct {
 	Kiev    string // msgpack and protobuf on one kiev server
 	NetRPC  string
 	GRPC    string
+	Floor   string
 	Raw     string
 	Control string // GET /stats: a procStats of the process
 }
@@ -82,6 +83,7 @@ type servers struct {
 	grpc  *grpc.Server
 	lis   []net.Listener
 	raw   *rawServer
+	floor *floorServer
 	http  *http.Server
 }
 
@@ -146,6 +148,13 @@ func startServers() (*servers, error) {
 	s.raw = newRawServer(rl)
 	s.addrs.Raw = rl.Addr().String()
 
+	fl, err := listen()
+	if err != nil {
+		return fail(err)
+	}
+	s.floor = newFloorServer(fl)
+	s.addrs.Floor = fl.Addr().String()
+
 	cl, err := listen()
 	if err != nil {
 		return fail(err)
@@ -170,6 +179,9 @@ func (s *servers) stop() {
 	}
 	if s.raw != nil {
 		s.raw.close()
+	}
+	if s.floor != nil {
+		s.floor.close()
 	}
 	if s.http != nil {
 		s.http.Close()

@@ -22,10 +22,11 @@ const (
 	sysNetRPC       = "net/rpc"
 	sysGRPC         = "grpc"
 	sysGRPCPool     = "grpc-pool4"
+	sysFloor        = "mux-floor"
 	sysRaw          = "raw-tcp"
 )
 
-var allSystems = []string{sysKievMsgpack, sysKievProtobuf, sysNetRPC, sysGRPC, sysGRPCPool, sysRaw}
+var allSystems = []string{sysKievMsgpack, sysKievProtobuf, sysNetRPC, sysGRPC, sysGRPCPool, sysFloor, sysRaw}
 
 // grpcPoolSize is the number of connections of the pooled grpc client.
 const grpcPoolSize = 4
@@ -86,6 +87,8 @@ func dialSystem(system string, addrs serverAddrs) (conn, error) {
 			g.clients = append(g.clients, echopb.NewEchoClient(cc))
 		}
 		return g, nil
+	case sysFloor:
+		return newFloorConn(addrs)
 	case sysRaw:
 		return newRawConn(addrs)
 	}
@@ -219,6 +222,20 @@ type rawConn struct {
 }
 
 func newRawConn(addrs serverAddrs) (*rawConn, error) {
+	frames, err := captureFrames(addrs)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dialRaw(addrs.Raw)
+	if err != nil {
+		return nil, err
+	}
+	return &rawConn{c: c, frames: frames}, nil
+}
+
+// captureFrames returns, for each payload, the Request frame kiev's
+// msgpack client sends for its call.
+func captureFrames(addrs serverAddrs) (map[string][]byte, error) {
 	frames := make(map[string][]byte)
 	for _, p := range allPayloads {
 		var args, reply func() any
@@ -238,11 +255,7 @@ func newRawConn(addrs serverAddrs) (*rawConn, error) {
 		}
 		frames[p] = f
 	}
-	c, err := dialRaw(addrs.Raw)
-	if err != nil {
-		return nil, err
-	}
-	return &rawConn{c: c, frames: frames}, nil
+	return frames, nil
 }
 
 func (r *rawConn) caller(payload string) (func(ctx context.Context) error, error) {
@@ -252,3 +265,34 @@ func (r *rawConn) caller(payload string) (func(ctx context.Context) error, error
 }
 
 func (r *rawConn) close() { r.c.close() }
+
+// floorConn sends the same frames as rawConn, each under an id of its own,
+// through the multiplexing floor (floor.go).
+type floorConn struct {
+	c      *floorClient
+	frames map[string][]byte
+}
+
+func newFloorConn(addrs serverAddrs) (*floorConn, error) {
+	frames, err := captureFrames(addrs)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dialFloor(addrs.Floor)
+	if err != nil {
+		return nil, err
+	}
+	return &floorConn{c: c, frames: frames}, nil
+}
+
+func (f *floorConn) caller(payload string) (func(ctx context.Context) error, error) {
+	frame := f.frames[payload]
+	var buf []byte
+	reply := make(chan floorReply, 1)
+	return func(context.Context) error {
+		_, err := f.c.call(frame, &buf, reply)
+		return err
+	}, nil
+}
+
+func (f *floorConn) close() { f.c.close() }
