@@ -36,7 +36,30 @@ type msgpackEncoder struct {
 type msgpackDecoder struct {
 	r     msgpackReader
 	dec   *msgpack.Decoder
+	ready bool     // dec is set up for this input, and r's codes marked (lib)
 	stack []uint64 // scratch for checkMsgpack
+}
+
+// lib returns the library's decoder, set up to read the input on from
+// where r is, as msgpackUnmarshal configures it. A plan decodes most
+// values itself, reading only checked lengths and never an extension, so
+// it calls lib only for what it leaves to the library (skipping a value,
+// a []string); only then are the codes of the input marked for r, which
+// the library needs (see msgpackReader).
+func (d *msgpackDecoder) lib() *msgpack.Decoder {
+	if !d.ready {
+		d.ready = true
+		// Already checked whole: marking cannot fail.
+		d.stack, d.r.codes, _ = checkAndMarkMsgpack(d.r.data, d.stack, d.r.codes)
+		// Reset clears all options and any state a failed decode left
+		// behind.
+		d.dec.Reset(&d.r)
+		d.dec.SetCustomStructTag("json")
+		// Integers decoded into an interface are int64 (uint64 past its
+		// range) and floats float64, whatever width they were sent in.
+		d.dec.UseLooseInterfaceDecoding(true)
+	}
+	return d.dec
 }
 
 var msgpackEncoders = sync.Pool{New: func() any {
@@ -85,21 +108,16 @@ func msgpackUnmarshal(data []byte, v any) error {
 	}
 	d := msgpackDecoders.Get().(*msgpackDecoder)
 	var err error
-	if d.stack, d.r.codes, err = checkAndMarkMsgpack(data, d.stack, d.r.codes); err != nil {
+	if d.stack, err = checkMsgpack(data, d.stack); err != nil {
 		msgpackDecoders.Put(d)
 		return unmarshalError("msgpack", v, err)
 	}
 	d.r.Reset(data)
-	// Reset clears all options and any state a failed decode left behind.
-	d.dec.Reset(&d.r)
-	d.dec.SetCustomStructTag("json")
-	// Integers decoded into an interface are int64 (uint64 past its
-	// range) and floats float64, whatever width they were sent in.
-	d.dec.UseLooseInterfaceDecoding(true)
+	d.r.codes, d.ready = d.r.codes[:0], false // no codes marked yet: see lib
 	if plan := msgpackPlanOf(v); plan != nil {
 		err = plan.decodeInto(d, v) // plain structs: see msgpack_fast.go
 	} else {
-		err = decodeMsgpack(d.dec, v)
+		err = decodeMsgpack(d.lib(), v)
 	}
 	d.r.Reset(nil)
 	if err != nil {

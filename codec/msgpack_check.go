@@ -214,13 +214,17 @@ var errMsgpackDesync = errors.New("the decoder read a value inside another value
 // extension's data as the next values, whose lengths checkMsgpack never
 // checked. A fuzzer found fifteen bytes that so made it allocate 13 GB.
 //
+// The codes are marked (checkAndMarkMsgpack) before the library reads; a
+// decoding plan, which never loses its place, reads with no codes marked
+// until it hands a value to the library (msgpackDecoder.lib).
+//
 // It is a bytes.Reader of its own so that the decoding plan can read the
 // bytes of a value in place (msgpack_fast.go), in step with the library,
 // which reads it as an io.ByteScanner, without a buffer of its own.
 type msgpackReader struct {
 	data  []byte
 	pos   int
-	codes []uint64 // bit i: data[i] may be read as a code
+	codes []uint64 // bit i: data[i] may be read as a code; empty: no check
 }
 
 // Reset makes the reader read b from its start.

@@ -116,7 +116,7 @@ func (p *msgpackPlan) decode(d *msgpackDecoder, ptr unsafe.Pointer) error {
 	}
 	switch {
 	case c == msgpcode.Nil || msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
-		n, err := d.dec.DecodeMapLen()
+		n, err := d.mapLen()
 		if err != nil {
 			return err
 		}
@@ -130,7 +130,7 @@ func (p *msgpackPlan) decode(d *msgpackDecoder, ptr unsafe.Pointer) error {
 				return fmt.Errorf("reading a key of %s: %w", p.typ, err)
 			}
 			if f == nil { // unknown fields are skipped
-				if err := d.dec.Skip(); err != nil {
+				if err := d.lib().Skip(); err != nil {
 					return err
 				}
 				continue
@@ -508,6 +508,31 @@ func (d *msgpackDecoder) string() (string, error) {
 	return string(b), err
 }
 
+// mapLen is the library's DecodeMapLen: nil is -1. Unlike it, mapLen
+// takes no extension for a map: plan.decode calls it only on a map's code
+// or nil.
+func (d *msgpackDecoder) mapLen() (int, error) {
+	c, err := d.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	if c == msgpcode.Nil {
+		return -1, nil
+	}
+	if msgpcode.IsFixedMap(c) {
+		return int(c & msgpcode.FixedMapMask), nil
+	}
+	switch c {
+	case msgpcode.Map16:
+		n, err := d.r.bigEndian(2)
+		return int(n), err
+	case msgpcode.Map32:
+		n, err := d.r.bigEndian(4)
+		return int(n), err
+	}
+	return 0, fmt.Errorf("msgpack: invalid code=%x decoding map length", c)
+}
+
 // arrayLen is the library's DecodeArrayLen: nil is -1.
 func (d *msgpackDecoder) arrayLen() (int, error) {
 	c, err := d.r.ReadByte()
@@ -565,7 +590,7 @@ func decodeBytes(d *msgpackDecoder, p unsafe.Pointer) error {
 // decodeStrings decodes a []string through the library's Decode, where
 // nil leaves the slice unchanged.
 func decodeStrings(d *msgpackDecoder, p unsafe.Pointer) error {
-	return d.dec.Decode((*[]string)(p))
+	return d.lib().Decode((*[]string)(p))
 }
 
 // msgpackFieldError says where in the value a decoding error happened.

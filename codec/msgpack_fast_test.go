@@ -621,10 +621,8 @@ func libraryUnmarshalPooled(data []byte, v any) error {
 		return err
 	}
 	d.r.Reset(data)
-	d.dec.Reset(&d.r)
-	d.dec.SetCustomStructTag("json")
-	d.dec.UseLooseInterfaceDecoding(true)
-	err = decodeMsgpack(d.dec, v)
+	d.r.codes, d.ready = d.r.codes[:0], false
+	err = decodeMsgpack(d.lib(), v)
 	d.r.Reset(nil)
 	if err == nil {
 		msgpackDecoders.Put(d)
