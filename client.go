@@ -201,10 +201,15 @@ func (c *Client) roundTrip(ctx context.Context, ep *endpoint, call *Call) error 
 	if err != nil {
 		return err
 	}
+	done := ctx.Done()
+	if done == nil { // a context that never ends: skip the select's cost
+		<-call.signal
+		return call.Error
+	}
 	select {
 	case <-call.signal:
 		return call.Error
-	case <-ctx.Done():
+	case <-done:
 		if cc.abandon(call, ctx.Err()) {
 			return &callError{call.ServiceMethod, ctx.Err()}
 		}
