@@ -54,7 +54,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 .
 
 # compare measures kiev beside net/rpc, grpc-go and raw TCP (bench/compare),
-# about 6 minutes; it prints Markdown and writes charts to bench/out/.
+# about 7 minutes; it prints Markdown and writes charts to bench/out/.
 compare:
 	cd bench && $(GO) run ./compare
 
