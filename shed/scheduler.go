@@ -85,9 +85,10 @@ func (s *Scheduler) Submit(t Task) {
 	}
 	s.arrivals++
 	if s.takeSlot(now) {
+		ch := s.takeWorker()
 		s.mu.Unlock()
 		s.recordWait(0)
-		s.start(t)
+		s.hand(t, ch)
 		return
 	}
 	var victim *entry
@@ -298,37 +299,45 @@ func (s *Scheduler) evictBelow(p int) *entry {
 // start runs t on a parked worker or a new one.
 func (s *Scheduler) start(t Task) {
 	s.mu.Lock()
+	ch := s.takeWorker()
+	s.mu.Unlock()
+	s.hand(t, ch)
+}
+
+// takeWorker takes the parked worker a task is to go to, or returns nil
+// if there is none and hand is to start one. Callers hold s.mu.
+func (s *Scheduler) takeWorker() chan Task {
 	s.noPark = false
 	if n := len(s.idle); n > 0 {
 		ch := s.idle[n-1]
 		s.idle = s.idle[:n-1]
-		s.mu.Unlock()
+		return ch
+	}
+	s.wg.Add(1)
+	return nil
+}
+
+// hand gives t to the worker takeWorker took, or to a new one.
+func (s *Scheduler) hand(t Task, ch chan Task) {
+	if ch != nil {
 		ch <- t
 		return
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
 	go s.worker(t)
 }
 
 func (s *Scheduler) worker(t Task) {
 	defer s.wg.Done()
-	var ch chan Task
+	ch := make(chan Task, 1) // where a parked worker gets its next task
 	for t != nil {
 		end := s.run(t)
-		if t = s.next(end); t != nil {
+		var parked bool
+		if t, parked = s.nextOrPark(end, ch); t != nil {
 			continue
 		}
-		s.mu.Lock()
-		if s.closed || s.noPark || len(s.idle) >= maxIdle {
-			s.mu.Unlock()
+		if !parked {
 			return
 		}
-		if ch == nil {
-			ch = make(chan Task, 1)
-		}
-		s.idle = append(s.idle, ch)
-		s.mu.Unlock()
 		t = <-ch
 	}
 }
@@ -354,6 +363,16 @@ func (s *Scheduler) run(t Task) time.Time {
 // way the ones that waited too long or can no longer finish in time. It
 // returns nil, and gives up the worker's slot, when the queue is empty.
 func (s *Scheduler) next(now time.Time) Task {
+	t, _ := s.nextOrPark(now, nil)
+	return t
+}
+
+// nextOrPark is next for a worker whose channel is ch: when the queue is
+// empty, it also parks the worker, in the same critical section, unless
+// workers are to exit (Close, ReleaseIdle) or enough are parked. parked
+// reports that the worker is to wait on ch; with neither a task nor
+// parked, it exits. With a nil ch, nextOrPark is next.
+func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool) {
 	var drops []dropped
 	defer func() {
 		for _, d := range drops {
@@ -367,7 +386,11 @@ func (s *Scheduler) next(now time.Time) Task {
 		if level < 0 {
 			s.running--
 			s.lastEmpty = now
-			return nil
+			if ch == nil || s.closed || s.noPark || len(s.idle) >= maxIdle {
+				return nil, false
+			}
+			s.idle = append(s.idle, ch)
+			return nil, true
 		}
 		e := s.q[level].popFront()
 		s.n--
@@ -387,7 +410,7 @@ func (s *Scheduler) next(now time.Time) Task {
 		if s.overload {
 			drops = s.doomed(now, drops)
 		}
-		return e.t
+		return e.t, false
 	}
 }
 

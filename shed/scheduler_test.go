@@ -711,3 +711,34 @@ func TestTimedTaskTimesItself(t *testing.T) {
 		t.Fatalf("service time %v after runs that each reported 5ms, want 5ms", got)
 	}
 }
+
+// BenchmarkSubmit submits b.N quick tasks from many goroutines, each
+// waiting for its task to run, as a server's readers and callers do.
+func BenchmarkSubmit(b *testing.B) {
+	s := New(Options{})
+	defer func() {
+		s.Close()
+		s.Wait()
+	}()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		done := make(chan struct{}, 1)
+		t := &benchTask{done: done}
+		for pb.Next() {
+			s.Submit(t)
+			<-done
+		}
+	})
+}
+
+// benchTask is a task that signals done when it ends.
+type benchTask struct{ done chan struct{} }
+
+func (t *benchTask) Priority() int               { return 5 }
+func (t *benchTask) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (t *benchTask) Canceled() bool              { return false }
+func (t *benchTask) Cost() *ServiceTime          { return &benchCost }
+func (t *benchTask) Run()                        { t.done <- struct{}{} }
+func (t *benchTask) Drop(Reason)                 { t.done <- struct{}{} }
+
+var benchCost ServiceTime
