@@ -1,11 +1,13 @@
-// Command compare measures kiev beside net/rpc, grpc-go and a raw-TCP
-// pipelined echo of the same bytes, on the same Echo method, in one run:
+// Command compare measures kiev beside net/rpc, grpc-go, a raw-TCP
+// pipelined echo of the same bytes, and mux-floor (that echo plus only what
+// every multiplexed RPC on goroutines must do: floor.go), on the same Echo
+// method, in one run:
 // closed-loop throughput and latency at several concurrencies and payloads,
 // open-loop latency at fixed fractions of each system's own maximum, and a
 // run pinned to one core per side. It prints a Markdown report on stdout
 // and draws PNG charts.
 //
-//	cd bench && go run ./compare            # the full run, about 6 minutes
+//	cd bench && go run ./compare            # the full run, about 7 minutes
 //	go run ./compare -quick                 # a smoke test, about 30 seconds
 //	go run ./compare -help                  # every knob
 //
