@@ -1,6 +1,7 @@
 package kiev_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -398,5 +399,72 @@ func TestNilReplyDiscards(t *testing.T) {
 	c := dial(t, newArithServer(t, nil))
 	if err := c.Call(context.Background(), "Arith.Add", Args{1, 2}, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Keeper keeps the byte slices of the args it is called with.
+type Keeper struct {
+	mu   sync.Mutex
+	kept [][]byte
+}
+
+// KeepArgs holds a blob and a name.
+type KeepArgs struct {
+	Name string
+	Data []byte
+}
+
+func (k *Keeper) Keep(ctx context.Context, args *KeepArgs, reply *int) error {
+	k.mu.Lock()
+	k.kept = append(k.kept, args.Data)
+	k.mu.Unlock()
+	*reply = len(args.Data)
+	return nil
+}
+
+// TestLargeByteArgsAreTheHandlers checks that the byte slices of args,
+// which the server decodes from pooled buffers, belong to the handler:
+// kept after the call, they hold what was sent while other calls of every
+// size come and go, and writing to them spoils nothing.
+func TestLargeByteArgsAreTheHandlers(t *testing.T) {
+	k := &Keeper{}
+	srv := kiev.NewServer()
+	if err := srv.Register(k); err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, srv)
+	for _, cd := range []codec.Codec{codec.Msgpack, codec.JSON} {
+		t.Run(cd.Name(), func(t *testing.T) {
+			c := dial(t, addr, kiev.WithCodec(cd))
+			k.mu.Lock()
+			k.kept = nil
+			k.mu.Unlock()
+			var sent [][]byte
+			for i := range 200 {
+				size := []int{10, 4 << 10, 16 << 10, 100}[i%4]
+				data := bytes.Repeat([]byte{byte(i)}, size)
+				var n int
+				if err := c.Call(context.Background(), "Keeper.Keep", &KeepArgs{Name: "x", Data: data}, &n); err != nil || n != size {
+					t.Fatalf("call %d: %v, %d", i, err, n)
+				}
+				sent = append(sent, data)
+			}
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			for i, b := range k.kept {
+				if !bytes.Equal(b, sent[i]) {
+					t.Fatalf("kept args %d changed after the call: %d bytes of %#x..., want %d of %#x", i, len(b), b[:min(len(b), 1)], len(sent[i]), i)
+				}
+				if len(b) > 0 {
+					b[0]++           // the handler's to change
+					_ = append(b, 1) // and to append to, without writing past it
+				}
+			}
+			for i, b := range k.kept {
+				if want := append([]byte{byte(i) + 1}, sent[i][1:]...); !bytes.Equal(b, want) {
+					t.Fatalf("kept args %d: another's write reached them", i)
+				}
+			}
+		})
 	}
 }
