@@ -32,42 +32,6 @@ import (
 // prefix, the type and the flags (PROTOCOL.md, "Frames").
 const floorIDAt = 6
 
-// floorServer serves the floor's echo.
-type floorServer struct {
-	l     net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newFloorServer(l net.Listener) *floorServer {
-	s := &floorServer{l: l, conns: make(map[net.Conn]struct{})}
-	s.wg.Add(1)
-	go s.accept()
-	return s
-}
-
-func (s *floorServer) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.l.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			floorServe(c)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
-	}
-}
-
 // floorServe reads frames from c and echoes each from a goroutine of its
 // own, until c fails.
 func floorServe(c net.Conn) {
@@ -103,16 +67,6 @@ func readFloorFrame(br *bufio.Reader) ([]byte, error) {
 		return nil, err
 	}
 	return frame, nil
-}
-
-func (s *floorServer) close() {
-	s.l.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }
 
 // floorClient is the floor's client: callers queue their frame, under an
@@ -205,7 +159,7 @@ func (c *floorClient) fail(err error) {
 		c.conn.Close()
 	}
 	pending := c.pending
-	c.pending = make(map[uint64]chan floorReply)
+	c.pending = nil // no call registers once c.err is set
 	c.mu.Unlock()
 	for _, reply := range pending {
 		reply <- floorReply{err: err}

@@ -25,22 +25,24 @@ import (
 // maxRawFrame bounds a raw frame, as kiev's default frame limit does.
 const maxRawFrame = 16 << 20
 
-// rawServer echoes every frame it reads, flushing when its input is idle.
-type rawServer struct {
+// echoServer serves each connection its listener accepts with serve, on
+// a goroutine of its own: rawEcho for raw-tcp, floorServe for mux-floor.
+type echoServer struct {
 	l     net.Listener
+	serve func(net.Conn)
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
 
-func newRawServer(l net.Listener) *rawServer {
-	s := &rawServer{l: l, conns: make(map[net.Conn]struct{})}
+func newEchoServer(l net.Listener, serve func(net.Conn)) *echoServer {
+	s := &echoServer{l: l, serve: serve, conns: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	return s
 }
 
-func (s *rawServer) accept() {
+func (s *echoServer) accept() {
 	defer s.wg.Done()
 	for {
 		c, err := s.l.Accept()
@@ -53,7 +55,7 @@ func (s *rawServer) accept() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			_ = rawEcho(c)
+			s.serve(c)
 			c.Close()
 			s.mu.Lock()
 			delete(s.conns, c)
@@ -62,7 +64,20 @@ func (s *rawServer) accept() {
 	}
 }
 
-// rawEcho echoes the frames of c until it fails.
+// close closes the listener and every connection, and waits for their
+// goroutines.
+func (s *echoServer) close() {
+	s.l.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// rawEcho echoes the frames of c, flushing when its input is idle, until
+// c fails.
 func rawEcho(c net.Conn) error {
 	br := bufio.NewReaderSize(c, 64<<10)
 	bw := bufio.NewWriterSize(c, 64<<10)
@@ -91,16 +106,6 @@ func rawEcho(c net.Conn) error {
 			}
 		}
 	}
-}
-
-func (s *rawServer) close() {
-	s.l.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
 }
 
 // rawClient is the pipelined client: callers queue their frame on a

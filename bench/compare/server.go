@@ -82,8 +82,8 @@ type servers struct {
 	kiev  *kiev.Server
 	grpc  *grpc.Server
 	lis   []net.Listener
-	raw   *rawServer
-	floor *floorServer
+	raw   *echoServer
+	floor *echoServer
 	http  *http.Server
 }
 
@@ -145,14 +145,14 @@ func startServers() (*servers, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.raw = newRawServer(rl)
+	s.raw = newEchoServer(rl, func(c net.Conn) { _ = rawEcho(c) })
 	s.addrs.Raw = rl.Addr().String()
 
 	fl, err := listen()
 	if err != nil {
 		return fail(err)
 	}
-	s.floor = newFloorServer(fl)
+	s.floor = newEchoServer(fl, floorServe)
 	s.addrs.Floor = fl.Addr().String()
 
 	cl, err := listen()
