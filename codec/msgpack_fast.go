@@ -512,48 +512,35 @@ func (d *msgpackDecoder) string() (string, error) {
 // takes no extension for a map: plan.decode calls it only on a map's code
 // or nil.
 func (d *msgpackDecoder) mapLen() (int, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	if c == msgpcode.Nil {
-		return -1, nil
-	}
-	if msgpcode.IsFixedMap(c) {
-		return int(c & msgpcode.FixedMapMask), nil
-	}
-	switch c {
-	case msgpcode.Map16:
-		n, err := d.r.bigEndian(2)
-		return int(n), err
-	case msgpcode.Map32:
-		n, err := d.r.bigEndian(4)
-		return int(n), err
-	}
-	return 0, fmt.Errorf("msgpack: invalid code=%x decoding map length", c)
+	return d.containerLen(msgpcode.FixedMapLow, msgpcode.Map16, msgpcode.Map32, "map")
 }
 
 // arrayLen is the library's DecodeArrayLen: nil is -1.
 func (d *msgpackDecoder) arrayLen() (int, error) {
+	return d.containerLen(msgpcode.FixedArrayLow, msgpcode.Array16, msgpcode.Array32, "array")
+}
+
+// containerLen reads the length of a map or an array: nil (-1), a fixed
+// code (fixed and the length in its low four bits), or a 16- or 32-bit
+// length after c16 or c32.
+func (d *msgpackDecoder) containerLen(fixed, c16, c32 byte, what string) (int, error) {
 	c, err := d.r.ReadByte()
 	if err != nil {
 		return 0, err
 	}
-	if c == msgpcode.Nil {
+	switch {
+	case c == msgpcode.Nil:
 		return -1, nil
-	}
-	if msgpcode.IsFixedArray(c) {
-		return int(c & msgpcode.FixedArrayMask), nil
-	}
-	switch c {
-	case msgpcode.Array16:
+	case c&0xf0 == fixed: // fixmap 0x80-0x8f, fixarray 0x90-0x9f
+		return int(c & 0x0f), nil
+	case c == c16:
 		n, err := d.r.bigEndian(2)
 		return int(n), err
-	case msgpcode.Array32:
+	case c == c32:
 		n, err := d.r.bigEndian(4)
 		return int(n), err
 	}
-	return 0, fmt.Errorf("msgpack: invalid code=%x decoding array length", c)
+	return 0, fmt.Errorf("msgpack: invalid code=%x decoding %s length", c, what)
 }
 
 // decodeBytes is the library's Decode into a []byte (bytesPtr and readN
