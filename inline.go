@@ -24,9 +24,9 @@ import (
 // replies wait in the queue, without waking the writer, until the burst
 // is done, and leave in one write. Under load, this spares every call the
 // wake-up of a worker and of the writer: the server spends a fifth to two
-// fifths less CPU per small call. The budget keeps what it costs in
-// parallelism small: at most burstBudget of work runs in turn on the
-// reader before the rest of the burst spreads over the workers.
+// fifths less CPU per small call. The budget keeps what it costs in parallelism
+// small: at most burstBudget of work runs in turn on the reader before
+// the rest of the burst spreads over the workers.
 //
 // While a call runs, nobody reads the connection. A watchdog bounds
 // that: a reader lent to a call for a whole tick (inlineTick) is taken
@@ -90,8 +90,8 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 		}
 	} else {
 		if est > time.Duration(burstMaxCost.Load()) || b.spent+est > burstBudget {
-			// Slow, or past the burst's budget: a worker runs it, and
-			// what the burst answered so far goes now.
+			// The burst is spent: let what it answered go while workers
+			// run the rest.
 			if b.held {
 				c.link.release()
 				b.held = false
