@@ -23,8 +23,8 @@ import (
 // burst (burstBudget); the rest of the burst goes to workers. Their
 // replies wait in the queue, without waking the writer, until the burst
 // is done, and leave in one write. Under load, this spares every call the
-// wake-up of a worker and of the writer: the server spends a fifth to two
-// fifths less CPU per small call. The budget keeps what it costs in parallelism
+// wake-up of a worker and of the writer: the server spends about a third
+// less CPU per small call. The budget keeps what it costs in parallelism
 // small: at most burstBudget of work runs in turn on the reader before
 // the rest of the burst spreads over the workers.
 //
