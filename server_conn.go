@@ -115,16 +115,12 @@ func (c *serverConn) handshake(r *wire.Reader) error {
 
 func (c *serverConn) readLoop(r *wire.Reader) error {
 	var h wire.Header
-	var b burst
 	for {
 		// Take no more calls while the client leaves its replies unread:
 		// backpressure, so a client that does not read holds no more than
 		// its share of memory.
 		if err := c.link.waitRoom(c.srv.connShare()); err != nil {
 			return err
-		}
-		if !r.More() {
-			b.end(c.link) // what is read is answered: send before waiting
 		}
 		f, err := r.Next()
 		if err != nil {
@@ -136,7 +132,7 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			if c.request(&f, &h, r.More(), &b) {
+			if c.request(&f, &h, r.More()) {
 				return errReaderTaken
 			}
 		case wire.TypeCancel:
@@ -162,11 +158,10 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 const maxTimeoutMicros = math.MaxInt64 / 1000
 
 // request starts one call; more says frames follow it in the read
-// buffer, and b is the burst they belong to. Failures known before the
-// handler runs are answered from here, without a goroutine. It reports
-// whether the reading passed to another goroutine while the call ran on
-// this one.
-func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst) (taken bool) {
+// buffer. Failures known before the handler runs are answered from here,
+// without a goroutine. It reports whether the reading passed to another
+// goroutine while the call ran on this one.
+func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool) (taken bool) {
 	sc, code, msg := c.srv.newCall(f, h, c.nc.RemoteAddr(), c.base, c)
 	if sc == nil {
 		c.replyError(f.ID, code, msg)
@@ -189,7 +184,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	c.calls[f.ID] = sc
 	c.active.Store(int32(len(c.calls)))
 	c.mu.Unlock()
-	if ran, taken := c.runInline(sc, more, b); ran {
+	if ran, taken := c.runInline(sc, more); ran {
 		return taken
 	}
 	c.srv.submit(sc, c.base)
