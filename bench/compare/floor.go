@@ -99,11 +99,7 @@ func dialFloor(addr string) (*floorClient, error) {
 	}
 	c := &floorClient{conn: conn, pending: make(map[uint64]chan floorReply), done: make(chan struct{})}
 	c.w = newBatchWriter(conn, c.fail)
-	go func() {
-		c.readLoop()
-		<-c.w.done
-		close(c.done)
-	}()
+	startReader(c.w, c.readLoop, c.done)
 	return c, nil
 }
 

@@ -133,11 +133,7 @@ func dialRaw(addr string) (*rawClient, error) {
 	}
 	c := &rawClient{conn: conn, done: make(chan struct{})}
 	c.w = newBatchWriter(conn, c.fail)
-	go func() {
-		c.readLoop()
-		<-c.w.done
-		close(c.done)
-	}()
+	startReader(c.w, c.readLoop, c.done)
 	return c, nil
 }
 
@@ -206,6 +202,16 @@ func (c *rawClient) fail(err error) {
 func (c *rawClient) close() {
 	c.fail(errRawClosed)
 	<-c.done
+}
+
+// startReader runs a client's readLoop on a goroutine of its own and
+// closes done once it and the client's writer w have both returned.
+func startReader(w *batchWriter, readLoop func(), done chan struct{}) {
+	go func() {
+		readLoop()
+		<-w.done
+		close(done)
+	}()
 }
 
 // batchWriter writes the frames queued on it from one goroutine: as many
