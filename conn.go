@@ -51,6 +51,10 @@ type link struct {
 	// reader stops taking calls instead (waitRoom), so that no handler
 	// goroutine is held by a client that does not read.
 	blocking bool
+	// share, on a server, is the bytes of replies this connection may
+	// have waiting (Server.connShare); the writer keeps no spare buffer
+	// larger than that. nil on a client.
+	share func() int
 
 	mu    sync.Mutex
 	space sync.Cond // signalled when the queue drains
@@ -323,9 +327,14 @@ func (l *link) writeLoop() {
 		// Keep the batch's buffer for the next swap, so that a connection
 		// busy with large frames does not regrow its queue (copying
 		// megabytes) on every batch; the heartbeat tick lets a large one
-		// go once the connection has calmed down.
+		// go once the connection has calmed down. A server's connection
+		// keeps none larger than its share of the queued bytes: beside
+		// the queue, it would double what a client that does not read
+		// can hold.
 		peak = max(peak, len(batch))
-		l.spare = batch[:0]
+		if l.share == nil || cap(batch) <= l.share() {
+			l.spare = batch[:0]
+		}
 		empty := len(l.queue) == 0
 		l.mu.Unlock()
 		if closing && empty {

@@ -172,3 +172,39 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 		t.Fatalf("backlog still counts %d bytes after the peer read everything; want 0", l.backlog.Load())
 	}
 }
+
+// After a large batch, a server's link keeps no spare buffer larger than
+// its connection's share of the queued bytes, while a client's keeps it
+// for the next batch: beside the queue, the spare would double what a
+// client that does not read can hold on the server.
+func TestSpareBufferWithinShare(t *testing.T) {
+	const share, frame = 64 << 10, 256 << 10
+	for _, tc := range []struct {
+		name  string
+		share func() int
+		kept  bool
+	}{
+		{"client", nil, true},
+		{"server", func() int { return share }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local, peer := tcpPair(t)
+			l := testLink(local)
+			l.share = tc.share
+			startWriter(t, l)
+			if err := l.send(make([]byte, frame)); err != nil {
+				t.Fatal(err)
+			}
+			readN(t, peer, frame)
+			if err := l.waitRoom(0); err != nil { // the writer is done with the batch
+				t.Fatal(err)
+			}
+			l.mu.Lock()
+			spare := cap(l.spare)
+			l.mu.Unlock()
+			if kept := spare >= frame; kept != tc.kept {
+				t.Fatalf("after a %d KiB batch the spare buffer holds %d KiB; kept = %v, want %v", frame>>10, spare>>10, kept, tc.kept)
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
 	c := &serverConn{srv: s, nc: nc, base: base, calls: make(map[uint64]*serverCall), readerDone: make(chan struct{})}
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
 	c.link = newLink(nc, &s.opts.connOptions, c.close)
+	c.link.share = s.connShare
 	return c
 }
 
