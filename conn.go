@@ -22,6 +22,10 @@ const (
 	readBufSize   = 64 << 10
 	maxQueued     = 4 << 20
 	maxSpareBytes = 1 << 20 // a larger spare write buffer is kept only while in use
+	// maxHeld is what a hold (link.hold) lets wait before the writer is
+	// woken all the same: enough for one large write, and far below a
+	// connection's share of the queued bytes, which would refuse calls.
+	maxHeld = 32 << 10
 )
 
 // link is the transport half shared by server and client connections: one
@@ -67,6 +71,7 @@ type link struct {
 	err     error // first failure; set once
 	closing bool  // flush what is queued, then stop
 	writing bool  // a goroutine (the writer or an inline sender) writes to nc
+	held    bool  // queue without waking the writer: the server's reader runs a burst of calls (inline.go)
 
 	inline  []byte // the frame being written inline, for inlineWrite
 	written int    // what of it the socket took
@@ -149,6 +154,15 @@ func (l *link) sendAlone(frame []byte, alone bool) error {
 		return err
 	}
 	l.backlog.Add(int64(len(frame)))
+	if l.held {
+		l.queue = append(l.queue, frame...)
+		full := len(l.queue) >= maxHeld
+		l.mu.Unlock()
+		if full {
+			l.nudge()
+		}
+		return nil
+	}
 	if alone && !l.writing && len(l.queue) == 0 && l.raw != nil {
 		l.writing = true
 		l.mu.Unlock()
@@ -162,6 +176,28 @@ func (l *link) sendAlone(frame []byte, alone bool) error {
 		l.nudge()
 	}
 	return nil
+}
+
+// hold makes frames sent from now on wait in the queue, without waking
+// the writer, until release or until maxHeld bytes wait: a server's
+// reader that runs a burst of calls sends their replies in one write at
+// the burst's end.
+func (l *link) hold() {
+	l.mu.Lock()
+	l.held = true
+	l.mu.Unlock()
+}
+
+// release ends a hold and wakes the writer for what it held.
+func (l *link) release() {
+	l.mu.Lock()
+	was := l.held
+	l.held = false
+	more := len(l.queue) > 0
+	l.mu.Unlock()
+	if was && more {
+		l.nudge()
+	}
 }
 
 // nudge wakes the writer without waiting.
@@ -233,6 +269,7 @@ func (l *link) waitRoom(limit int) error {
 	if l.backlog.Load() <= int64(limit) {
 		return nil // the common case, without the lock
 	}
+	l.release() // what is held must be written for room to come
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.backlog.Load() > int64(limit) && l.err == nil && !l.closing {

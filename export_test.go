@@ -54,3 +54,10 @@ func SetInlineMaxCost(d time.Duration) (restore func()) {
 	old := inlineMaxCost.Swap(int64(d))
 	return func() { inlineMaxCost.Store(old) }
 }
+
+// SetBurstMaxCost sets the average run time under which calls of a burst
+// run on their reader, and returns a func that restores it.
+func SetBurstMaxCost(d time.Duration) (restore func()) {
+	old := burstMaxCost.Swap(int64(d))
+	return func() { burstMaxCost.Store(old) }
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
-// Running a call on its connection's reader.
+// Running calls on their connection's reader.
 //
 // A call alone on its connection, of a method that usually runs quickly,
 // runs on the goroutine that read it instead of on a scheduler worker,
@@ -17,34 +17,94 @@ import (
 // Between two otherwise idle processes, the hand-off to a worker wakes a
 // second thread, which costs about as much as the rest of the call.
 //
-// While the call runs, nobody reads the connection. A watchdog bounds
+// So do the calls of a burst, the frames that one read brought in
+// together, when their method usually takes no more than a hand-off
+// costs (burstMaxCost), up to a budget of their estimated run time per
+// burst (burstBudget); the rest of the burst goes to workers. Their
+// replies wait in the queue, without waking the writer, until the burst
+// is done, and leave in one write. Under load, this spares every call the
+// wake-up of a worker and of the writer: the server spends a fifth to two
+// fifths less CPU per small call. The budget keeps what it costs in
+// parallelism small: at most burstBudget of work runs in turn on the
+// reader before the rest of the burst spreads over the workers.
+//
+// While a call runs, nobody reads the connection. A watchdog bounds
 // that: a reader lent to a call for a whole tick (inlineTick) is taken
 // over by a new goroutine, which goes on reading while the call finishes
 // where it is. So a call that is slow this once delays the frames behind
 // it by two ticks at most, and never the heartbeat.
 const inlineTick = time.Millisecond // the watchdog's period
 
-// inlineMaxCost is the average run time under which a method's calls may
-// run on the reader; tests raise it, as the race detector slows calls.
-var inlineMaxCost atomic.Int64
+// burstBudget bounds the estimated run time of the calls a burst runs on
+// its reader: one watchdog tick, the time a lone call may hold it too.
+const burstBudget = inlineTick
 
-func init() { inlineMaxCost.Store(int64(100 * time.Microsecond)) }
+// inlineMaxCost is the average run time under which a method's calls may
+// run on the reader when alone, and burstMaxCost in a burst, about what a
+// hand-off to a worker costs. Tests raise them, as the race detector slows
+// calls.
+var inlineMaxCost, burstMaxCost atomic.Int64
+
+func init() {
+	inlineMaxCost.Store(int64(100 * time.Microsecond))
+	burstMaxCost.Store(int64(5 * time.Microsecond))
+}
+
+// burst is a reader's account of the calls it runs between two waits for
+// input.
+type burst struct {
+	spent time.Duration // estimated run time of the calls run so far
+	held  bool          // the link holds their replies
+}
+
+// release sends the replies the burst held so far.
+func (b *burst) release(l *link) {
+	if b.held {
+		l.release()
+		b.held = false
+	}
+}
+
+// end sends the replies the burst held, and starts a new one.
+func (b *burst) end(l *link) {
+	b.release(l)
+	b.spent = 0
+}
 
 // errReaderTaken ends a readLoop whose reading passed to another goroutine
 // while it ran a call.
 var errReaderTaken = errors.New("kiev: reading passed to another goroutine")
 
-// runInline runs sc on the reader if it is the only call on the
-// connection, its method is quick, and the scheduler has a free worker. It
-// reports false if the reader must submit sc instead. taken reports that
-// the watchdog took the reading over while sc ran: the caller must stop
-// reading.
-func (c *serverConn) runInline(sc *serverCall, more bool) (ran, taken bool) {
-	if more || c.active.Load() != 1 || c.base.Err() != nil {
+// runInline runs sc on the reader if the scheduler has a free worker and
+// either sc is the only call on the connection and its method is quick,
+// or sc belongs to a burst (more frames are read, or other calls run)
+// whose budget it fits. It reports false if the reader must submit sc
+// instead. taken reports that the watchdog took the reading over while sc
+// ran: the caller must stop reading.
+func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken bool) {
+	if c.base.Err() != nil {
 		return false, false
 	}
-	if est := sc.m.cost.Estimate(); est <= 0 || est > time.Duration(inlineMaxCost.Load()) {
-		return false, false // unknown yet, or slow: a worker runs it
+	est := sc.m.cost.Estimate()
+	if est <= 0 {
+		return false, false // unknown yet: a worker runs it
+	}
+	if !more && b.spent == 0 && c.active.Load() == 1 {
+		if est > time.Duration(inlineMaxCost.Load()) {
+			return false, false // slow: a worker runs it
+		}
+	} else {
+		if est > time.Duration(burstMaxCost.Load()) || b.spent+est > burstBudget {
+			// Slow, or past the burst's budget: a worker runs it, and
+			// what the burst answered so far goes now.
+			b.release(c.link)
+			return false, false
+		}
+		b.spent += est
+		if !b.held {
+			c.link.hold()
+			b.held = true
+		}
 	}
 	seq := c.lendSeq.Add(1)
 	c.lent.Store(seq)
@@ -68,6 +128,7 @@ func (c *serverConn) runInline(sc *serverCall, more bool) (ran, taken bool) {
 
 // takeOver goes on reading r in place of a reader busy with a call.
 func (c *serverConn) takeOver(r *wire.Reader) {
+	c.link.release() // the replies of the burst so far must not wait for the slow call
 	c.srv.connWG.Add(1)
 	go func() {
 		defer c.srv.connWG.Done()

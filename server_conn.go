@@ -116,12 +116,16 @@ func (c *serverConn) handshake(r *wire.Reader) error {
 
 func (c *serverConn) readLoop(r *wire.Reader) error {
 	var h wire.Header
+	var b burst
 	for {
 		// Take no more calls while the client leaves its replies unread:
 		// backpressure, so a client that does not read holds no more than
 		// its share of memory.
 		if err := c.link.waitRoom(c.srv.connShare()); err != nil {
 			return err
+		}
+		if !r.More() {
+			b.end(c.link) // what is read is answered: send before waiting
 		}
 		f, err := r.Next()
 		if err != nil {
@@ -133,7 +137,7 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			if c.request(&f, &h, r.More()) {
+			if c.request(&f, &h, r.More(), &b) {
 				return errReaderTaken
 			}
 		case wire.TypeCancel:
@@ -159,10 +163,11 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 const maxTimeoutMicros = math.MaxInt64 / 1000
 
 // request starts one call; more says frames follow it in the read
-// buffer. Failures known before the handler runs are answered from here,
-// without a goroutine. It reports whether the reading passed to another
-// goroutine while the call ran on this one.
-func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool) (taken bool) {
+// buffer, and b is the burst they belong to. Failures known before the
+// handler runs are answered from here, without a goroutine. It reports
+// whether the reading passed to another goroutine while the call ran on
+// this one.
+func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst) (taken bool) {
 	sc, code, msg := c.srv.newCall(f, h, c.nc.RemoteAddr(), c.base, c)
 	if sc == nil {
 		c.replyError(f.ID, code, msg)
@@ -185,7 +190,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool) (taken bo
 	c.calls[f.ID] = sc
 	c.active.Store(int32(len(c.calls)))
 	c.mu.Unlock()
-	if ran, taken := c.runInline(sc, more); ran {
+	if ran, taken := c.runInline(sc, more, b); ran {
 		return taken
 	}
 	c.srv.submit(sc, c.base)

@@ -51,9 +51,10 @@
 //
 // A task that would start at once anyway may run on the submitting
 // goroutine instead of a worker (Scheduler.RunInline): a kiev server does
-// so for a quick call alone on its connection, sparing the wake-up of a
-// worker, and gives the call back to the workers' rules in every other
-// case. A disabled scheduler never does.
+// so for a quick call alone on its connection, and for the calls of a
+// burst read together whose method costs about a hand-off, sparing the
+// wake-up of a worker, and gives the call back to the workers' rules in
+// every other case. A disabled scheduler never does.
 //
 // A Scheduler is safe for concurrent use. kiev servers create one from
 // the Options given to kiev.WithShed; a program rarely uses this package
