@@ -440,24 +440,22 @@ func dropMessages(name string) []string {
 }
 
 // Run executes the interceptor chain and the method, then replies.
-func (sc *serverCall) Run() { sc.RunTimed() }
+func (sc *serverCall) Run() { sc.RunTimed(time.Now()) }
 
-// RunTimed is Run, reporting when the handler began and ended, which makes
-// a serverCall a shed.TimedTask: the scheduler takes the handler's time
-// from the clock reads the call's metrics make anyway.
-func (sc *serverCall) RunTimed() (start, end time.Time) {
+// RunTimed is Run for a call started at start, reporting when the handler
+// ended, which makes a serverCall a shed.TimedTask: the scheduler takes
+// the handler's time from the clock reads the call's metrics make anyway.
+func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
 	defer sc.sink.done(sc)
 	if n, over := sc.sink.backlogged(); over && !sc.callerGone.Load() {
 		// Its reply would only add to the pile the caller does not read.
-		now := time.Now()
-		sc.m.stats.record(now, -1, CodeOverloaded)
+		sc.m.stats.record(start, -1, CodeOverloaded)
 		putBuf(sc.body)
 		sc.body = nil
 		sc.ctx.cancel(context.Canceled)
 		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &backlogError{queued: n}))
-		return now, now
+		return start
 	}
-	start = time.Now()
 	sc.ctx.start(start)
 	sc.srv.inFlight.Add(1)
 	err := sc.protect(func() error { return sc.srv.handler(&sc.ctx, &sc.req) })
@@ -478,14 +476,14 @@ func (sc *serverCall) RunTimed() (start, end time.Time) {
 	if sc.callerGone.Load() || expired {
 		// The caller has stopped waiting; a reply would only cost
 		// bandwidth.
-		return start, end
+		return end
 	}
 	if err != nil {
 		sc.replyError(codeOf(err), err.Error())
-		return start, end
+		return end
 	}
 	sc.reply()
-	return start, end
+	return end
 }
 
 // protect runs f and turns a panic into a CodeInternal error.

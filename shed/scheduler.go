@@ -165,7 +165,7 @@ func (s *Scheduler) RunInline(t Task) bool {
 	s.arrivals++
 	s.mu.Unlock()
 	s.recordWait(0)
-	end := s.run(t)
+	end := s.run(t, now)
 	if next := s.next(end); next != nil {
 		s.start(next) // the slot passes to a worker
 	}
@@ -329,26 +329,31 @@ func (s *Scheduler) hand(t Task, ch chan Task) {
 func (s *Scheduler) worker(t Task) {
 	defer s.wg.Done()
 	ch := make(chan Task, 1) // where a parked worker gets its next task
+	start := s.now()
 	for t != nil {
-		end := s.run(t)
-		var parked bool
-		if t, parked = s.nextOrPark(end, ch); t != nil {
+		end := s.run(t, start)
+		var parked, answered bool
+		if t, parked, answered = s.nextOrPark(end, ch); t != nil {
+			start = end // it starts as the last one ends
+			if answered {
+				start = s.now() // after answering the calls dropped
+			}
 			continue
 		}
 		if !parked {
 			return
 		}
 		t = <-ch
+		start = s.now()
 	}
 }
 
-// run runs t and returns when it ended, for next.
-func (s *Scheduler) run(t Task) time.Time {
-	var start, end time.Time
+// run runs t, starting at start, and returns when it ended, for next.
+func (s *Scheduler) run(t Task, start time.Time) time.Time {
+	var end time.Time
 	if tt, ok := t.(TimedTask); ok {
-		start, end = tt.RunTimed()
+		end = tt.RunTimed(start)
 	} else {
-		start = s.now()
 		t.Run()
 		end = s.now()
 	}
@@ -363,7 +368,7 @@ func (s *Scheduler) run(t Task) time.Time {
 // way the ones that waited too long or can no longer finish in time. It
 // returns nil, and gives up the worker's slot, when the queue is empty.
 func (s *Scheduler) next(now time.Time) Task {
-	t, _ := s.nextOrPark(now, nil)
+	t, _, _ := s.nextOrPark(now, nil)
 	return t
 }
 
@@ -371,8 +376,9 @@ func (s *Scheduler) next(now time.Time) Task {
 // empty, it also parks the worker, in the same critical section, unless
 // workers are to exit (Close, ReleaseIdle) or enough are parked. parked
 // reports that the worker is to wait on ch; with neither a task nor
-// parked, it exits. With a nil ch, nextOrPark is next.
-func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool) {
+// parked, it exits. answered reports that it answered, after now, calls
+// it dropped on the way. With a nil ch, nextOrPark is next.
+func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked, answered bool) {
 	var drops []dropped
 	defer func() {
 		for _, d := range drops {
@@ -387,10 +393,10 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool
 			s.running--
 			s.lastEmpty = now
 			if ch == nil || s.closed || s.noPark || len(s.idle) >= maxIdle {
-				return nil, false
+				return nil, false, len(drops) > 0
 			}
 			s.idle = append(s.idle, ch)
-			return nil, true
+			return nil, true, len(drops) > 0
 		}
 		e := s.q[level].popFront()
 		s.n--
@@ -410,7 +416,7 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool
 		if s.overload {
 			drops = s.doomed(now, drops)
 		}
-		return e.t, false
+		return e.t, false, len(drops) > 0
 	}
 }
 

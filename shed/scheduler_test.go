@@ -688,10 +688,9 @@ type timedTask struct {
 	took time.Duration
 }
 
-func (t *timedTask) RunTimed() (start, end time.Time) {
+func (t *timedTask) RunTimed(start time.Time) (end time.Time) {
 	t.task.Run()
-	start = time.Now()
-	return start, start.Add(t.took)
+	return start.Add(t.took)
 }
 
 // A TimedTask's own times are its service time: the scheduler reads no
@@ -709,6 +708,52 @@ func TestTimedTaskTimesItself(t *testing.T) {
 	h.s.Wait() // the last run's cost is recorded after it reported
 	if got := cost.Estimate(); got != 5*time.Millisecond {
 		t.Fatalf("service time %v after runs that each reported 5ms, want 5ms", got)
+	}
+}
+
+// startsTask records the start the scheduler gives it, and reports an end
+// a fixed time later.
+type startsTask struct {
+	timedTask
+	starts chan time.Time
+}
+
+func (t *startsTask) RunTimed(start time.Time) (end time.Time) {
+	t.starts <- start
+	return t.timedTask.RunTimed(start)
+}
+
+// A worker that takes a queued task as the last one ends starts it at
+// that end, reading no clock; a task handed to a worker, or run inline,
+// starts at a clock read of the scheduler's.
+func TestTimedTaskStartsAtThePreviousEnd(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	now, _ := h.fakeClock() // stands still: a start it gives is now()
+	starts := make(chan time.Time, 3)
+	first := &startsTask{timedTask{task: *h.task("first", 5), took: 5 * time.Millisecond}, starts}
+	first.release = make(chan struct{})
+	first.started = h.started
+	h.s.Submit(first)
+	<-h.started
+	h.s.Submit(&startsTask{timedTask{task: *h.task("queued", 5), took: time.Millisecond}, starts})
+	close(first.release)
+	h.expect("first:ran", "queued:ran")
+	if got, want := <-starts, now(); !got.Equal(want) {
+		t.Errorf("first task handed to a worker started at %v, want the clock's %v", got, want)
+	}
+	if got, want := <-starts, now().Add(5*time.Millisecond); !got.Equal(want) {
+		t.Errorf("queued task started at %v, want the first one's end %v", got, want)
+	}
+	h.s.Close()
+	h.s.Wait() // the worker has parked or left: its slot is free
+	h2 := newHarness(t, Options{Workers: 1})
+	now2, _ := h2.fakeClock()
+	if !h2.s.RunInline(&startsTask{timedTask{task: *h2.task("inline", 5)}, starts}) {
+		t.Fatal("an idle scheduler did not run a task inline")
+	}
+	h2.expect("inline:ran")
+	if got, want := <-starts, now2(); !got.Equal(want) {
+		t.Errorf("inline task started at %v, want the clock's %v", got, want)
 	}
 }
 

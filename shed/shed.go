@@ -183,11 +183,13 @@ type Task interface {
 	Drop(Reason)
 }
 
-// TimedTask is a Task that times its own run, sparing the scheduler the
-// two clock reads it would take around Run: RunTimed runs the task and
-// returns when its work began and ended. The scheduler calls it instead
-// of Run, and learns the task's service time from it.
+// TimedTask is a Task that reads the clock its own work needs anyway, and
+// shares it, sparing the scheduler a clock read around each run. The
+// scheduler calls RunTimed instead of Run, with start the time it starts
+// the task (a clock read it has just made: on a worker running tasks back
+// to back, the previous task's end); RunTimed runs the task and returns
+// when its work ended. The task's service time is end minus start.
 type TimedTask interface {
 	Task
-	RunTimed() (start, end time.Time)
+	RunTimed(start time.Time) (end time.Time)
 }
