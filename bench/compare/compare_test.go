@@ -289,3 +289,20 @@ func TestRunOneConcurrency(t *testing.T) {
 		t.Fatalf("throughput chart: %v", err)
 	}
 }
+
+// The report says how the collector of both processes was set, since
+// they inherit it and it moves every allocating system's figures.
+func TestGCSetting(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "default GC (GOGC=100)"},
+		{map[string]string{"GOGC": "400"}, "GOGC=400"},
+		{map[string]string{"GOGC": "off", "GOMEMLIMIT": "2GiB"}, "GOGC=off GOMEMLIMIT=2GiB"},
+	} {
+		if got := gcSetting(func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("gcSetting(%v) = %q, want %q", c.env, got, c.want)
+		}
+	}
+}

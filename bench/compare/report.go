@@ -115,10 +115,11 @@ func (r *report) maxQPS(system, payload string) float64 {
 func (r *report) write(w io.Writer, charts []string) {
 	cfg := r.cfg
 	fmt.Fprintf(w, "## kiev beside net/rpc, grpc-go and raw TCP\n\n")
-	fmt.Fprintf(w, "%s, %d CPUs, %s, %s/%s; %s. Server and client in separate processes on loopback; "+
+	fmt.Fprintf(w, "%s, %d CPUs, %s, %s/%s, %s; %s. Server and client in separate processes on loopback; "+
 		"closed-loop windows of %v after %v of warm-up, open-loop windows of %v; %d repeats with the systems interleaved; "+
 		"medians, with the throughput's min–max. Run in %s.\n\n",
-		cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, r.started.UTC().Format("2006-01-02"),
+		cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, gcSetting(os.Getenv),
+		r.started.UTC().Format("2006-01-02"),
 		cfg.duration, cfg.warmup, cfg.openDuration, cfg.repeats, r.took.Round(time.Second))
 	r.writeTargets(w)
 	r.writeFloor(w)
@@ -489,4 +490,20 @@ func ticks125(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// gcSetting says how the garbage collector of both processes was set:
+// they inherit GOGC and GOMEMLIMIT from the environment, and at 16 KiB
+// the collector's pace decides much of every allocating system's figures.
+func gcSetting(getenv func(string) string) string {
+	var set []string
+	for _, k := range []string{"GOGC", "GOMEMLIMIT"} {
+		if v := getenv(k); v != "" {
+			set = append(set, k+"="+v)
+		}
+	}
+	if len(set) == 0 {
+		return "default GC (GOGC=100)"
+	}
+	return strings.Join(set, " ")
 }
