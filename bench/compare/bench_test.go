@@ -6,12 +6,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // BenchmarkEcho runs the closed-loop scenarios of the compare program as
 // go test benchmarks: every system, payload and concurrency, server and
-// client in this one process (so allocs/op counts both sides). For the
-// figures of separate processes, run the program.
+// client in this one process (so allocs/op counts both sides). Besides
+// ns/op (the inverse of the throughput) each reports its latency
+// quantiles, p50-ns, p99-ns and p999-ns. For the figures of separate
+// processes, run the program. The pinned scenario is this one on one
+// core: taskset -c 0 go test -cpu 1 -run '^$' -bench 'Echo/.*/small/c=128'.
 //
 //	go test -run '^$' -bench 'Echo/.*/small/c=128' -benchmem ./compare/
 func BenchmarkEcho(b *testing.B) {
@@ -64,17 +68,99 @@ func benchClosed(b *testing.B, c conn, payload string, n int) {
 		left--
 		return left >= 0
 	}
-	for _, call := range calls {
+	hists := make([]hist, n)
+	for i, call := range calls {
+		h := &hists[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for take() {
+				t0 := time.Now()
 				if err := call(ctx); err != nil {
 					b.Error(err)
 					return
 				}
+				h.record(time.Since(t0))
 			}
 		}()
 	}
 	wg.Wait()
+	b.StopTimer()
+	var all hist
+	for i := range hists {
+		all.merge(&hists[i])
+	}
+	reportLatency(b, all.quantile(0.50), all.quantile(0.99), all.quantile(0.999))
+}
+
+func reportLatency(b *testing.B, p50, p99, p999 time.Duration) {
+	b.ReportMetric(float64(p50.Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(p99.Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(p999.Nanoseconds()), "p999-ns")
+}
+
+// BenchmarkOpenLoop runs the open-loop scenario of the compare program as
+// go test benchmarks, server and client in this one process: for every
+// system, Poisson arrivals of small-payload calls at 25, 50, 75 and 90% of
+// the rate that system reached in a closed loop at 128 callers, measured
+// first. An op is one call due at that offered rate; each reports the
+// achieved calls/s and the latency quantiles counted from each call's due
+// time (p50-ns, p99-ns, p999-ns), as the program does, and no ns/op, which
+// the offered rate sets.
+//
+//	go test -run '^$' -bench 'OpenLoop/kiev' ./compare/
+func BenchmarkOpenLoop(b *testing.B) {
+	srv, err := startServers()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.stop()
+	l := newLoader(srv.addrs)
+	defer l.close()
+	ctx := context.Background()
+	for _, sys := range allSystems {
+		// Measured once, by the first of its loads that -bench selects.
+		top := sync.OnceValues(func() (float64, error) {
+			r, err := l.run(ctx, cellSpec{System: sys, Payload: paySmall, Callers: 128, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond})
+			if err == nil && r.Errors > 0 {
+				err = fmt.Errorf("%d calls failed, the first: %s", r.Errors, r.FirstErr)
+			}
+			return r.qps(), err
+		})
+		for _, load := range []int{25, 50, 75, 90} {
+			b.Run(fmt.Sprintf("%s/%s/load=%d%%", strings.ReplaceAll(sys, "/", "-"), paySmall, load), func(b *testing.B) {
+				b.StopTimer() // so that the first run's b.N is not its last
+				qps, err := top()
+				b.StartTimer()
+				if err != nil {
+					b.Fatalf("%s: measuring its closed-loop rate: %v", sys, err)
+				}
+				benchOpen(b, l, sys, qps*float64(load)/100)
+			})
+		}
+	}
+}
+
+// benchOpen offers b.N calls at rate per second, after a warm-up that
+// connects; a run too short to expect a few arrivals is lengthened to
+// them.
+func benchOpen(b *testing.B, l *loader, sys string, rate float64) {
+	calls := max(b.N, 20)
+	spec := cellSpec{
+		System:   sys,
+		Payload:  paySmall,
+		Rate:     rate,
+		Warmup:   50 * time.Millisecond,
+		Duration: time.Duration(float64(calls) / rate * float64(time.Second)),
+	}
+	res, err := l.run(context.Background(), spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.Errors > 0 {
+		b.Fatalf("%d of %d calls failed, the first: %s", res.Errors, res.Calls+res.Errors, res.FirstErr)
+	}
+	b.ReportMetric(0, "ns/op") // the offered rate sets it, not the system
+	b.ReportMetric(res.qps(), "calls/s")
+	reportLatency(b, res.P50, res.P99, res.P999)
 }

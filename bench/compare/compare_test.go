@@ -306,3 +306,26 @@ func TestGCSetting(t *testing.T) {
 		}
 	}
 }
+
+// The open-loop benchmark offers the rate it is given, and reports the
+// rate it achieved with the latency quantiles.
+func TestBenchOpenReports(t *testing.T) {
+	srv, err := startServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	l := newLoader(srv.addrs)
+	defer l.close()
+	r := testing.Benchmark(func(b *testing.B) { benchOpen(b, l, "kiev-msgpack", 2000) })
+	if r.N == 0 {
+		t.Fatal("the benchmark failed")
+	}
+	if got := r.Extra["calls/s"]; got < 1500 || got > 2500 {
+		t.Errorf("achieved %.0f calls/s at an offered 2000/s", got)
+	}
+	p50, p99 := r.Extra["p50-ns"], r.Extra["p99-ns"]
+	if p50 <= 0 || p99 < p50 {
+		t.Errorf("p50 %v ns, p99 %v ns: want 0 < p50 <= p99", p50, p99)
+	}
+}
