@@ -329,22 +329,19 @@ func (s *Scheduler) hand(t Task, ch chan Task) {
 func (s *Scheduler) worker(t Task) {
 	defer s.wg.Done()
 	ch := make(chan Task, 1) // where a parked worker gets its next task
-	start := s.now()
 	for t != nil {
-		end := s.run(t, start)
-		var parked, answered bool
-		if t, parked, answered = s.nextOrPark(end, ch); t != nil {
-			start = end // it starts as the last one ends
-			if answered {
-				start = s.now() // after answering the calls dropped
-			}
+		// A fresh read, not the last task's end: a task's run goes on
+		// past its end (a call sends its reply), and that time is not
+		// the next task's.
+		end := s.run(t, s.now())
+		var parked bool
+		if t, parked = s.nextOrPark(end, ch); t != nil {
 			continue
 		}
 		if !parked {
 			return
 		}
 		t = <-ch
-		start = s.now()
 	}
 }
 
@@ -368,7 +365,7 @@ func (s *Scheduler) run(t Task, start time.Time) time.Time {
 // way the ones that waited too long or can no longer finish in time. It
 // returns nil, and gives up the worker's slot, when the queue is empty.
 func (s *Scheduler) next(now time.Time) Task {
-	t, _, _ := s.nextOrPark(now, nil)
+	t, _ := s.nextOrPark(now, nil)
 	return t
 }
 
@@ -376,9 +373,8 @@ func (s *Scheduler) next(now time.Time) Task {
 // empty, it also parks the worker, in the same critical section, unless
 // workers are to exit (Close, ReleaseIdle) or enough are parked. parked
 // reports that the worker is to wait on ch; with neither a task nor
-// parked, it exits. answered reports that it answered, after now, calls
-// it dropped on the way. With a nil ch, nextOrPark is next.
-func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked, answered bool) {
+// parked, it exits. With a nil ch, nextOrPark is next.
+func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool) {
 	var drops []dropped
 	defer func() {
 		for _, d := range drops {
@@ -393,10 +389,10 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked, ans
 			s.running--
 			s.lastEmpty = now
 			if ch == nil || s.closed || s.noPark || len(s.idle) >= maxIdle {
-				return nil, false, len(drops) > 0
+				return nil, false
 			}
 			s.idle = append(s.idle, ch)
-			return nil, true, len(drops) > 0
+			return nil, true
 		}
 		e := s.q[level].popFront()
 		s.n--
@@ -416,7 +412,7 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked, ans
 		if s.overload {
 			drops = s.doomed(now, drops)
 		}
-		return e.t, false, len(drops) > 0
+		return e.t, false
 	}
 }
 

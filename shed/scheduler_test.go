@@ -723,12 +723,13 @@ func (t *startsTask) RunTimed(start time.Time) (end time.Time) {
 	return t.timedTask.RunTimed(start)
 }
 
-// A worker that takes a queued task as the last one ends starts it at
-// that end, reading no clock; a task handed to a worker, or run inline,
-// starts at a clock read of the scheduler's.
-func TestTimedTaskStartsAtThePreviousEnd(t *testing.T) {
+// The scheduler gives a TimedTask the start it has just read: for a task
+// run inline, the read that admitted it; on a worker, a read made as the
+// task starts, not the last task's end, since the last task's run went on
+// past its end (a call sends its reply) and that time is not this one's.
+func TestTimedTaskStartsAtTheSchedulersClockRead(t *testing.T) {
 	h := newHarness(t, Options{Workers: 1})
-	now, _ := h.fakeClock() // stands still: a start it gives is now()
+	now, advance := h.fakeClock()
 	starts := make(chan time.Time, 3)
 	first := &startsTask{timedTask{task: *h.task("first", 5), took: 5 * time.Millisecond}, starts}
 	first.release = make(chan struct{})
@@ -736,13 +737,15 @@ func TestTimedTaskStartsAtThePreviousEnd(t *testing.T) {
 	h.s.Submit(first)
 	<-h.started
 	h.s.Submit(&startsTask{timedTask{task: *h.task("queued", 5), took: time.Millisecond}, starts})
+	firstStart := now()
+	advance(2 * time.Millisecond) // the first task's end will say +5ms
 	close(first.release)
 	h.expect("first:ran", "queued:ran")
-	if got, want := <-starts, now(); !got.Equal(want) {
-		t.Errorf("first task handed to a worker started at %v, want the clock's %v", got, want)
+	if got := <-starts; !got.Equal(firstStart) {
+		t.Errorf("first task handed to a worker started at %v, want the clock's %v", got, firstStart)
 	}
-	if got, want := <-starts, now().Add(5*time.Millisecond); !got.Equal(want) {
-		t.Errorf("queued task started at %v, want the first one's end %v", got, want)
+	if got, want := <-starts, now(); !got.Equal(want) {
+		t.Errorf("queued task started at %v, want the clock's %v (the first task's end was %v)", got, want, firstStart.Add(5*time.Millisecond))
 	}
 	h.s.Close()
 	h.s.Wait() // the worker has parked or left: its slot is free

@@ -183,12 +183,13 @@ type Task interface {
 	Drop(Reason)
 }
 
-// TimedTask is a Task that reads the clock its own work needs anyway, and
-// shares it, sparing the scheduler a clock read around each run. The
-// scheduler calls RunTimed instead of Run, with start the time it starts
-// the task (a clock read it has just made: on a worker running tasks back
-// to back, the previous task's end); RunTimed runs the task and returns
-// when its work ended. The task's service time is end minus start.
+// TimedTask is a Task that shares clock reads with the scheduler, sparing
+// it one around each run. The scheduler calls RunTimed instead of Run,
+// with start the time it starts the task (a clock read it has just made:
+// for a task run inline, the one that admitted it); RunTimed runs the
+// task and returns when its work ended, a clock read the task makes for
+// its own needs. The task's service time is end minus start; what the
+// task does after end (a call sending its reply) is no task's.
 type TimedTask interface {
 	Task
 	RunTimed(start time.Time) (end time.Time)
