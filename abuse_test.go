@@ -246,16 +246,28 @@ func TestManySlowReaders(t *testing.T) {
 		}
 	}
 
-	// A normal client is served meanwhile, promptly.
+	// A normal client is answered meanwhile, promptly, and served. Its
+	// calls have the slow readers' priority, so while their 16,000 calls
+	// crowd the queue the overload scheduler may refuse some of its calls
+	// too, as it should: a refusal is a clear, quick answer. A machine
+	// busy with other tests makes that happen; most calls must be served.
 	c := dial(t, addr)
 	var lat []time.Duration
+	refused := 0
 	for i := 0; i < 200 || time.Since(start) < hbTimeout; i++ {
 		t0 := time.Now()
 		var r Reply
-		if err := c.Call(context.Background(), "Arith.Add", Args{i, 1}, &r); err != nil || r.C != i+1 {
+		err := c.Call(context.Background(), "Arith.Add", Args{i, 1}, &r)
+		switch {
+		case errors.Is(err, kiev.ErrOverloaded):
+			refused++
+		case err != nil || r.C != i+1:
 			t.Fatalf("a normal call among %d slow readers: %v, %v", n, r.C, err)
 		}
 		lat = append(lat, time.Since(t0))
+	}
+	if refused > len(lat)/10 {
+		t.Errorf("%d of a normal client's %d calls among %d slow readers were refused as overloaded; want at most a tenth", refused, len(lat), n)
 	}
 	slices.Sort(lat)
 	p99 := lat[len(lat)*99/100]
@@ -294,6 +306,6 @@ func TestManySlowReaders(t *testing.T) {
 			t.Fatal("a cut slow reader's connection is still open")
 		}
 	}
-	t.Logf("%d idle clients and %d slow readers (%d MiB of replies asked, none read): live heap grew by at most %d MiB (bound %d MiB); all slow readers cut %v after they started; a normal client's p99 meanwhile %v over %d calls",
-		n, n, unbounded>>20, growth>>20, limit>>20, cut.Round(time.Millisecond), p99.Round(time.Microsecond), len(lat))
+	t.Logf("%d idle clients and %d slow readers (%d MiB of replies asked, none read): live heap grew by at most %d MiB (bound %d MiB); all slow readers cut %v after they started; a normal client's p99 meanwhile %v over %d calls, %d refused as overloaded",
+		n, n, unbounded>>20, growth>>20, limit>>20, cut.Round(time.Millisecond), p99.Round(time.Microsecond), len(lat), refused)
 }
