@@ -16,9 +16,13 @@ demo:
 # while its connect loop reads it to set watches again after a reconnect
 # (upstream go-zookeeper/zk#35, not fixed in any release), so the race
 # detector flags tests that make a ZooKeeper client reconnect, at random.
-# Those tests run in a pass of their own without -race; every other test,
-# kiev's ZooKeeper registry included, runs with it.
-ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable|TestZKUnreachable
+# It can flag a first connection too, when the connecting goroutine is
+# held up past the client's first watches (seen once in CI, in the config
+# client's TestZKNodeData, with zkconn.Settle in place). Those tests, and
+# the config client's ZooKeeper tests (TestZK*), which set watches as soon
+# as they connect, run in a pass of their own without -race; every other
+# test, kiev's ZooKeeper registry included, runs with it.
+ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable|TestZK
 
 test: fmt vet services
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' ./...
