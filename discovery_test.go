@@ -469,8 +469,9 @@ func TestServiceOverloadedProviderAvoided(t *testing.T) {
 
 func TestServiceKeepsConnectedProvidersWhenRegistryEmpties(t *testing.T) {
 	reg := memory.New()
-	provider(t, reg, "a")
-	_, srvB := provider(t, reg, "b")
+	sessions := reg.Connect() // the providers' own, as their ZooKeeper sessions
+	provider(t, sessions, "a")
+	_, srvB := provider(t, sessions, "b")
 	c := dial(t, "Who", kiev.WithRegistry(reg))
 	waitProviders(t, c, 2)
 	// Connect to both: the balancer need not alternate, so call until
@@ -482,17 +483,11 @@ func TestServiceKeepsConnectedProvidersWhenRegistryEmpties(t *testing.T) {
 		}
 		reached[callName(t, c, context.Background())] = true
 	}
-	// Every registration vanishes, as when ZooKeeper loses the providers'
-	// sessions, while the providers serve on.
-	var listed []registry.Instance
-	w, _ := reg.Watch(context.Background(), "Who")
-	listed, _ = w.Next(context.Background())
-	w.Stop()
-	other := reg.Connect()
-	defer other.Close()
-	for _, in := range listed {
-		reg.Deregister(context.Background(), in)
-	}
+	// Every registration vanishes at once, as when ZooKeeper loses the
+	// providers' sessions, while the providers serve on. (Withdrawn one
+	// by one, the first withdrawal would leave the other provider listed,
+	// and the client rightly drops the one no longer listed.)
+	sessions.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for {

@@ -5,6 +5,7 @@ package memory
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 
@@ -73,12 +74,15 @@ func (r *Registry) Deregister(ctx context.Context, in registry.Instance) error {
 	if r.closed {
 		return registry.ErrClosed
 	}
-	delete(r.mine, key{in.Service, in.ID()})
-	r.b.remove(in.Service, in.ID())
+	k := key{in.Service, in.ID()}
+	delete(r.mine, k)
+	r.b.remove(k)
 	return nil
 }
 
-// Close withdraws the registrations made through r and ends its Watchers.
+// Close withdraws the registrations made through r, all at once, as the
+// expiry of a ZooKeeper session deletes its nodes in one transaction: a
+// watcher sees them all gone, never some. It ends r's Watchers.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -87,9 +91,7 @@ func (r *Registry) Close() error {
 	}
 	r.closed = true
 	close(r.done)
-	for k := range r.mine {
-		r.b.remove(k.service, k.id)
-	}
+	r.b.remove(slices.Collect(maps.Keys(r.mine))...)
 	r.mine = nil
 	return nil
 }
@@ -119,14 +121,21 @@ func (b *backend) put(in registry.Instance) {
 	b.notify(in.Service)
 }
 
-func (b *backend) remove(service, id string) {
+// remove withdraws the instances of keys together: watchers wake once
+// they are all gone.
+func (b *backend) remove(keys ...key) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.services[service][id]; !ok {
-		return
+	changed := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := b.services[k.service][k.id]; ok {
+			delete(b.services[k.service], k.id)
+			changed[k.service] = true
+		}
 	}
-	delete(b.services[service], id)
-	b.notify(service)
+	for service := range changed {
+		b.notify(service)
+	}
 }
 
 // notify wakes the watchers of service; b.mu is held.
