@@ -61,3 +61,10 @@ func SetBurstMaxCost(d time.Duration) (restore func()) {
 	old := burstMaxCost.Swap(int64(d))
 	return func() { burstMaxCost.Store(old) }
 }
+
+// SetBurstBudget sets the estimated run time a burst may spend on its
+// reader, and returns a func that restores it.
+func SetBurstBudget(d time.Duration) (restore func()) {
+	old := burstBudget.Swap(int64(d))
+	return func() { burstBudget.Store(old) }
+}

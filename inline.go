@@ -35,19 +35,18 @@ import (
 // it by two ticks at most, and never the heartbeat.
 const inlineTick = time.Millisecond // the watchdog's period
 
-// burstBudget bounds the estimated run time of the calls a burst runs on
-// its reader: one watchdog tick, the time a lone call may hold it too.
-const burstBudget = inlineTick
-
 // inlineMaxCost is the average run time under which a method's calls may
 // run on the reader when alone, and burstMaxCost in a burst, about what a
-// hand-off to a worker costs. Tests raise them, as the race detector slows
+// hand-off to a worker costs. burstBudget bounds the estimated run time of
+// the calls a burst runs on its reader: one watchdog tick, the time a lone
+// call may hold it too. Tests raise them, as the race detector slows
 // calls.
-var inlineMaxCost, burstMaxCost atomic.Int64
+var inlineMaxCost, burstMaxCost, burstBudget atomic.Int64
 
 func init() {
 	inlineMaxCost.Store(int64(100 * time.Microsecond))
 	burstMaxCost.Store(int64(5 * time.Microsecond))
+	burstBudget.Store(int64(inlineTick))
 }
 
 // burst is a reader's account of the calls it runs between two waits for
@@ -94,7 +93,7 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 			return false, false // slow: a worker runs it
 		}
 	} else {
-		if est > time.Duration(burstMaxCost.Load()) || b.spent+est > burstBudget {
+		if est > time.Duration(burstMaxCost.Load()) || b.spent+est > time.Duration(burstBudget.Load()) {
 			// Slow, or past the burst's budget: a worker runs it, and
 			// what the burst answered so far goes now.
 			b.release(c.link)

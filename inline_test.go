@@ -269,6 +269,7 @@ func readReplies(t *testing.T, nc net.Conn, r *wire.Reader, n int, wait time.Dur
 // own answer.
 func TestBurstOfQuickCallsRunsOnReader(t *testing.T) {
 	t.Cleanup(kiev.SetBurstMaxCost(time.Second)) // the race detector slows quick calls
+	t.Cleanup(kiev.SetBurstBudget(time.Minute))  // and makes 64 of them outlast a tick
 	// A heartbeat far off, so that no tick writes the held replies.
 	srv, _, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute))
 	nc, r := burstConn(t, addr)
@@ -289,6 +290,34 @@ func TestBurstOfQuickCallsRunsOnReader(t *testing.T) {
 	}
 	if after, _ := kiev.InlineCounts(srv); after-before < n/2 {
 		t.Fatalf("%d of %d calls sent in one write ran on the reader; want most", after-before, n)
+	}
+}
+
+// A burst runs on its reader no more estimated work than its budget: the
+// rest goes to the workers, and is answered all the same.
+func TestBurstBeyondItsBudgetGoesToWorkers(t *testing.T) {
+	t.Cleanup(kiev.SetBurstMaxCost(time.Second))
+	t.Cleanup(kiev.SetBurstBudget(0)) // no call of a burst fits
+	srv, _, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute))
+	nc, r := burstConn(t, addr)
+	before, _ := kiev.InlineCounts(srv)
+	const n = 64
+	var out []byte
+	for id := uint64(1); id <= n; id++ {
+		out = append(out, workRequest(t, id, Args{B: int(id) * 3})...)
+	}
+	if _, err := nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	got := readReplies(t, nc, r, n, 5*time.Second)
+	for id := uint64(1); id <= n; id++ {
+		if got[id] != int(id)*3 {
+			t.Fatalf("call %d got %d, want %d", id, got[id], id*3)
+		}
+	}
+	// The last call of the write may still run on the reader, alone.
+	if after, _ := kiev.InlineCounts(srv); after-before > 1 {
+		t.Fatalf("%d of %d calls of a burst with no budget ran on the reader; want at most the last, alone", after-before, n)
 	}
 }
 
@@ -328,6 +357,9 @@ func TestSlowCallInBurstReleasesEarlierReplies(t *testing.T) {
 func TestBurstOfLargeRepliesIsAnswered(t *testing.T) {
 	t.Cleanup(kiev.SetBurstMaxCost(time.Second))
 	t.Cleanup(kiev.SetInlineMaxCost(time.Second))
+	// The whole burst on the reader, however slow the race detector and
+	// a busy machine make Big: its replies must outgrow the share.
+	t.Cleanup(kiev.SetBurstBudget(time.Minute))
 	srv := kiev.NewServer(kiev.WithMaxQueuedBytes(64<<10), kiev.WithHeartbeat(10*time.Second, time.Minute))
 	if err := srv.Register(&Arith{}); err != nil {
 		t.Fatal(err)
