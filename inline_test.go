@@ -264,6 +264,25 @@ func readReplies(t *testing.T, nc net.Conn, r *wire.Reader, n int, wait time.Dur
 	return got
 }
 
+// sendBurstOfWork sends n calls in one write, call id asking for 3×id,
+// and checks that each is answered with its own result.
+func sendBurstOfWork(t *testing.T, nc net.Conn, r *wire.Reader, n int) {
+	t.Helper()
+	var out []byte
+	for id := uint64(1); id <= uint64(n); id++ {
+		out = append(out, workRequest(t, id, Args{B: int(id) * 3})...)
+	}
+	if _, err := nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	got := readReplies(t, nc, r, n, 5*time.Second)
+	for id := uint64(1); id <= uint64(n); id++ {
+		if got[id] != int(id)*3 {
+			t.Fatalf("call %d got %d, want %d", id, got[id], id*3)
+		}
+	}
+}
+
 // Calls of a quick method that arrive together run on the reader, and
 // their replies, held until the burst is read, all arrive, each with its
 // own answer.
@@ -275,19 +294,7 @@ func TestBurstOfQuickCallsRunsOnReader(t *testing.T) {
 	nc, r := burstConn(t, addr)
 	before, _ := kiev.InlineCounts(srv)
 	const n = 64
-	var out []byte
-	for id := uint64(1); id <= n; id++ {
-		out = append(out, workRequest(t, id, Args{B: int(id) * 3})...)
-	}
-	if _, err := nc.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	got := readReplies(t, nc, r, n, 5*time.Second)
-	for id := uint64(1); id <= n; id++ {
-		if got[id] != int(id)*3 {
-			t.Fatalf("call %d got %d, want %d", id, got[id], id*3)
-		}
-	}
+	sendBurstOfWork(t, nc, r, n)
 	if after, _ := kiev.InlineCounts(srv); after-before < n/2 {
 		t.Fatalf("%d of %d calls sent in one write ran on the reader; want most", after-before, n)
 	}
@@ -302,19 +309,7 @@ func TestBurstBeyondItsBudgetGoesToWorkers(t *testing.T) {
 	nc, r := burstConn(t, addr)
 	before, _ := kiev.InlineCounts(srv)
 	const n = 64
-	var out []byte
-	for id := uint64(1); id <= n; id++ {
-		out = append(out, workRequest(t, id, Args{B: int(id) * 3})...)
-	}
-	if _, err := nc.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	got := readReplies(t, nc, r, n, 5*time.Second)
-	for id := uint64(1); id <= n; id++ {
-		if got[id] != int(id)*3 {
-			t.Fatalf("call %d got %d, want %d", id, got[id], id*3)
-		}
-	}
+	sendBurstOfWork(t, nc, r, n)
 	// The last call of the write may still run on the reader, alone.
 	if after, _ := kiev.InlineCounts(srv); after-before > 1 {
 		t.Fatalf("%d of %d calls of a burst with no budget ran on the reader; want at most the last, alone", after-before, n)
