@@ -110,13 +110,7 @@ func reportLatency(b *testing.B, p50, p99, p999 time.Duration) {
 //
 //	go test -run '^$' -bench 'OpenLoop/kiev' ./compare/
 func BenchmarkOpenLoop(b *testing.B) {
-	srv, err := startServers()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.stop()
-	l := newLoader(srv.addrs)
-	defer l.close()
+	l := startLoader(b)
 	ctx := context.Background()
 	for _, sys := range allSystems {
 		// Measured once, by the first of its loads that -bench selects.
@@ -163,4 +157,18 @@ func benchOpen(b *testing.B, l *loader, sys string, rate float64) {
 	b.ReportMetric(0, "ns/op") // the offered rate sets it, not the system
 	b.ReportMetric(res.qps(), "calls/s")
 	reportLatency(b, res.P50, res.P99, res.P999)
+}
+
+// startLoader starts every system's server in this process and a loader
+// of cells against them, both stopped when tb ends.
+func startLoader(tb testing.TB) *loader {
+	tb.Helper()
+	srv, err := startServers()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.stop)
+	l := newLoader(srv.addrs)
+	tb.Cleanup(l.close)
+	return l
 }

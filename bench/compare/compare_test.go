@@ -310,13 +310,7 @@ func TestGCSetting(t *testing.T) {
 // The open-loop benchmark offers the rate it is given, and reports the
 // rate it achieved with the latency quantiles.
 func TestBenchOpenReports(t *testing.T) {
-	srv, err := startServers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.stop()
-	l := newLoader(srv.addrs)
-	defer l.close()
+	l := startLoader(t)
 	r := testing.Benchmark(func(b *testing.B) { benchOpen(b, l, "kiev-msgpack", 2000) })
 	if r.N == 0 {
 		t.Fatal("the benchmark failed")
