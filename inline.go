@@ -88,17 +88,16 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 	if est <= 0 {
 		return false, false // unknown yet: a worker runs it
 	}
-	if !more && b.spent == 0 && c.active.Load() == 1 {
+	if !more && b.spent == 0 && c.active.Load() == 1 { // alone
 		if est > time.Duration(inlineMaxCost.Load()) {
 			return false, false // slow: a worker runs it
 		}
+	} else if est > time.Duration(burstMaxCost.Load()) || b.spent+est > time.Duration(burstBudget.Load()) {
+		// Slow, or past the burst's budget: a worker runs it, and what
+		// the burst answered so far goes now.
+		b.release(c.link)
+		return false, false
 	} else {
-		if est > time.Duration(burstMaxCost.Load()) || b.spent+est > time.Duration(burstBudget.Load()) {
-			// Slow, or past the burst's budget: a worker runs it, and
-			// what the burst answered so far goes now.
-			b.release(c.link)
-			return false, false
-		}
 		b.spent += est
 		if !b.held {
 			c.link.hold()
