@@ -16,24 +16,44 @@ import (
 )
 
 // packetClient is a client's UDP socket to one server: any number of
-// calls share it, each its own datagrams. It owns one goroutine, the
-// reader, which matches replies to calls by id. Each call's goroutine
+// calls share it, each its own datagrams. It owns two goroutines: the
+// reader, which matches replies to calls by id, and the canceler, which
+// resends the Cancels of abandoned calls. Each call's goroutine
 // retransmits its own request.
 type packetClient struct {
 	c       *Client
 	io      packetIO
 	server  netip.AddrPort
-	session uint64 // random, so a restarted client is a new one to servers
+	session uint64        // random, so a restarted client is a new one to servers
+	stop    chan struct{} // closed by close; the canceler returns
+	kick    chan struct{} // wakes the canceler for a new Cancel to resend
 
-	mu       sync.Mutex
-	next     uint64 // the next call's id
-	floor    uint64 // every call with a lower id is done
+	mu       sync.Mutex // guards following
+	next     uint64     // the next call's id
+	floor    uint64     // every call with a lower id is done
 	pending  map[uint64]*Call
-	err      error // set once the socket is closed
-	retiring error // close with this error once no call is pending
+	resends  []cancelResend // Cancels to send again
+	err      error          // set once the socket is closed
+	retiring error          // close with this error once no call is pending
 	srtt     time.Duration
 	rttvar   time.Duration
 	measured bool
+}
+
+// cancelSends is how many times in all a client sends the Cancel of a
+// call it gave up on: datagrams get lost, and a lost Cancel leaves the
+// handler running to its deadline, but the server never says it got one.
+const cancelSends = 4
+
+// cancelResend is a Cancel the canceler sends again at next, then at
+// doubling gaps, left more times, while the call's deadline is ahead
+// (past it, the server ends the call itself).
+type cancelResend struct {
+	id       uint64
+	next     time.Time
+	gap      time.Duration
+	left     int
+	deadline time.Time
 }
 
 // newPacketClient opens a socket for calls to addr.
@@ -52,11 +72,16 @@ func newPacketClient(c *Client, network, addr string) (*packetClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	pk := &packetClient{c: c, io: newPacketIO(conn), server: server, pending: make(map[uint64]*Call), next: 1, floor: 1}
+	pk := &packetClient{
+		c: c, io: newPacketIO(conn), server: server,
+		stop: make(chan struct{}), kick: make(chan struct{}, 1),
+		pending: make(map[uint64]*Call), next: 1, floor: 1,
+	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	pk.session = binary.BigEndian.Uint64(seed[:]) | 1 // never 0, which means none
 	c.wg.Go(pk.readLoop)
+	c.wg.Go(pk.cancelLoop)
 	return pk, nil
 }
 
@@ -158,7 +183,9 @@ func (pk *packetClient) close(err error) {
 	pk.err = err
 	pending := pk.pending
 	pk.pending = nil
+	pk.resends = nil
 	pk.mu.Unlock()
+	close(pk.stop)
 	pk.io.pc.Close()
 	for _, call := range pending {
 		call.Error = &callError{call.ServiceMethod, err}
@@ -236,7 +263,7 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 		case <-timer.C:
 			left := time.Until(deadline)
 			if left <= 0 {
-				return pk.abandon(id, call, context.DeadlineExceeded)
+				return pk.abandon(id, call, context.DeadlineExceeded, deadline)
 			}
 			retransmitted = true
 			c.packetStats.retransmits.Add(1)
@@ -244,25 +271,102 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 			rto = min(2*rto, c.opts.packet.MaxRTO)
 			timer.Reset(min(rto, left))
 		case <-ctx.Done():
-			return pk.abandon(id, call, ctx.Err())
+			return pk.abandon(id, call, ctx.Err(), deadline)
 		}
 	}
 }
 
 // abandon gives up on call, which ended with err, and tells the server
-// if the caller canceled it.
-func (pk *packetClient) abandon(id uint64, call *Call, err error) error {
+// if the caller canceled it: at once, and again a few times until the
+// call's deadline, in case the Cancel is lost.
+func (pk *packetClient) abandon(id uint64, call *Call, err error, deadline time.Time) error {
 	if pk.take(id) == nil {
 		<-call.signal // the reply is being decoded right now
 		return call.Error
 	}
 	if errors.Is(err, context.Canceled) {
-		var tmp [wire.PrefaceLen + wire.HeaderSize]byte
-		cb := wire.BeginDatagram(tmp[:0], wire.TypeCancel, id)
-		_ = wire.EndFrame(cb, wire.PrefaceLen, MaxDatagram)
-		pk.send(cb)
+		pk.sendCancel(id)
+		pk.resendCancel(id, deadline)
 	}
 	return &callError{call.ServiceMethod, err}
+}
+
+// sendCancel sends the Cancel of call id. It carries the session, since
+// the server knows calls by address, session and id.
+func (pk *packetClient) sendCancel(id uint64) {
+	var tmp [wire.DatagramOverhead + 2 + binary.MaxVarintLen64]byte
+	b := wire.BeginDatagram(tmp[:0], wire.TypeCancel, id)
+	b = wire.AppendUvarint(b, wire.KeySession, pk.session)
+	if wire.EndHeader(b, wire.PrefaceLen) == nil && wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
+		pk.send(b)
+	}
+}
+
+// resendCancel has the canceler send the Cancel of call id again, after
+// the retransmission timeout and then at doubling gaps, until it has been
+// sent cancelSends times or the call's deadline comes.
+func (pk *packetClient) resendCancel(id uint64, deadline time.Time) {
+	gap := pk.rto()
+	next := time.Now().Add(gap)
+	if !next.Before(deadline) {
+		return
+	}
+	pk.mu.Lock()
+	if pk.err != nil {
+		pk.mu.Unlock()
+		return
+	}
+	pk.resends = append(pk.resends, cancelResend{id: id, next: next, gap: gap, left: cancelSends - 1, deadline: deadline})
+	pk.mu.Unlock()
+	select {
+	case pk.kick <- struct{}{}:
+	default: // the canceler is already due to look
+	}
+}
+
+// cancelLoop is the canceler: it sends the Cancels in pk.resends as they
+// fall due, until the socket closes.
+func (pk *packetClient) cancelLoop() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var due []uint64
+	for {
+		select {
+		case <-pk.stop:
+			return
+		case <-pk.kick:
+		case <-timer.C:
+		}
+		now := time.Now()
+		var wake time.Time
+		due = due[:0]
+		pk.mu.Lock()
+		kept := pk.resends[:0]
+		for _, r := range pk.resends {
+			if !now.Before(r.next) {
+				due = append(due, r.id)
+				r.left--
+				r.gap = min(2*r.gap, pk.c.opts.packet.MaxRTO)
+				r.next = now.Add(r.gap)
+			}
+			if r.left == 0 || !r.next.Before(r.deadline) {
+				continue // sent enough, or the server's deadline ends the call
+			}
+			kept = append(kept, r)
+			if wake.IsZero() || r.next.Before(wake) {
+				wake = r.next
+			}
+		}
+		pk.resends = kept
+		pk.mu.Unlock()
+		for _, id := range due {
+			pk.sendCancel(id)
+		}
+		if !wake.IsZero() {
+			timer.Reset(wake.Sub(now))
+		}
+	}
 }
 
 var timerPool sync.Pool

@@ -100,6 +100,13 @@ type PacketStats struct {
 	Dropped    int64 // requests refused while draining
 	Cached     int64 // calls the duplicate cache holds now
 
+	// SessionlessCancels counts Cancel datagrams without a Session
+	// field, as kiev clients sent them before the field was added to
+	// Cancel. The server knows calls by address, session and id, so such
+	// a Cancel names no call: it is dropped, and the handler runs on
+	// until it returns or its deadline passes.
+	SessionlessCancels int64
+
 	// Both sides.
 	Malformed int64 // datagrams that are not kiev's, or not the expected frame type, dropped
 }
@@ -108,6 +115,7 @@ type PacketStats struct {
 type packetCounters struct {
 	sent, received, retransmits, unexpected, stale atomic.Int64
 	duplicates, cacheFull, dropped, malformed      atomic.Int64
+	sessionlessCancels                             atomic.Int64
 }
 
 func (c *packetCounters) snapshot() PacketStats {
@@ -115,7 +123,7 @@ func (c *packetCounters) snapshot() PacketStats {
 		Sent: c.sent.Load(), Received: c.received.Load(),
 		Retransmits: c.retransmits.Load(), Unexpected: c.unexpected.Load(), Stale: c.stale.Load(),
 		Duplicates: c.duplicates.Load(), CacheFull: c.cacheFull.Load(), Dropped: c.dropped.Load(),
-		Malformed: c.malformed.Load(),
+		SessionlessCancels: c.sessionlessCancels.Load(), Malformed: c.malformed.Load(),
 	}
 }
 

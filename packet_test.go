@@ -154,6 +154,9 @@ func (c *Counter) Hit(ctx context.Context, id int, reply *int) error {
 type lossy struct {
 	*net.UDPConn
 	loss, dup, reorder float64
+	// drop, if set, sees each datagram received before the dice do, and
+	// drops those it returns true for. Set it before the socket is served.
+	drop func(b []byte) bool
 
 	mu                      sync.Mutex
 	rng                     *rand.Rand
@@ -193,6 +196,11 @@ func (l *lossy) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 		}
 		d := datagram{append([]byte(nil), b[:n]...), from}
 		l.mu.Lock()
+		if l.drop != nil && l.drop(d.b) {
+			l.dropped++
+			l.mu.Unlock()
+			continue
+		}
 		r := l.rng.Float64()
 		switch {
 		case r < l.loss:

@@ -21,8 +21,12 @@ import (
 // call is done gets the same reply again, without running the handler.
 // Every request also carries the client's ack floor, the id below which
 // the client has seen every call end; the server forgets those calls at
-// once and drops any late retransmission of them unrun, so under steady
-// traffic it holds little more than the calls in flight. A call the
+// once, cancels the handlers of those still running (nobody waits for
+// them), and drops any late retransmission of them unrun, so under steady
+// traffic it holds little more than the calls in flight. A Cancel the
+// client sends when its caller gives up cancels the handler's ctx; one
+// without the client's session id names no call and is dropped
+// (PacketStats.SessionlessCancels counts them). A call the
 // client says nothing more about is forgotten Packet.DedupLinger after it
 // is done and after its last datagram arrived, which is safe because a
 // client retransmits at most MaxRTO apart (1s against 2s, by default).
@@ -160,6 +164,12 @@ func (ps *packetServer) readLoop() error {
 			continue
 		}
 		if f.Type == wire.TypeCancel {
+			if h.Session == 0 {
+				// Older kiev clients sent Cancel without the Session
+				// every call is known by: it names no call.
+				stats.sessionlessCancels.Add(1)
+				continue
+			}
 			ps.cancel(sessionKey{peer, h.Session}, f.ID)
 			continue
 		}
@@ -226,7 +236,10 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 }
 
 // session returns the state of a client session, made if new, after
-// forgetting the calls below its new ack floor; ps.mu is held.
+// forgetting the calls below its new ack floor; ps.mu is held. The client
+// waits for none of those calls, so the ones still running are canceled,
+// which ends the handler of a call whose Cancel was lost as soon as the
+// client's next request comes.
 func (ps *packetServer) session(k sessionKey, now time.Time, floor uint64) *peerState {
 	st := ps.peers[k]
 	if st == nil {
@@ -236,17 +249,25 @@ func (ps *packetServer) session(k sessionKey, now time.Time, floor uint64) *peer
 	st.last = now
 	if k.session != 0 && floor > st.floor {
 		st.floor = floor
-		for id := range st.calls {
-			if id < floor {
-				ps.forget(st, id)
+		for id, pc := range st.calls {
+			if id >= floor {
+				continue
 			}
+			if pc.sc != nil {
+				// cancel takes only the call's own lock, so it may
+				// run under ps.mu. The call finishes as any canceled
+				// call does; its retransmissions are known stale by
+				// the floor.
+				pc.sc.callerGone.Store(true)
+				pc.sc.ctx.cancel(context.Canceled)
+			}
+			ps.forget(st, id)
 		}
 	}
 	return st
 }
 
-// forget drops a call from the cache; ps.mu is held. A call still running
-// finishes, but its retransmissions are known stale by the floor.
+// forget drops a call from the cache; ps.mu is held.
 func (ps *packetServer) forget(st *peerState, id uint64) {
 	delete(st.calls, id)
 	ps.entries--

@@ -59,7 +59,7 @@ const (
 	KeyPriority Key = 5 // Request: one byte, 0 (shed first) to 9 (shed last)
 	KeyErrCode  Key = 6 // Response: uvarint error code; absent means success
 	KeyErrMsg   Key = 7 // Response: error text
-	KeySession  Key = 8 // Request in a datagram: uvarint, the client socket's random session id
+	KeySession  Key = 8 // Request, Cancel in a datagram: uvarint, the client socket's random session id
 	KeyAckFloor Key = 9 // Request in a datagram: uvarint, every call of the session below this id is done
 )
 
