@@ -66,7 +66,8 @@ bench:
 compare:
 	cd bench && $(GO) run ./compare
 
-# overload runs the avalanche benchmark (bench/overload), about 3 minutes.
+# overload runs the avalanche benchmark (bench/overload): its four workloads
+# (cpu, io, mixed, neighbour) for every system, about 10 minutes.
 overload:
 	cd bench && $(GO) run ./overload -pin
 

@@ -1,8 +1,10 @@
 package main
 
-// The load generator: open-loop Poisson arrivals, each user request on a
+// The open-loop load generator: Poisson arrivals, each user request on a
 // goroutine of its own while it lasts (goroutines are reused once idle),
-// with a deadline per attempt and retries on timeout.
+// with a deadline per attempt and retries on timeout. Arrivals come from
+// one or more streams, each a method called over one of the run's
+// connections at a rate of its own.
 
 import (
 	"context"
@@ -11,140 +13,30 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/rpc"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
-	"github.com/kievrpc/kiev"
-	"github.com/kievrpc/kiev/bench/internal/workpb"
 )
 
-// outcome is how one attempt ended.
-type outcome uint8
-
-const (
-	outOK       outcome = iota // a reply within the deadline: goodput
-	outTimeout                 // the deadline passed: retried
-	outRejected                // the server refused it at once (kiev.ErrOverloaded): not retried
-	outError                   // any other failure: not retried
-	outAborted                 // the run ended under it: not recorded
-)
-
-// caller makes one attempt of Work on one system.
-type caller interface {
-	call(ctx context.Context, a Args) outcome
-	close()
+// stream is one source of user requests: one method, called over one of
+// the run's connections.
+type stream struct {
+	conn   int    // index into the run's callers
+	method method // what it calls
+	prio   int    // every request's priority, 0 to 9; or mixedPriority
 }
 
-// dial connects to the server of system at addr with one connection.
-// With bareKiev, the kiev client neither retries refused calls nor
-// throttles (both are on by default), so that only the server's
-// scheduler protects it.
-func dial(system, addr string, bareKiev bool) (caller, error) {
-	switch system {
-	case sysKiev, sysKievNoShed:
-		var opts []kiev.DialOption
-		if bareKiev {
-			opts = append(opts, kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}), kiev.WithThrottle(kiev.Throttle{Disabled: true}))
-		}
-		c, err := kiev.Dial(addr, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return kievCaller{c}, nil
-	case sysNetRPC:
-		c, err := rpc.Dial("tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		return rpcCaller{c}, nil
-	case sysGRPC:
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		return grpcCaller{cc, workpb.NewWorkClient(cc)}, nil
-	}
-	return nil, fmt.Errorf("unknown system %q", system)
-}
-
-// aborted reports whether ctx ended because the run did, not because the
-// attempt's deadline passed.
-func aborted(ctx context.Context) bool { return ctx.Err() == context.Canceled }
-
-type kievCaller struct{ c *kiev.Client }
-
-func (k kievCaller) call(ctx context.Context, a Args) outcome {
-	var r Reply
-	err := k.c.Call(kiev.WithPriority(ctx, kiev.Priority(a.Priority)), "Work.Work", a, &r)
-	switch {
-	case err == nil:
-		return outOK
-	case aborted(ctx):
-		return outAborted
-	case errors.Is(err, kiev.ErrOverloaded):
-		return outRejected
-	case errors.Is(err, context.DeadlineExceeded):
-		return outTimeout
-	}
-	return outError
-}
-
-func (k kievCaller) close() { k.c.Close() }
-
-// rpcCaller uses net/rpc, which has no context: the attempt gives up when
-// ctx ends, and the late reply, if any, is discarded by net/rpc.
-type rpcCaller struct{ c *rpc.Client }
-
-func (r rpcCaller) call(ctx context.Context, a Args) outcome {
-	call := r.c.Go("Work.Work", a, new(Reply), make(chan *rpc.Call, 1))
-	select {
-	case <-call.Done:
-		if call.Error != nil {
-			return outError
-		}
-		return outOK
-	case <-ctx.Done():
-		if aborted(ctx) {
-			return outAborted
-		}
-		return outTimeout
-	}
-}
-
-func (r rpcCaller) close() { r.c.Close() }
-
-type grpcCaller struct {
-	cc *grpc.ClientConn
-	c  workpb.WorkClient
-}
-
-func (g grpcCaller) call(ctx context.Context, a Args) outcome {
-	_, err := g.c.Work(ctx, &workpb.WorkRequest{Id: a.ID, DeadlineUnixNano: a.Deadline, Priority: int32(a.Priority)})
-	switch {
-	case err == nil:
-		return outOK
-	case aborted(ctx):
-		return outAborted
-	case status.Code(err) == codes.DeadlineExceeded:
-		return outTimeout
-	}
-	return outError
-}
-
-func (g grpcCaller) close() { g.cc.Close() }
+// mixedPriority draws each request's priority: 9 for a tenth of them, the
+// others uniformly from 0 to 8.
+const mixedPriority = -1
 
 // segment is a stretch of constant offered load.
 type segment struct {
 	name     string
-	load     float64 // user requests per second, as a multiple of the capacity X
+	load     float64   // the load as the report names it: a multiple of the workload's capacity
+	rates    []float64 // user requests per second, per stream
 	dur      time.Duration
-	measured bool // reported; a warmup is not
+	measured bool          // reported; a warmup is not
+	service  time.Duration // if positive, the dependency's service time from the segment's start
 }
 
 // attempt records one attempt; times are since the run's start.
@@ -152,6 +44,7 @@ type attempt struct {
 	start, end time.Duration
 	kind       outcome
 	prio       uint8
+	stream     uint8
 }
 
 // request records one user request: its arrival and final outcome.
@@ -159,13 +52,14 @@ type request struct {
 	arrive   time.Duration // when it was due
 	lag      time.Duration // how late the generator launched it
 	prio     uint8
+	stream   uint8
 	result   outcome
 	attempts uint8
 }
 
 // loadConfig are the generator's settings.
 type loadConfig struct {
-	capacity float64       // X, calls per second
+	streams  []stream
 	deadline time.Duration // per attempt
 	attempts int           // in all, per user request
 	seed     uint64
@@ -190,12 +84,12 @@ type probe struct {
 // machine's floor: few enough to add no load, enough for a p99 per phase.
 const probeRate = 250
 
-// gen runs one schedule of segments against one caller.
+// gen runs one schedule of segments against a set of callers.
 type gen struct {
-	c     caller
-	cfg   loadConfig
-	ctx   context.Context // ends when the run does; attempts derive from it
-	start time.Time
+	callers []caller
+	cfg     loadConfig
+	ctx     context.Context // ends when the run does; attempts derive from it
+	start   time.Time
 
 	all      sync.WaitGroup // every user request
 	workers  sync.WaitGroup // every generator goroutine
@@ -214,45 +108,24 @@ const maxLag = 2 * time.Second
 // for the measured requests to resolve.
 const tailSlack = 500 * time.Millisecond
 
-// runLoad offers segs to c in order, then keeps offering the last
-// segment's load, unmeasured, until every measured user request has its
-// outcome (at most attempts × deadline + tailSlack). snap reads the
-// server's counters; it is called at each segment boundary. If probeAddr
-// is set, a raw-TCP echo in the server's process there is pinged all the
-// while (see probeLoop).
-func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap func() (serverStats, error), probeAddr string) (*loadResult, error) {
-	if len(segs) == 0 {
-		return nil, errors.New("no segments")
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g := &gen{c: c, cfg: cfg, ctx: runCtx, start: time.Now(), idle: make(chan task)}
-	// Room for every record up front: growing a slice of a hundred
-	// thousand records copies megabytes under g.mu, a stall of the
-	// generator that would show as slow answers from the server.
-	expect := 0.0
-	for _, s := range segs {
-		expect += s.load * cfg.capacity * s.dur.Seconds()
-	}
-	expect += segs[len(segs)-1].load * cfg.capacity * (time.Duration(cfg.attempts)*cfg.deadline + tailSlack).Seconds()
-	n := int(expect*1.2) + 1024
-	g.requests = make([]request, 0, n)
-	g.attempts = make([]attempt, 0, n*cfg.attempts)
-	res := &loadResult{bounds: make([]time.Duration, len(segs)+1), snaps: make([]serverStats, len(segs)+1)}
-	for i, s := range segs {
-		res.bounds[i+1] = res.bounds[i] + s.dur
-	}
+// snapFunc reads the server's counters at boundary i of the segments
+// (0 their start, len(segs) their end). At the start of a segment whose
+// service is set, it first changes the dependency's service time.
+type snapFunc func(i int) (serverStats, error)
 
-	// The server's counters are read on a clock of their own, so that
-	// they cover the segments even if the generator falls behind, and a
-	// slow read does not delay arrivals.
-	snapDone := make(chan struct{})
+// takeSnapshots reads the server's counters at each of bounds since start,
+// on a clock of its own, so that they cover the segments even if the
+// generator falls behind, and a slow read does not delay arrivals. It
+// fills res.snaps and res.snapErr, and closes the returned channel when
+// done.
+func takeSnapshots(ctx context.Context, start time.Time, res *loadResult, snap snapFunc) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		defer close(snapDone)
+		defer close(done)
 		t := time.NewTimer(time.Hour)
 		defer t.Stop()
 		for i, b := range res.bounds {
-			if d := time.Until(g.start.Add(b)); d > 0 {
+			if d := time.Until(start.Add(b)); d > 0 {
 				t.Reset(d)
 				select {
 				case <-t.C:
@@ -260,13 +133,71 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 					return
 				}
 			}
-			st, err := snap()
+			st, err := snap(i)
 			if err != nil && res.snapErr == nil {
 				res.snapErr = fmt.Errorf("server counters at boundary %d: %w", i, err)
 			}
 			res.snaps[i] = st
 		}
 	}()
+	return done
+}
+
+// newResult returns a result with the boundaries of segs.
+func newResult(segs []segment) *loadResult {
+	res := &loadResult{bounds: make([]time.Duration, len(segs)+1), snaps: make([]serverStats, len(segs)+1)}
+	for i, s := range segs {
+		res.bounds[i+1] = res.bounds[i] + s.dur
+	}
+	return res
+}
+
+// totalRate is the sum of a segment's stream rates.
+func (s segment) totalRate() float64 {
+	r := 0.0
+	for _, x := range s.rates {
+		r += x
+	}
+	return r
+}
+
+// runLoad offers segs to callers in order, then keeps offering the last
+// segment's load, unmeasured, until every measured user request has its
+// outcome (at most attempts × deadline + tailSlack). snap reads the
+// server's counters at each segment boundary. If probeAddr is set, a
+// raw-TCP echo in the server's process there is pinged all the while (see
+// probeLoop).
+func runLoad(ctx context.Context, callers []caller, segs []segment, cfg loadConfig, snap snapFunc, probeAddr string) (*loadResult, error) {
+	if len(segs) == 0 {
+		return nil, errors.New("no segments")
+	}
+	for _, s := range segs {
+		if len(s.rates) != len(cfg.streams) {
+			return nil, fmt.Errorf("segment %q has %d rates for %d streams", s.name, len(s.rates), len(cfg.streams))
+		}
+	}
+	for _, st := range cfg.streams {
+		if st.conn < 0 || st.conn >= len(callers) {
+			return nil, fmt.Errorf("a stream uses connection %d of %d", st.conn, len(callers))
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := &gen{callers: callers, cfg: cfg, ctx: runCtx, start: time.Now(), idle: make(chan task)}
+	// Room for every record up front: growing a slice of a hundred
+	// thousand records copies megabytes under g.mu, a stall of the
+	// generator that would show as slow answers from the server.
+	expect := 0.0
+	for _, s := range segs {
+		expect += s.totalRate() * s.dur.Seconds()
+	}
+	tail := time.Duration(cfg.attempts)*cfg.deadline + tailSlack
+	expect += segs[len(segs)-1].totalRate() * tail.Seconds()
+	n := int(expect*1.2) + 1024
+	g.requests = make([]request, 0, n)
+	g.attempts = make([]attempt, 0, n*cfg.attempts)
+	res := newResult(segs)
+	snapDone := takeSnapshots(ctx, g.start, res, snap)
 
 	var probes []probe
 	probeDone := make(chan error, 1)
@@ -307,11 +238,14 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 		}
 	}
 	var id uint64
-	// arrivals launches the Poisson arrivals of rate per second from from
-	// until to or stop; Poisson arrivals are memoryless, so each stretch
+	// arrivals launches the Poisson arrivals of s's rates from from until
+	// to or stop. The streams' arrivals are one Poisson process of their
+	// total rate, each arrival given to a stream with a probability
+	// proportional to its rate, which makes each stream a Poisson process
+	// of its own rate. Poisson arrivals are memoryless, so each stretch
 	// may start afresh at its boundary.
-	arrivals := func(from, to time.Duration, load float64, measured bool, stop <-chan struct{}) {
-		rate := load * cfg.capacity
+	arrivals := func(from, to time.Duration, s segment, measured bool, stop <-chan struct{}) {
+		rate := s.totalRate()
 		if rate <= 0 {
 			wait(to, stop)
 			return
@@ -333,17 +267,28 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 			if !wait(next, stop) || time.Now().After(giveUp) {
 				return
 			}
-			prio := uint8(9)
-			if rng.Float64() >= 0.1 {
-				prio = uint8(rng.IntN(9)) // 0..8
+			si := 0
+			if len(s.rates) > 1 {
+				x := rng.Float64() * rate
+				for si < len(s.rates)-1 && x >= s.rates[si] {
+					x -= s.rates[si]
+					si++
+				}
+			}
+			prio := g.cfg.streams[si].prio
+			if prio == mixedPriority {
+				prio = 9
+				if rng.Float64() >= 0.1 {
+					prio = rng.IntN(9) // 0..8
+				}
 			}
 			id++
-			g.launch(id, next, prio, measured)
+			g.launch(task{id: id, arrive: next, prio: uint8(prio), stream: uint8(si), measured: measured})
 		}
 	}
 
 	for i, s := range segs {
-		arrivals(res.bounds[i], res.bounds[i+1], s.load, s.measured, nil)
+		arrivals(res.bounds[i], res.bounds[i+1], s, s.measured, nil)
 		if runCtx.Err() != nil {
 			break
 		}
@@ -355,8 +300,7 @@ func runLoad(ctx context.Context, c caller, segs []segment, cfg loadConfig, snap
 		close(resolved)
 	}()
 	end := res.bounds[len(segs)]
-	tail := time.Duration(cfg.attempts)*cfg.deadline + tailSlack
-	arrivals(end, end+tail, segs[len(segs)-1].load, false, resolved)
+	arrivals(end, end+tail, segs[len(segs)-1], false, resolved)
 
 	cancel() // every attempt still running returns at once
 	if !waitTimeout(&g.all, 10*time.Second) {
@@ -437,21 +381,20 @@ type task struct {
 	id       uint64
 	arrive   time.Duration
 	prio     uint8
+	stream   uint8
 	measured bool
 }
 
-// launch starts one user request arriving at offset arrive, on an idle
-// generator goroutine if there is one, else on a new one. Reusing the
-// goroutines keeps their grown stacks: a fresh goroutine per request
-// spent a third of the generator's CPU growing its stack, and the
-// generator, on one CPU, answers for every microsecond of its own in the
-// latencies it measures.
-func (g *gen) launch(id uint64, arrive time.Duration, prio uint8, measured bool) {
+// launch starts user request t, on an idle generator goroutine if there
+// is one, else on a new one. Reusing the goroutines keeps their grown
+// stacks: a fresh goroutine per request spent a third of the generator's
+// CPU growing its stack, and the generator, on one CPU, answers for every
+// microsecond of its own in the latencies it measures.
+func (g *gen) launch(t task) {
 	g.all.Add(1)
-	if measured {
+	if t.measured {
 		g.measured.Add(1)
 	}
-	t := task{id: id, arrive: arrive, prio: prio, measured: measured}
 	select {
 	case g.idle <- t:
 	default:
@@ -464,7 +407,7 @@ func (g *gen) launch(id uint64, arrive time.Duration, prio uint8, measured bool)
 func (g *gen) work(t task) {
 	defer g.workers.Done()
 	for {
-		g.user(t.id, t.arrive, t.prio, time.Since(g.start)-t.arrive)
+		g.user(t, time.Since(g.start)-t.arrive)
 		if t.measured {
 			g.measured.Done()
 		}
@@ -479,8 +422,10 @@ func (g *gen) work(t task) {
 
 // user runs one user request: up to cfg.attempts attempts, each with its
 // own deadline, retrying only on timeout.
-func (g *gen) user(id uint64, arrive time.Duration, prio uint8, lag time.Duration) {
-	a := Args{ID: id, Priority: int(prio)}
+func (g *gen) user(t task, lag time.Duration) {
+	st := g.cfg.streams[t.stream]
+	c := g.callers[st.conn]
+	a := Args{ID: t.id, Priority: int(t.prio)}
 	result := outAborted
 	n := 0
 	for n < g.cfg.attempts {
@@ -489,21 +434,21 @@ func (g *gen) user(id uint64, arrive time.Duration, prio uint8, lag time.Duratio
 		dl, _ := ctx.Deadline()
 		a.Deadline = dl.UnixNano()
 		t0 := time.Now()
-		result = g.c.call(ctx, a)
+		result = c.call(ctx, st.method, a)
 		t1 := time.Now()
 		cancel()
 		if result == outAborted {
 			break
 		}
 		g.mu.Lock()
-		g.attempts = append(g.attempts, attempt{start: t0.Sub(g.start), end: t1.Sub(g.start), kind: result, prio: prio})
+		g.attempts = append(g.attempts, attempt{start: t0.Sub(g.start), end: t1.Sub(g.start), kind: result, prio: t.prio, stream: t.stream})
 		g.mu.Unlock()
 		if result != outTimeout {
 			break
 		}
 	}
 	g.mu.Lock()
-	g.requests = append(g.requests, request{arrive: arrive, lag: lag, prio: prio, result: result, attempts: uint8(n)})
+	g.requests = append(g.requests, request{arrive: t.arrive, lag: lag, prio: t.prio, stream: t.stream, result: result, attempts: uint8(n)})
 	g.mu.Unlock()
 }
 

@@ -1,12 +1,13 @@
 package main
 
-// The server side: one process per system under test, started by the
-// coordinator as `overload -serve=<system>`. It listens on 127.0.0.1:0,
-// prints "addr <host:port>" on stdout, then answers commands read from
-// stdin, one per line:
+// The server side: one process per system under test and cell, started by
+// the coordinator as `overload -serve=<system>`. It listens on
+// 127.0.0.1:0, prints "addr <host:port> probe <host:port>" on stdout, then
+// answers commands read from stdin, one per line:
 //
-//	stats  prints one JSON line of serverStats
-//	quit   exits
+//	stats           prints one JSON line of serverStats
+//	service <d>     sets the dependency's service time to d (a Go duration), prints "ok"
+//	quit            exits
 //
 // It also exits on SIGTERM or when stdin ends (the coordinator died).
 // The commands travel outside the RPC system under test, so an
@@ -14,7 +15,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +22,9 @@ import (
 	"net/rpc"
 	"os"
 	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,31 +38,24 @@ import (
 
 // The systems under test, in the order they run.
 const (
-	sysKiev       = "kiev"        // kiev with its overload scheduler
+	sysKiev       = "kiev"        // kiev as a user gets it: no shed options at all
+	sysKievFixed  = "kiev-fixed"  // kiev with a fixed worker pool (shed.Options{Workers: N})
 	sysKievNoShed = "kiev-noshed" // kiev, scheduler disabled: a goroutine per call
 	sysNetRPC     = "netrpc"      // the standard library's net/rpc
 	sysGRPC       = "grpc"        // grpc-go
 )
 
-var allSystems = []string{sysKiev, sysKievNoShed, sysNetRPC, sysGRPC}
+var allSystems = []string{sysKiev, sysKievFixed, sysKievNoShed, sysNetRPC, sysGRPC}
 
-// Args are the arguments of Work for kiev and net/rpc; grpc sends the
-// same fields in a workpb.WorkRequest.
-type Args struct {
-	ID       uint64 // the user request; its retries share it
-	Deadline int64  // the attempt's absolute deadline, unix nanoseconds
-	Priority int    // 0 to 9, 9 the most important
-}
-
-// Reply is the reply of Work.
-type Reply struct {
-	ID uint64
+// isKiev reports whether system is one of kiev's.
+func isKiev(system string) bool {
+	return system == sysKiev || system == sysKievFixed || system == sysKievNoShed
 }
 
 // serverStats are a server's counters since it started.
 type serverStats struct {
 	Received uint64 // requests that reached the server (handler or scheduler)
-	Runs     uint64 // handler runs: work done
+	Runs     uint64 // handler runs: work done (a slot taken, or CPU burnt)
 	Wasted   uint64 // runs that started after their caller's deadline
 	Dropped  uint64 // requests the scheduler answered without running (kiev only)
 
@@ -68,98 +64,60 @@ type serverStats struct {
 	// scheduler's queue before their answer, in the buckets of
 	// shed.DropWaitBounds (kiev only).
 	DropWait []uint64 `json:",omitempty"`
+
+	// BurnRuns and BurnNanos count Burn's runs and the time they spent
+	// burning CPU.
+	BurnRuns  uint64
+	BurnNanos int64
+
+	// Goroutines is runtime.NumGoroutine at this command; PeakGoroutines
+	// the most seen since the previous stats command (sampled every
+	// goroutineSample, and at each command).
+	Goroutines, PeakGoroutines int
 }
 
-// slot is one unit of the handler's capacity. due is the nominal end of
-// its previous run.
-type slot struct{ due time.Time }
-
-// hold occupies the slot for d, starting now. time.Sleep overshoots (by
-// about 0.25ms here) and a goroutine waiting for a slot wakes some time
-// after it is released; together they would cut the capacity by a tenth
-// or more. So a run that starts within d of the slot's previous nominal
-// end continues from that end instead of from now: a busy slot completes
-// exactly one run per d, and the runs' nominal intervals never overlap,
-// so no slot exceeds one run per d either. (A run that starts within d
-// of an idle slot's last end is shortened by as much; at most one run per
-// idle period.)
-func (s *slot) hold(now time.Time, d time.Duration) {
-	begin := now
-	if late := now.Sub(s.due); late >= 0 && late < d {
-		begin = s.due
-	}
-	s.due = begin.Add(d)
-	time.Sleep(time.Until(s.due))
-}
-
-// worker is the handler every system serves: it holds one of a fixed
-// number of slots for a fixed time, so its capacity is exactly
-// slots/slotTime calls per second. It does not look at its context (net/rpc
-// has none): like most handlers it does its work once it starts. Calls
-// beyond the capacity wait for a slot.
-type worker struct {
-	slots    chan *slot
-	slotTime time.Duration
-	received atomic.Uint64
-	runs     atomic.Uint64
-	wasted   atomic.Uint64
-}
-
-func newWorker(n int, slotTime time.Duration) *worker {
-	w := &worker{slots: make(chan *slot, n), slotTime: slotTime}
-	for range n {
-		w.slots <- &slot{}
-	}
-	return w
-}
-
-func (w *worker) work(id uint64, deadline int64) uint64 {
-	w.received.Add(1)
-	s := <-w.slots
-	now := time.Now()
-	w.runs.Add(1)
-	if now.UnixNano() > deadline {
-		w.wasted.Add(1)
-	}
-	s.hold(now, w.slotTime)
-	w.slots <- s
-	return id
-}
-
-// KievWork serves Work on kiev.
-type KievWork struct{ w *worker }
-
-// Work does one unit of work.
-func (s *KievWork) Work(ctx context.Context, a Args, r *Reply) error {
-	r.ID = s.w.work(a.ID, a.Deadline)
-	return nil
-}
-
-// RPCWork serves Work on net/rpc.
-type RPCWork struct{ w *worker }
-
-// Work does one unit of work.
-func (s *RPCWork) Work(a Args, r *Reply) error {
-	r.ID = s.w.work(a.ID, a.Deadline)
-	return nil
-}
-
-// grpcWork serves Work on grpc-go.
-type grpcWork struct {
-	workpb.UnimplementedWorkServer
-	w *worker
-}
-
-func (s *grpcWork) Work(ctx context.Context, req *workpb.WorkRequest) (*workpb.WorkReply, error) {
-	return &workpb.WorkReply{Id: s.w.work(req.GetId(), req.GetDeadlineUnixNano())}, nil
-}
+// goroutineSample is how often a server samples its goroutine count.
+const goroutineSample = 5 * time.Millisecond
 
 // serverConfig is what a server process needs to know.
 type serverConfig struct {
-	system   string
-	slots    int
-	slotTime time.Duration
-	shed     shed.Options // for sysKiev
+	system    string
+	slots     int           // the dependency's connections; 0: unbounded (a plain sleep)
+	service   time.Duration // the dependency's service time
+	catchUp   time.Duration // see slot.hold
+	burnIters int           // rounds of burn per Burn call
+	shed      shed.Options  // for sysKievFixed
+}
+
+// args are the command-line arguments of a server process for c.
+func (c serverConfig) args() []string {
+	return []string{
+		"-serve=" + c.system,
+		"-slots=" + strconv.Itoa(c.slots),
+		"-slot=" + c.service.String(),
+		"-catchup=" + c.catchUp.String(),
+		"-burn-iters=" + strconv.Itoa(c.burnIters),
+		"-shed-workers=" + strconv.Itoa(c.shed.Workers),
+		"-shed-queue=" + strconv.Itoa(c.shed.QueueSize),
+		"-shed-maxwait=" + c.shed.MaxWait.String(),
+	}
+}
+
+// peakGauge tracks the largest value it has seen since it was last read.
+type peakGauge struct{ v atomic.Int64 }
+
+func (p *peakGauge) see(n int) {
+	for {
+		old := p.v.Load()
+		if int64(n) <= old || p.v.CompareAndSwap(old, int64(n)) {
+			return
+		}
+	}
+}
+
+// take returns the peak and starts a new one from now, n.
+func (p *peakGauge) take(now int) int {
+	return max(int(p.v.Swap(int64(now))), now)
 }
 
 // serve runs one server until quit, SIGTERM or the end of stdin. It does
@@ -172,18 +130,21 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w := newWorker(cfg.slots, cfg.slotTime)
+	h := &handlers{dep: newDependency(cfg.slots, cfg.service, cfg.catchUp), burnIters: cfg.burnIters}
 	drops := func() map[string]uint64 { return nil }
 	dropWait := func() []uint64 { return nil }
 
 	switch cfg.system {
-	case sysKiev, sysKievNoShed:
-		o := cfg.shed
-		if cfg.system == sysKievNoShed {
-			o = shed.Options{Disabled: true}
+	case sysKiev, sysKievFixed, sysKievNoShed:
+		var opts []kiev.ServerOption // sysKiev: none, what a user gets
+		switch cfg.system {
+		case sysKievFixed:
+			opts = append(opts, kiev.WithShed(cfg.shed))
+		case sysKievNoShed:
+			opts = append(opts, kiev.WithShed(shed.Options{Disabled: true}))
 		}
-		srv := kiev.NewServer(kiev.WithShed(o))
-		if err := srv.RegisterName("Work", &KievWork{w}); err != nil {
+		srv := kiev.NewServer(opts...)
+		if err := srv.RegisterName("Work", &KievWork{h}); err != nil {
 			return err
 		}
 		go srv.Serve(l)
@@ -201,13 +162,14 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 		}
 	case sysNetRPC:
 		srv := rpc.NewServer()
-		if err := srv.RegisterName("Work", &RPCWork{w}); err != nil {
+		if err := srv.RegisterName("Work", &RPCWork{h}); err != nil {
 			return err
 		}
 		go srv.Accept(l) // returns when l is closed
 	case sysGRPC:
 		srv := grpc.NewServer()
-		workpb.RegisterWorkServer(srv, &grpcWork{w: w})
+		workpb.RegisterWorkServer(srv, &grpcWork{h: h})
+		srv.RegisterService(&grpcBurnService, h)
 		go srv.Serve(l)
 	default:
 		return fmt.Errorf("unknown system %q; want one of %v", cfg.system, allSystems)
@@ -218,6 +180,25 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	go serveProbe(probe)
+
+	// The goroutine count is sampled on a clock of its own, so that the
+	// peak between two stats commands is seen, within goroutineSample.
+	var peak peakGauge
+	peak.see(runtime.NumGoroutine())
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(goroutineSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				peak.see(runtime.NumGoroutine())
+			case <-done:
+				return
+			}
+		}
+	}()
 
 	out := bufio.NewWriter(stdout)
 	fmt.Fprintf(out, "addr %s probe %s\n", l.Addr(), probe.Addr())
@@ -245,25 +226,36 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 			if !ok {
 				return nil // the coordinator is gone
 			}
-			switch cmd {
+			name, arg, _ := strings.Cut(cmd, " ")
+			switch name {
 			case "stats":
 				// Runs first: a request counted in received has either
 				// run, or is waiting for a slot, or was dropped.
-				st := serverStats{Runs: w.runs.Load(), Wasted: w.wasted.Load(), DropsBy: drops(), DropWait: dropWait()}
+				st := serverStats{Runs: h.runs.Load(), Wasted: h.wasted.Load(), DropsBy: drops(), DropWait: dropWait(),
+					BurnRuns: h.burnRuns.Load(), BurnNanos: h.burnNanos.Load()}
 				for _, n := range st.DropsBy {
 					st.Dropped += n
 				}
-				st.Received = w.received.Load() + st.Dropped
+				st.Received = h.received.Load() + st.Dropped
+				st.Goroutines = runtime.NumGoroutine()
+				st.PeakGoroutines = peak.take(st.Goroutines)
 				if err := enc.Encode(st); err != nil {
 					return err
 				}
-				if err := out.Flush(); err != nil {
-					return err
+			case "service":
+				d, err := time.ParseDuration(arg)
+				if err != nil || d <= 0 {
+					return fmt.Errorf("service %q: want a positive duration", arg)
 				}
+				h.dep.setService(d)
+				fmt.Fprintln(out, "ok")
 			case "quit":
 				return nil
 			default:
 				return fmt.Errorf("unknown command %q", cmd)
+			}
+			if err := out.Flush(); err != nil {
+				return err
 			}
 		}
 	}
