@@ -220,7 +220,7 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sc.ctx.parent = context.Background()
 	sc.ctx.call = sc
 	sc.ctx.md = md
-	sc.ctx.priority = priority
+	sc.ctx.priority = s.priority(&sc.req, priority)
 	sc.ctx.deadline = time.Now().Add(timeout)
 	if s.isClosed() {
 		putBuf(buf)

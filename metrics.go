@@ -27,6 +27,12 @@ var (
 		"Calls waiting in the overload scheduler's queue, by priority.", []string{"priority"}, nil)
 	descShed = prometheus.NewDesc("kiev_server_shed_total",
 		"Calls the overload scheduler answered without running, by reason.", []string{"reason"}, nil)
+	descWorkerLimit = prometheus.NewDesc("kiev_server_concurrency_limit",
+		"How many calls the overload scheduler lets run at once now: the fixed Workers, or the elastic limit.", nil, nil)
+	descMethodLimit = prometheus.NewDesc("kiev_server_method_concurrency_limit",
+		"A method's adaptive concurrency limit, by method; 0 while it is off.", []string{"method"}, nil)
+	descMethodInFlight = prometheus.NewDesc("kiev_server_method_in_flight",
+		"A method's calls queued or running, by method.", []string{"method"}, nil)
 	descOverloaded = prometheus.NewDesc("kiev_server_overloaded",
 		"1 while the overload scheduler is in overload mode.", nil, nil)
 	descUDPDuplicates = prometheus.NewDesc("kiev_server_udp_duplicates_total",
@@ -86,7 +92,7 @@ type serverCollector struct{ s *Server }
 
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerCalls, descServerDuration, descServerInFlight, descServerConns,
-		descQueue, descShed, descOverloaded, descUDPDuplicates, descUDPMalformed} {
+		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descUDPDuplicates, descUDPMalformed} {
 		ch <- d
 	}
 }
@@ -108,6 +114,9 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range methods {
 		codeCounters(ch, descServerCalls, &m.stats, m.name)
 		ch <- histogram(descServerDuration, &m.stats, m.name)
+		lim := m.cost.Limit()
+		ch <- prometheus.MustNewConstMetric(descMethodLimit, prometheus.GaugeValue, float64(lim.Limit), m.name)
+		ch <- prometheus.MustNewConstMetric(descMethodInFlight, prometheus.GaugeValue, float64(lim.InFlight), m.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
 	ch <- prometheus.MustNewConstMetric(descServerConns, prometheus.GaugeValue, float64(conns))
@@ -123,6 +132,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		overloaded = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descOverloaded, prometheus.GaugeValue, overloaded)
+	ch <- prometheus.MustNewConstMetric(descWorkerLimit, prometheus.GaugeValue, float64(st.Workers))
 	ps := s.PacketStats()
 	ch <- prometheus.MustNewConstMetric(descUDPDuplicates, prometheus.CounterValue, float64(ps.Duplicates))
 	ch <- prometheus.MustNewConstMetric(descUDPMalformed, prometheus.CounterValue, float64(ps.Malformed))

@@ -85,6 +85,8 @@ type serverOptions struct {
 	maxConns     int
 	maxCalls     int
 	maxQueued    int
+
+	priorityPolicy func(req *Request, claimed Priority) Priority
 }
 
 func (o *serverOptions) fill() {
@@ -214,6 +216,21 @@ func WithServerInterceptor(ics ...ServerInterceptor) ServerOption {
 // goroutine, as net/rpc does.
 func WithShed(o shed.Options) ServerOption {
 	return serverOption(func(so *serverOptions) { so.shed = o })
+}
+
+// WithPriorityPolicy sets a function that decides the priority each call
+// is scheduled at, from the call as it arrived (its method, peer,
+// metadata such as the AuthorizationKey token, TLS state; Args are not
+// decoded yet) and the priority its caller claimed, before the overload
+// scheduler sees it. Use it to cap what a client may claim by its
+// identity, or to set priorities by method. The handler's ctx carries the
+// result, so the calls it makes inherit it. It runs on the connection's
+// reader for every call, so it must be quick and must not block; values
+// above MaxPriority are taken as MaxPriority. Without it, the priority a
+// call carries is trusted, as calls between a service's own tiers
+// propagate theirs.
+func WithPriorityPolicy(f func(req *Request, claimed Priority) Priority) ServerOption {
+	return serverOption(func(so *serverOptions) { so.priorityPolicy = f })
 }
 
 // WithBaseContext sets the function that gives the parent context of

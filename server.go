@@ -60,7 +60,11 @@ type Server struct {
 	adminWG   sync.WaitGroup
 }
 
-// NewServer returns a Server with the given options and no services.
+// NewServer returns a Server with the given options and no services. It
+// panics if an option's value is not valid, naming the option, as
+// time.NewTicker does for a bad interval: settings are the program's, and
+// the mistake shows at start (use shed.Options.Validate to check
+// settings read from a file first).
 func NewServer(opts ...ServerOption) *Server {
 	s := &Server{
 		services:  make(map[string]map[string]*method),
@@ -76,6 +80,9 @@ func NewServer(opts ...ServerOption) *Server {
 	s.started = time.Now()
 	for _, o := range opts {
 		o.applyServer(&s.opts)
+	}
+	if err := s.opts.shed.Validate(); err != nil {
+		panic(fmt.Errorf("kiev: NewServer: WithShed: %w", err))
 	}
 	s.opts.fill()
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {

@@ -38,6 +38,8 @@ type serverConn struct {
 	watched    atomic.Bool   // the server's inlineWatch watches this connection
 	readerDone chan struct{} // closed when the last reader has closed the connection
 
+	flow shed.Flow // the connection's calls, for the scheduler's fairness
+
 	mu       sync.Mutex
 	calls    map[uint64]*serverCall // calls in flight, by id
 	active   atomic.Int32           // len(calls), read without mu
@@ -174,6 +176,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 		return false
 	}
 	sc.req.TLS = c.tls
+	sc.flow = &c.flow
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()
@@ -219,16 +222,26 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 	sc.ctx.parent = base
 	sc.ctx.call = sc
 	sc.ctx.md = sc.req.Metadata
-	sc.ctx.priority = DefaultPriority
+	claimed := DefaultPriority
 	if h.HasPriority {
-		sc.ctx.priority = Priority(h.Priority)
+		claimed = Priority(h.Priority)
 	}
+	sc.ctx.priority = s.priority(&sc.req, claimed)
 	if h.HasTimeout {
 		sc.ctx.deadline = time.Now().Add(time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond)
 	}
 	sc.body = getBuf(len(f.Body))
 	*sc.body = append((*sc.body)[:0], f.Body...)
 	return sc, 0, ""
+}
+
+// priority is the priority a call that claims one is scheduled at: what
+// WithPriorityPolicy decides, or the claim.
+func (s *Server) priority(req *Request, claimed Priority) Priority {
+	if policy := s.opts.priorityPolicy; policy != nil {
+		return min(policy(req, claimed), MaxPriority)
+	}
+	return min(claimed, MaxPriority)
 }
 
 // submit hands a call to the scheduler.
@@ -398,15 +411,18 @@ type serverCall struct {
 	ctx        callContext // the handler's context
 	callerGone atomic.Bool // the caller canceled, or the connection died
 	req        Request
+	flow       *shed.Flow // its connection's, for fairness; nil over UDP and HTTP
 }
 
 // Priority, Deadline, Canceled, Cost, Run and Drop make a serverCall a
-// shed.Task.
+// shed.Task, and Flow a shed.FlowTask: each connection is a flow that the
+// scheduler shares its limits fairly with the others.
 
 func (sc *serverCall) Priority() int               { return int(sc.ctx.priority) }
 func (sc *serverCall) Deadline() (time.Time, bool) { return sc.ctx.Deadline() }
 func (sc *serverCall) Canceled() bool              { return sc.callerGone.Load() }
 func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
+func (sc *serverCall) Flow() *shed.Flow            { return sc.flow }
 
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {
@@ -436,6 +452,7 @@ func dropMessages(name string) []string {
 	m[shed.Refused] = "kiev: " + name + " was refused: the server is overloaded and its queue is full of calls as important; retry on another server"
 	m[shed.Expired] = "kiev: " + name + " was shed: it waited in the overloaded server's queue past the wait limit; retry on another server"
 	m[shed.Deadline] = "kiev: " + name + " was not run: too little time was left before the caller's deadline"
+	m[shed.Limited] = "kiev: " + name + " was refused: it has as many calls in flight as its adaptive limit allows, as it has slowed down (its dependency is likely slow); retry on another server"
 	return m
 }
 

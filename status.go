@@ -42,11 +42,29 @@ type MethodStatus struct {
 	Rate        float64 `json:"rate"` // calls per second over the last minute
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
+	// InFlight is how many of its calls are queued or running; Limit its
+	// adaptive concurrency limit (0 while off), driven by its service time
+	// (LatencyMs, the last window's average) against its floor (FloorMs);
+	// Limited counts the calls refused at the limit.
+	InFlight  int     `json:"in_flight"`
+	Limit     int     `json:"limit"`
+	FloorMs   float64 `json:"floor_ms"`
+	LatencyMs float64 `json:"latency_ms"`
+	Limited   uint64  `json:"limited"`
 }
 
-// SchedulerStatus is the overload scheduler's state.
+// SchedulerStatus is the overload scheduler's state. Workers is the limit
+// on calls running at once now: fixed, or the elastic limit (Elastic)
+// under its ceiling MaxInFlight, which stops growing while CPUCongested.
+// CPUWaitMs is how long goroutines waited for a CPU (90th percentile) at
+// the last reading.
 type SchedulerStatus struct {
-	Workers    int               `json:"workers"`
+	Workers      int     `json:"workers"`
+	Elastic      bool    `json:"elastic"`
+	MaxInFlight  int     `json:"max_in_flight"`
+	CPUWaitMs    float64 `json:"cpu_wait_ms"`
+	CPUCongested bool    `json:"cpu_congested"`
+
 	Running    int               `json:"running"`
 	Queued     []int             `json:"queued"` // by priority, 0 to 9
 	Overloaded bool              `json:"overloaded"`
@@ -102,10 +120,12 @@ func (s *Server) Status(ctx context.Context) Status {
 		ss := ServiceStatus{Name: name}
 		for mname, m := range methods {
 			w := m.stats.summary(now)
+			lim := m.cost.Limit()
 			ss.Methods = append(ss.Methods, MethodStatus{
 				Name: mname, Calls: m.stats.calls.Load(), Errors: m.stats.errors.Load(),
 				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
+				InFlight: lim.InFlight, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
 			})
 		}
 		slices.SortFunc(ss.Methods, func(a, b MethodStatus) int { return strings.Compare(a.Name, b.Name) })
@@ -116,7 +136,9 @@ func (s *Server) Status(ctx context.Context) Status {
 
 	sched := s.sched.Stats()
 	st.Scheduler = SchedulerStatus{
-		Workers: sched.Workers, Running: sched.Running, Queued: sched.Queued[:],
+		Workers: sched.Workers, Elastic: sched.Elastic, MaxInFlight: sched.MaxInFlight,
+		CPUWaitMs: ms(sched.CPUWait), CPUCongested: sched.CPUCongested,
+		Running: sched.Running, Queued: sched.Queued[:],
 		Overloaded: sched.Overloaded, Ran: sched.Ran, Dropped: map[string]uint64{},
 	}
 	for _, r := range shed.Reasons() {

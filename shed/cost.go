@@ -1,24 +1,28 @@
 package shed
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// ServiceTime is a moving average of how long one kind of task (one RPC
-// method) takes to run. The zero value is ready to use and safe for
+// ServiceTime is one kind of task's account (one RPC method's): a moving
+// average of how long it takes to run, and its adaptive concurrency
+// limit, the bulkhead that keeps a method whose dependency slowed from
+// holding the whole server. The zero value is ready to use and safe for
 // concurrent use.
 type ServiceTime struct {
 	avg atomic.Int64 // nanoseconds, an exponentially weighted moving average
 	n   atomic.Int64 // observations
+	lim methodLimit
 }
 
 // minObservations is how many runs a ServiceTime needs before the
 // scheduler trusts it to skip calls that could not finish in time.
 const minObservations = 16
 
-// Observe adds one run of duration d. It does nothing on a nil
-// ServiceTime.
+// Observe adds one run of duration d to the average. It does nothing on
+// a nil ServiceTime.
 func (s *ServiceTime) Observe(d time.Duration) {
 	if s == nil {
 		return
@@ -43,3 +47,236 @@ func (s *ServiceTime) Estimate() time.Duration {
 	}
 	return time.Duration(s.avg.Load())
 }
+
+// LimitStats is a method's adaptive concurrency limit as it stands.
+type LimitStats struct {
+	// Limit is how many of the method's calls may be in flight (queued
+	// or running) at once; 0 while its service time is near its floor and
+	// nothing limits it.
+	Limit int
+	// InFlight is how many of its calls are in flight now.
+	InFlight int
+	// Floor is its service time when not congested, as last measured;
+	// Latency its average over the last window.
+	Floor, Latency time.Duration
+	// Limited counts its calls refused at the limit (Reason Limited).
+	Limited uint64
+}
+
+// Limit returns the method's adaptive limit and what drives it. A nil
+// ServiceTime has none.
+func (s *ServiceTime) Limit() LimitStats {
+	if s == nil {
+		return LimitStats{}
+	}
+	l := &s.lim
+	st := LimitStats{Limit: int(l.limit.Load()), InFlight: int(l.inflight.Load()), Limited: l.limited.Load()}
+	l.mu.Lock()
+	st.Floor, st.Latency = l.floor, l.latency
+	l.mu.Unlock()
+	return st
+}
+
+// The method limit's constants.
+//
+// A window is how often the limit is set again from the service times
+// measured in it: at least limitWindow long and limitSamples runs.
+// tolerance is how far above its floor a method's service time may go
+// before it counts as congested, and headroom how many calls the limit
+// admits beyond what the dependency serves at its floor latency: a short
+// queue before the dependency keeps it busy.
+//
+// A probe measures the floor again: the limit falls to half of what the
+// dependency serves at the floor, and once the calls in flight have
+// drained to that, the next probeSamples calls that start and end within
+// it set the floor. A floor is only seen while nothing waits before the
+// dependency, and a dependency that became slower for good has a new
+// one. Probes come firstProbe after the limit starts, then every
+// probeEvery; a window whose service time is shiftRatio times the floor,
+// shiftWindows in a row, brings the next probe forward (the floor likely
+// moved). A probe that cannot finish within probeTimeout is given up.
+const (
+	limitWindow  = 100 * time.Millisecond
+	limitSamples = 8
+	tolerance    = 1.5
+	headroom     = 1.3
+	minLimit     = 4
+	firstProbe   = 500 * time.Millisecond
+	probeEvery   = 2 * time.Second
+	probeSamples = 8
+	probeTimeout = 2 * time.Second
+	shiftRatio   = 3
+	shiftWindows = 3
+	rateWindows  = 3
+)
+
+// methodLimit is a method's adaptive concurrency limit, in the family of
+// brpc's auto concurrency limiter, Netflix's concurrency-limits and BBR.
+// While the method's service time stays within tolerance of its floor,
+// and its calls in flight are no more than its rate at that floor
+// explains, the limit is off. Once it rises above, the limit is what the dependency
+// serves at its floor latency (Little's law: the most calls completed per
+// second in the last rateWindows windows, times the floor) with headroom,
+// set again every window; calls past it are refused at once. A limit that
+// refuses calls while the service time is healthy grows by half each
+// window, and one far above the demand, with the service time healthy,
+// turns off.
+type methodLimit struct {
+	inflight   atomic.Int64  // calls admitted and not yet ended
+	limit      atomic.Int64  // 0: not limiting
+	probing    atomic.Bool   // the limit is probeLimit, to measure the floor
+	probeLimit atomic.Int64  //
+	limited    atomic.Uint64 // calls refused at the limit, ever
+	refused    atomic.Int64  // calls refused at the limit in this window
+
+	mu         sync.Mutex // guards following
+	winStart   time.Time
+	winN       int
+	winSum     time.Duration
+	peak       int64 // the most calls in flight seen in this window
+	rates      [rateWindows]float64
+	rateAt     int
+	floor      time.Duration // 0 until the first window
+	latency    time.Duration // the last window's average
+	probeAt    time.Time     // when the next probe starts, while limiting
+	probeStart time.Time
+	drainAt    time.Time // when the probe's calls in flight fell to its limit
+	probeN     int
+	probeSum   time.Duration
+	high, calm int // windows in a row far above the floor, with little demand
+}
+
+// cap is the limit a call of priority p meets: the whole limit for
+// priority 9, down to a little more than half of it for priority 0, so
+// that the least important calls are refused first. 0 means no limit.
+func (l *methodLimit) cap(p int) int64 {
+	n := l.limit.Load()
+	if n == 0 {
+		return 0
+	}
+	if l.probing.Load() {
+		n = l.probeLimit.Load()
+	}
+	return max(n*int64(p+11)/20, 1)
+}
+
+// end counts the end of a call admitted to the method, which ran for d
+// (ran false: it was dropped unrun) and ended at now.
+func (l *methodLimit) end(d time.Duration, ran bool, now time.Time) {
+	in := l.inflight.Add(-1) + 1 // in flight with this call
+	if !ran {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.probing.Load() {
+		l.probe(d, in, now)
+		return
+	}
+	if l.winStart.IsZero() {
+		l.winStart = now
+	}
+	l.winN++
+	l.winSum += d
+	l.peak = max(l.peak, in)
+	if l.winN >= limitSamples && now.Sub(l.winStart) >= limitWindow {
+		l.adjust(now)
+	}
+}
+
+// probe counts a call that ended during a probe. REQUIRES l.mu is held.
+func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
+	if l.drainAt.IsZero() {
+		if in <= l.probeLimit.Load() {
+			l.drainAt = now
+		}
+	} else if !now.Add(-d).Before(l.drainAt) {
+		l.probeN++
+		l.probeSum += d
+	}
+	done := l.probeN >= probeSamples
+	if !done && now.Sub(l.probeStart) < probeTimeout {
+		return
+	}
+	if done {
+		l.floor = l.probeSum / time.Duration(l.probeN)
+		l.limit.Store(l.fit())
+	}
+	l.probing.Store(false)
+	l.probeAt = now.Add(probeEvery)
+	l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
+	l.refused.Store(0)
+}
+
+// fit is the limit the dependency's recent rate and floor call for.
+// REQUIRES l.mu is held.
+func (l *methodLimit) fit() int64 {
+	rate := 0.0
+	for _, r := range l.rates {
+		rate = max(rate, r)
+	}
+	return int64(max(minLimit, headroom*rate*l.floor.Seconds()))
+}
+
+// adjust sets the limit from the window that ends at now. REQUIRES l.mu
+// is held.
+func (l *methodLimit) adjust(now time.Time) {
+	rtt := l.winSum / time.Duration(l.winN)
+	rate := float64(l.winN) / now.Sub(l.winStart).Seconds()
+	peak, refused := l.peak, l.refused.Swap(0)
+	l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
+	l.latency = rtt
+	l.rates[l.rateAt] = rate
+	l.rateAt = (l.rateAt + 1) % rateWindows
+	if l.floor == 0 || rtt < l.floor {
+		l.floor = rtt
+	}
+	// Healthy: the service time is near its floor, and no more calls are
+	// in flight than the rate at that floor explains (Little's law) with
+	// ample room: a queue building before the dependency shows in the
+	// calls in flight before it shows in the service times of the calls
+	// that end.
+	healthy := float64(rtt) <= tolerance*float64(l.floor) &&
+		float64(peak) <= 3*rate*l.floor.Seconds()+minLimit
+	limit := l.limit.Load()
+	switch {
+	case limit == 0 && healthy:
+		return
+	case limit == 0:
+		// Congested: start limiting.
+		l.limit.Store(l.fit())
+		l.probeAt = now.Add(firstProbe)
+		l.high, l.calm = 0, 0
+		return
+	case !healthy:
+		limit = l.fit()
+		l.calm = 0
+	case refused > 0:
+		// Healthy, yet calls were refused: there is room.
+		limit = max(limit+limit/2, l.fit())
+		l.calm = 0
+	case float64(peak) < float64(limit)/2:
+		// Healthy and little demand: after a few such windows, stop.
+		if l.calm++; l.calm >= shiftWindows {
+			l.limit.Store(0)
+			l.high, l.calm = 0, 0
+			return
+		}
+	}
+	l.limit.Store(limit)
+	if float64(rtt) > shiftRatio*float64(l.floor) {
+		if l.high++; l.high >= shiftWindows {
+			l.probeAt = now // the floor likely moved: measure it now
+		}
+	} else {
+		l.high = 0
+	}
+	if !now.Before(l.probeAt) {
+		l.high = 0
+		l.probeStart, l.drainAt, l.probeN, l.probeSum = now, time.Time{}, 0, 0
+		l.probeLimit.Store(max(minLimit, int64(float64(l.fit())/headroom/2)))
+		l.probing.Store(true)
+	}
+}
+
+

@@ -14,24 +14,34 @@ const maxIdle = 256
 // Scheduler queues tasks by priority and runs them on a bounded number of
 // workers. Create one with New.
 type Scheduler struct {
-	opts Options
-	now  func() time.Time // time.Now; tests swap it
+	opts    Options
+	now     func() time.Time  // time.Now; tests swap it
+	readCPU func() cpuReading // runtimeCPU(); tests swap it
+	elastic bool              // Options.Workers was left zero
+	flows   flows
 
-	mu        sync.Mutex
-	q         [Levels]deque
-	n         int       // queued tasks
-	running   int       // tasks running
-	lastEmpty time.Time // the last time the queue was empty
-	lastShort time.Time // the last time it was no longer than the overload queue
-	overload  bool      // in overload mode: short wait limit, short queue
-	winStart  time.Time // start of the current measuring window
-	arrivals  int       // tasks submitted in the window
-	timer     *time.Timer
-	timerAt   time.Time // when timer fires; zero if not armed
-	closed    bool
-	noPark    bool        // set by ReleaseIdle until new work comes
-	idle      []chan Task // parked workers, newest last
-	wg        sync.WaitGroup
+	mu         sync.Mutex
+	q          [Levels]deque
+	n          int       // queued tasks
+	running    int       // tasks running
+	limit      int       // how many may run: Workers, or the elastic limit
+	cpuAt      time.Time // the next CPU reading, elastic only
+	cpu        cpuReading
+	hot        bool      // the CPU is congested by the tasks: the pool stops growing
+	congested  bool      // the last reading found the CPU congested
+	growAt     time.Time // when growBudget is renewed
+	growBudget int       // how much the elastic limit may still grow until growAt
+	lastEmpty  time.Time // the last time the queue was empty
+	lastShort  time.Time // the last time it was no longer than the overload queue
+	overload   bool      // in overload mode: short wait limit, short queue
+	winStart   time.Time // start of the current measuring window
+	arrivals   int       // tasks submitted in the window
+	timer      *time.Timer
+	timerAt    time.Time // when timer fires; zero if not armed
+	closed     bool
+	noPark     bool        // set by ReleaseIdle until new work comes
+	idle       []chan Task // parked workers, newest last
+	wg         sync.WaitGroup
 
 	all ServiceTime // run time of every task, for the throughput estimate
 
@@ -44,8 +54,17 @@ type Scheduler struct {
 }
 
 // New returns a Scheduler with o's settings; zero fields take defaults.
+// It panics if o is not valid (see Options.Validate): a server's settings
+// are a program's, checked once at start.
 func New(o Options) *Scheduler {
-	s := &Scheduler{opts: o.withDefaults(), now: time.Now}
+	if err := o.Validate(); err != nil {
+		panic(err)
+	}
+	s := &Scheduler{opts: o.withDefaults(), now: time.Now, readCPU: runtimeCPU(), elastic: o.Workers == 0}
+	s.limit = s.opts.Workers
+	if s.elastic {
+		s.limit = min(DefaultWorkers(), s.opts.MaxInFlight)
+	}
 	s.lastEmpty = s.now()
 	s.lastShort = s.lastEmpty
 	s.winStart = s.lastEmpty
@@ -72,10 +91,16 @@ func (s *Scheduler) Submit(t Task) {
 	}
 	now := s.now()
 	if r, ok := s.hopeless(t, now); ok {
-		s.drop(t, r, 0)
+		s.reject(t, r)
 		return
 	}
 	p := clamp(t.Priority())
+	f := flowOf(t)
+	if s.atLimit(t, p, f) {
+		s.reject(t, Limited)
+		return
+	}
+	s.admit(t, f)
 
 	s.mu.Lock()
 	if s.closed {
@@ -98,7 +123,7 @@ func (s *Scheduler) Submit(t Task) {
 		// of its priority or higher) fit its priority's share of the short
 		// queue: a call that would wait too long is refused now, while a
 		// refusal is quick, not after it waited.
-		if s.ahead(p) >= s.share(p) {
+		if share := s.share(p); s.ahead(p) >= share && !s.flows.underShare(f, share) {
 			s.mu.Unlock()
 			s.drop(t, Refused, 0)
 			return
@@ -120,6 +145,9 @@ func (s *Scheduler) Submit(t Task) {
 	}
 	if s.n >= s.opts.QueueSize {
 		victim = s.evictBelow(p)
+		if victim == nil && s.flows.underShare(f, s.opts.QueueSize) {
+			victim = s.evictOverShare(p)
+		}
 		if victim == nil {
 			s.mu.Unlock()
 			s.drop(t, Refused, 0)
@@ -132,6 +160,10 @@ func (s *Scheduler) Submit(t Task) {
 	if s.overload {
 		pushed = s.pushOut(p, now)
 	}
+	var spilled []handoff
+	if s.elastic {
+		spilled, pushed = s.spill(now, pushed)
+	}
 	s.arm(now)
 	s.mu.Unlock()
 	if victim != nil {
@@ -140,6 +172,68 @@ func (s *Scheduler) Submit(t Task) {
 	for _, d := range pushed {
 		s.drop(d.t, d.r, d.waited)
 	}
+	for _, h := range spilled {
+		s.hand(h.t, h.ch)
+	}
+}
+
+// handoff is a task and the worker it goes to (nil: a new one).
+type handoff struct {
+	t  Task
+	ch chan Task
+}
+
+// spill starts queued tasks on new workers while the elastic limit grows
+// for them: the queue formed because workers block, not because the CPU
+// is busy. It returns the tasks to hand to new workers, and drops adds
+// what it found expired on the way. REQUIRES s.mu is held.
+func (s *Scheduler) spill(now time.Time, drops []dropped) ([]handoff, []dropped) {
+	var out []handoff
+	for s.n > 0 && (s.running < s.limit || s.grow(now)) {
+		s.running++
+		t := s.pop(now, &drops)
+		if t == nil {
+			s.running--
+			break
+		}
+		out = append(out, handoff{t, s.takeWorker()})
+	}
+	return out, drops
+}
+
+// atLimit reports whether t, of priority p and flow f, meets its method's
+// adaptive limit and is to be refused at once: its method has as many
+// calls in flight as its limit allows priority p, and f holds its share
+// of the limit or more.
+func (s *Scheduler) atLimit(t Task, p int, f *Flow) bool {
+	c := t.Cost()
+	if c == nil || s.opts.Disabled {
+		return false
+	}
+	n := c.lim.cap(p)
+	if n == 0 || c.lim.inflight.Load() < n || s.flows.underShare(f, int(n)) {
+		return false
+	}
+	c.lim.refused.Add(1)
+	c.lim.limited.Add(1)
+	return true
+}
+
+// admit counts t in flight, for its method's limit and its flow's share.
+func (s *Scheduler) admit(t Task, f *Flow) {
+	if c := t.Cost(); c != nil {
+		c.lim.inflight.Add(1)
+	}
+	s.flows.admit(f)
+}
+
+// ended counts t out of flight: it ran for d and ended at end, or (ran
+// false) was dropped.
+func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
+	if c := t.Cost(); c != nil {
+		c.lim.end(d, ran, end)
+	}
+	s.flows.end(flowOf(t))
 }
 
 // RunInline runs t on the calling goroutine, as Submit would run it on a
@@ -157,6 +251,10 @@ func (s *Scheduler) RunInline(t Task) bool {
 	if _, ok := s.hopeless(t, now); ok {
 		return false // Submit drops it, with the reason
 	}
+	f := flowOf(t)
+	if c := t.Cost(); c != nil && c.lim.limit.Load() != 0 {
+		return false // Submit applies the method's limit
+	}
 	s.mu.Lock()
 	if s.closed || !s.takeSlot(now) {
 		s.mu.Unlock()
@@ -164,6 +262,7 @@ func (s *Scheduler) RunInline(t Task) bool {
 	}
 	s.arrivals++
 	s.mu.Unlock()
+	s.admit(t, f)
 	s.recordWait(0)
 	end := s.run(t, now)
 	if next := s.next(end); next != nil {
@@ -176,7 +275,7 @@ func (s *Scheduler) RunInline(t Task) bool {
 // would start at once: nothing is queued and a slot is free. Callers hold
 // s.mu.
 func (s *Scheduler) takeSlot(now time.Time) bool {
-	if s.n != 0 || s.running >= s.opts.Workers {
+	if s.n != 0 || s.running >= s.limit && !s.grow(now) {
 		return false
 	}
 	s.running++
@@ -225,14 +324,14 @@ func (s *Scheduler) overloaded(now time.Time) bool {
 	if elapsed := now.Sub(s.winStart); elapsed >= s.opts.Interval {
 		if s.overload {
 			avg := s.all.Estimate()
-			could := float64(s.opts.Workers) * float64(elapsed) / float64(max(avg, time.Microsecond))
-			if float64(s.arrivals) < 0.95*could {
+			could := float64(s.limit) * float64(elapsed) / float64(max(avg, time.Microsecond))
+			if float64(s.arrivals) < 0.95*could || s.canGrow() {
 				s.overload = false
 			}
 		}
 		s.winStart, s.arrivals = now, 0
 	}
-	if !s.overload {
+	if !s.overload && !s.canGrow() {
 		if s.n <= s.share(Levels-1) {
 			s.lastShort = now
 		}
@@ -250,7 +349,7 @@ func (s *Scheduler) overloaded(now time.Time) bool {
 // between task completions if that is longer, so a queued task can still
 // be taken by the next worker to finish. Callers hold s.mu.
 func (s *Scheduler) overloadLimit() time.Duration {
-	gap := s.all.Estimate() / time.Duration(s.opts.Workers)
+	gap := s.all.Estimate() / time.Duration(s.limit)
 	return max(s.opts.Target, 2*gap)
 }
 
@@ -264,10 +363,10 @@ func (s *Scheduler) share(p int) int {
 	if avg <= 0 {
 		return s.opts.QueueSize
 	}
-	c := float64(s.opts.Workers) * float64(s.overloadLimit()) / float64(avg) / 2
+	c := float64(s.limit) * float64(s.overloadLimit()) / float64(avg) / 2
 	n := int(c * float64(p+1) / 5)
 	if p == Levels-1 {
-		n = max(n, s.opts.Workers) // room for a round of the most important calls
+		n = max(n, s.limit) // room for a round of the most important calls
 	}
 	return min(max(n, 1), s.opts.QueueSize)
 }
@@ -291,6 +390,24 @@ func (s *Scheduler) evictBelow(p int) *entry {
 			s.n--
 			e := s.q[level].popBack()
 			return &e
+		}
+	}
+	return nil
+}
+
+// evictOverShare removes and returns the newest queued task, of priority p
+// or lower, whose flow holds more than its share of the queue, or nil if
+// there is none: a full queue makes room for a flow within its share at
+// the expense of one above it. REQUIRES s.mu is held.
+func (s *Scheduler) evictOverShare(p int) *entry {
+	for level := 0; level <= p; level++ {
+		q := &s.q[level]
+		for i := q.len() - 1; i >= 0; i-- {
+			if s.flows.overShare(flowOf(q.at(i).t), s.opts.QueueSize) {
+				s.n--
+				e := q.removeAt(i)
+				return &e
+			}
 		}
 	}
 	return nil
@@ -358,6 +475,7 @@ func (s *Scheduler) run(t Task, start time.Time) time.Time {
 	t.Cost().Observe(d)
 	s.all.Observe(d)
 	s.ran.Add(1)
+	s.ended(t, d, true, end)
 	return end
 }
 
@@ -383,16 +501,43 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.cpuCheck(now)
+	if s.running <= s.limit {
+		if t := s.pop(now, &drops); t != nil {
+			return t, false
+		}
+	}
+	// The queue is empty, or the elastic limit fell below the tasks
+	// running: the slot goes.
+	s.running--
+	if s.n == 0 {
+		s.lastEmpty = now
+	}
+	if ch == nil || s.closed || s.noPark || len(s.idle) >= s.maxParked() {
+		return nil, false
+	}
+	s.idle = append(s.idle, ch)
+	return nil, true
+}
+
+// maxParked is how many idle workers are kept: maxIdle, and for an
+// elastic pool no more than twice the tasks running plus its floor, so
+// that the pool shrinks when a burst is over. REQUIRES s.mu is held.
+func (s *Scheduler) maxParked() int {
+	if !s.elastic {
+		return maxIdle
+	}
+	return min(maxIdle, 2*s.running+minCPULimit())
+}
+
+// pop takes the task to run next, at now, for a worker holding a slot,
+// adding to drops the ones that waited too long or can no longer finish
+// in time. It returns nil when the queue is empty. REQUIRES s.mu is held.
+func (s *Scheduler) pop(now time.Time, drops *[]dropped) Task {
 	for {
 		level := s.top()
 		if level < 0 {
-			s.running--
-			s.lastEmpty = now
-			if ch == nil || s.closed || s.noPark || len(s.idle) >= maxIdle {
-				return nil, false
-			}
-			s.idle = append(s.idle, ch)
-			return nil, true
+			return nil
 		}
 		e := s.q[level].popFront()
 		s.n--
@@ -401,18 +546,18 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool
 		}
 		wait := now.Sub(e.enq)
 		if e.expired(now) {
-			drops = append(drops, dropped{e.t, Expired, now.Sub(e.enq)})
+			*drops = append(*drops, dropped{e.t, Expired, wait})
 			continue
 		}
 		if r, ok := s.hopeless(e.t, now); ok {
-			drops = append(drops, dropped{e.t, r, now.Sub(e.enq)})
+			*drops = append(*drops, dropped{e.t, r, wait})
 			continue
 		}
 		s.recordWait(wait)
 		if s.overload {
-			drops = s.doomed(now, drops)
+			*drops = s.doomed(now, *drops)
 		}
-		return e.t, false
+		return e.t
 	}
 }
 
@@ -424,7 +569,7 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool
 // window are judged; within a level they follow those past it, and the
 // oldest of them is judged first. Callers hold s.mu.
 func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
-	gap := s.all.Estimate() / time.Duration(s.opts.Workers)
+	gap := s.all.Estimate() / time.Duration(s.limit)
 	if gap <= 0 {
 		return drops
 	}
@@ -524,8 +669,18 @@ func (s *Scheduler) sweep() {
 	}
 }
 
-// drop answers t without running it; it waited in the queue for waited.
+// drop answers t, admitted, without running it; it waited in the queue
+// for waited.
 func (s *Scheduler) drop(t Task, r Reason, waited time.Duration) {
+	s.ended(t, 0, false, time.Time{})
+	s.answer(t, r, waited)
+}
+
+// reject answers t without running it, before it was admitted: its
+// answer comes at once.
+func (s *Scheduler) reject(t Task, r Reason) { s.answer(t, r, 0) }
+
+func (s *Scheduler) answer(t Task, r Reason, waited time.Duration) {
 	s.dropped[r].Add(1)
 	s.recordDropWait(waited)
 	t.Drop(r)

@@ -62,6 +62,7 @@
 package shed
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 )
@@ -75,18 +76,32 @@ const (
 	DefaultMaxWait   = 100 * time.Millisecond
 	DefaultTarget    = time.Millisecond
 	DefaultInterval  = 100 * time.Millisecond
+
+	// DefaultMaxInFlight is the default hard ceiling on calls running at
+	// once: 10,000 goroutines, each with at least an 8 KiB stack and its
+	// call's buffers, some 100 MiB in all.
+	DefaultMaxInFlight = 10000
 )
 
-// DefaultWorkers is the default concurrency: 64 per CPU, room for
-// handlers that wait on databases and other services. CPU-bound services
-// run best with fewer.
+// DefaultWorkers is where the elastic limit starts: 64 per CPU. It was
+// the fixed default before the pool became elastic.
 func DefaultWorkers() int { return 64 * runtime.GOMAXPROCS(0) }
 
 // Options configures a Scheduler. The zero value works: every zero field
 // takes its default.
 type Options struct {
-	// Workers is how many calls run at once (DefaultWorkers()).
+	// Workers, when set, is a fixed cap on the calls that run at once.
+	// Left zero, the pool is elastic: the limit starts at
+	// DefaultWorkers() and follows what is congested, growing while
+	// workers block on I/O and the CPU keeps up, and falling to the knee
+	// when the calls running are CPU-bound and wait for a CPU (see the
+	// package documentation). Set it only to bound a service by hand.
 	Workers int
+
+	// MaxInFlight is the hard ceiling on calls running at once, whatever
+	// the elastic limit says: goroutines and memory
+	// (DefaultMaxInFlight, 10,000). It must not be below Workers.
+	MaxInFlight int
 
 	// QueueSize is how many calls may wait (DefaultQueueSize, 1024).
 	QueueSize int
@@ -113,9 +128,37 @@ type Options struct {
 	Disabled bool
 }
 
+// Validate reports the first setting that is not valid: a negative
+// number or duration, or a MaxInFlight below Workers. New panics with the
+// same error; a program whose settings come from a file can check first.
+func (o Options) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Workers", int64(o.Workers)},
+		{"MaxInFlight", int64(o.MaxInFlight)},
+		{"QueueSize", int64(o.QueueSize)},
+		{"MaxWait", int64(o.MaxWait)},
+		{"Target", int64(o.Target)},
+		{"Interval", int64(o.Interval)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("shed: Options.%s is negative (%d); use a positive value, or zero for the default", f.name, f.v)
+		}
+	}
+	if o.MaxInFlight > 0 && o.Workers > o.MaxInFlight {
+		return fmt.Errorf("shed: Options.MaxInFlight (%d) is below Workers (%d): the ceiling on calls running at once cannot be lower than the fixed cap; raise MaxInFlight or lower Workers", o.MaxInFlight, o.Workers)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() Options {
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = max(DefaultMaxInFlight, o.Workers)
+	}
 	if o.Workers <= 0 {
-		o.Workers = DefaultWorkers()
+		o.Workers = 0 // elastic
 	}
 	if o.QueueSize <= 0 {
 		o.QueueSize = DefaultQueueSize
@@ -151,11 +194,15 @@ const (
 	Deadline
 	// Canceled: its caller gave up while it waited. It gets no answer.
 	Canceled
+	// Limited: its method had as many calls in flight as its adaptive
+	// limit allows, as its service time rose above its floor (its
+	// dependency is slow); it was refused on arrival.
+	Limited
 
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"evicted", "refused", "expired", "deadline", "canceled"}
+var reasonNames = [numReasons]string{"evicted", "refused", "expired", "deadline", "canceled", "limited"}
 
 // String returns the reason's name, as used in metrics labels.
 func (r Reason) String() string {

@@ -45,8 +45,21 @@ func DropWaitBounds() []time.Duration { return dropWaitBounds[:] }
 type Stats struct {
 	// Queued is the number of waiting tasks by priority.
 	Queued [Levels]int
-	// Running is the number of tasks running now; Workers is the limit.
+	// Running is the number of tasks running now; Workers is the limit
+	// on it now: Options.Workers, or the elastic limit.
 	Running, Workers int
+	// Elastic reports that the limit is elastic (Options.Workers zero);
+	// MaxInFlight is its hard ceiling.
+	Elastic     bool
+	MaxInFlight int
+	// CPUWait is the 90th percentile of how long goroutines waited for a
+	// CPU at the last reading, Runnable how many waited then, and
+	// CPUCongested whether that held the elastic limit (elastic only).
+	CPUWait      time.Duration
+	Runnable     int
+	CPUCongested bool
+	// Parked is the number of idle workers kept for the next calls.
+	Parked int
 	// Overloaded reports whether the queue has stayed non-empty for
 	// longer than Options.Interval, so the short Target limit applies.
 	Overloaded bool
@@ -77,7 +90,7 @@ func (st Stats) DroppedFor(r Reason) uint64 {
 
 // Reasons lists every drop Reason, in order, for iterating over
 // Stats.Dropped.
-func Reasons() []Reason { return []Reason{Evicted, Refused, Expired, Deadline, Canceled} }
+func Reasons() []Reason { return []Reason{Evicted, Refused, Expired, Deadline, Canceled, Limited} }
 
 // Stats returns a snapshot of the scheduler's state and counters.
 func (s *Scheduler) Stats() Stats {
@@ -89,8 +102,11 @@ func (s *Scheduler) Stats() Stats {
 	}
 	st.Running = s.running
 	st.Overloaded = s.overloaded(now)
+	st.Workers = s.limit
+	st.CPUWait, st.Runnable, st.CPUCongested = s.cpu.latency, s.cpu.runnable, s.hot
+	st.Parked = len(s.idle)
 	s.mu.Unlock()
-	st.Workers = s.opts.Workers
+	st.Elastic, st.MaxInFlight = s.elastic, s.opts.MaxInFlight
 	st.Ran = s.ran.Load()
 	for r := range st.Dropped {
 		st.Dropped[r] = s.dropped[r].Load()
