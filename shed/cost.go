@@ -278,5 +278,3 @@ func (l *methodLimit) adjust(now time.Time) {
 		l.probing.Store(true)
 	}
 }
-
-
