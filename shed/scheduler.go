@@ -629,6 +629,20 @@ func (s *Scheduler) arm(now time.Time) {
 			}
 		}
 	}
+	if s.elastic && s.limit < s.opts.MaxInFlight {
+		// Queued tasks wait for the pool to grow: at the next step, or
+		// at the next reading if the CPU stopped it.
+		wake := s.growAt
+		if s.hot {
+			wake = s.cpuAt
+		}
+		if wake.Before(now) {
+			wake = now
+		}
+		if wake.Before(due) {
+			due = wake
+		}
+	}
 	if !s.timerAt.IsZero() && !s.timerAt.After(due) {
 		return
 	}
@@ -636,7 +650,8 @@ func (s *Scheduler) arm(now time.Time) {
 	s.timer.Reset(max(due.Sub(now), 0) + time.Millisecond/20)
 }
 
-// sweep drops the queued tasks that have waited past the limit.
+// sweep drops the queued tasks that have waited past the limit, and
+// starts those the elastic pool has grown room for since.
 func (s *Scheduler) sweep() {
 	var drops []dropped
 	now := s.now()
@@ -660,12 +675,19 @@ func (s *Scheduler) sweep() {
 	if s.n == 0 {
 		s.lastEmpty = now
 	}
+	var spilled []handoff
+	if s.elastic && !s.closed {
+		spilled, drops = s.spill(now, drops)
+	}
 	if !s.closed {
 		s.arm(now)
 	}
 	s.mu.Unlock()
 	for _, d := range drops {
 		s.drop(d.t, d.r, d.waited)
+	}
+	for _, h := range spilled {
+		s.hand(h.t, h.ch)
 	}
 }
 

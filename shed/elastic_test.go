@@ -1,0 +1,485 @@
+package shed
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeCPU makes the scheduler read r as the CPU's state, and returns a
+// function that changes it.
+func (h *harness) fakeCPU(r cpuReading) func(cpuReading) {
+	var mu sync.Mutex
+	h.s.readCPU = func() cpuReading { mu.Lock(); defer mu.Unlock(); return r }
+	return func(next cpuReading) { mu.Lock(); r = next; mu.Unlock() }
+}
+
+// blockers submits n tasks that run until release is closed and waits
+// until every one that will start has started; it returns how many did.
+func (h *harness) blockers(n int, release chan struct{}) {
+	for i := range n {
+		t := h.task(fmt.Sprint("b", i), 5)
+		t.release = release
+		t.started = h.started
+		h.s.Submit(t)
+	}
+}
+
+func (h *harness) waitStarted(n int) {
+	h.t.Helper()
+	for range n {
+		select {
+		case <-h.started:
+		case <-time.After(5 * time.Second): // a safety net, not synchronization
+			h.t.Fatalf("fewer than %d tasks started", n)
+		}
+	}
+}
+
+// The elastic pool grows past where it starts while its workers block and
+// the CPU keeps up, by a bounded step each growEvery.
+func TestElasticPoolGrowsWhileWorkersBlock(t *testing.T) {
+	h := newHarness(t, Options{})
+	_, advance := h.fakeClock()
+	h.fakeCPU(cpuReading{})
+	start := h.s.Stats().Workers
+	if start != DefaultWorkers() || !h.s.Stats().Elastic {
+		t.Fatalf("elastic pool starts at %d, want DefaultWorkers() = %d", start, DefaultWorkers())
+	}
+	release := make(chan struct{})
+	const n = 1000
+	h.blockers(start, release)
+	h.waitStarted(start)
+	// With the clock standing still, one step of growth: a quarter of
+	// the limit plus GOMAXPROCS.
+	h.blockers(n-start, release)
+	step := start/4 + runtime.GOMAXPROCS(0)
+	h.waitStarted(step)
+	if st := h.s.Stats(); st.Running != start+step || st.Workers != start+step {
+		t.Fatalf("after one step: %d running, limit %d; want %d", st.Running, st.Workers, start+step)
+	}
+	// As time passes, the queued tasks start: the pool grows with each
+	// arrival or end, here the submissions of tasks that end at once.
+	for i := 0; h.s.Stats().Running < n; i++ {
+		if i > 100 {
+			t.Fatalf("pool stuck at %d running", h.s.Stats().Running)
+		}
+		advance(growEvery)
+		h.s.Submit(h.task(fmt.Sprint("quick", i), 5))
+	}
+	h.waitStarted(n - start - step)
+	if st := h.s.Stats(); st.Dropped != [numReasons]uint64{} {
+		t.Fatalf("dropped %v while growing", st.Dropped)
+	}
+	close(release)
+	for range n + 1 { // the blockers and the quick task still queued, if any
+		if got := h.next(); !strings.HasSuffix(got, ":ran") {
+			t.Fatalf("got %q", got)
+		}
+	}
+}
+
+// The elastic pool stops growing when the tasks themselves want the CPU:
+// goroutines wait long for a CPU, and as many wait as half the tasks
+// running, in two readings in a row. A CPU busy with other goroutines
+// does not stop it.
+func TestElasticPoolStopsGrowingWhenTasksWantTheCPU(t *testing.T) {
+	h := newHarness(t, Options{})
+	_, advance := h.fakeClock()
+	start := DefaultWorkers()
+	setCPU := h.fakeCPU(cpuReading{latency: 10 * time.Millisecond, runnable: 10})
+	release := make(chan struct{})
+	defer close(release)
+	h.blockers(start, release)
+	h.waitStarted(start)
+	// A congested CPU, but few goroutines wait compared with the tasks
+	// running: they wait on I/O. The pool grows.
+	advance(cpuEvery)
+	h.blockers(1, release)
+	h.waitStarted(1)
+	advance(cpuEvery)
+	h.blockers(1, release)
+	h.waitStarted(1)
+	if st := h.s.Stats(); st.CPUCongested || st.Running != start+2 {
+		t.Fatalf("CPU busy with other work stopped the pool: %+v", st)
+	}
+	// A calm reading, then most tasks are runnable: CPU-bound. The first
+	// such reading alone is not enough (a moment's burst); the second
+	// stops the growth.
+	setCPU(cpuReading{})
+	advance(cpuEvery)
+	h.blockers(1, release)
+	h.waitStarted(1)
+	setCPU(cpuReading{latency: 10 * time.Millisecond, runnable: start})
+	advance(cpuEvery)
+	h.blockers(1, release)
+	h.waitStarted(1)
+	advance(cpuEvery)
+	h.blockers(1, release)
+	st := h.s.Stats()
+	if !st.CPUCongested || st.Running != start+4 || st.Queued[5] != 1 {
+		t.Fatalf("CPU-bound tasks did not stop the pool: running %d, queued %v, congested %v", st.Running, st.Queued, st.CPUCongested)
+	}
+	if st.CPUWait != 10*time.Millisecond || st.Runnable != start {
+		t.Fatalf("stats show CPU wait %v, runnable %d", st.CPUWait, st.Runnable)
+	}
+}
+
+// Workers set is a hard cap whatever the CPU says, and MaxInFlight is one
+// for the elastic pool.
+func TestFixedCapAndCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want int
+	}{
+		{Options{Workers: 4}, 4},
+		{Options{MaxInFlight: 10}, 10},
+	} {
+		t.Run(fmt.Sprintf("%+v", tc.o), func(t *testing.T) {
+			h := newHarness(t, tc.o)
+			_, advance := h.fakeClock()
+			h.fakeCPU(cpuReading{})
+			release := make(chan struct{})
+			h.blockers(tc.want, release)
+			h.waitStarted(tc.want)
+			for range 5 {
+				advance(cpuEvery)
+				h.blockers(1, release)
+			}
+			if st := h.s.Stats(); st.Running != tc.want || st.Queued[5] != 5 {
+				t.Fatalf("running %d, queued %d; want %d running", st.Running, st.Queued[5], tc.want)
+			}
+			close(release)
+			for range tc.want + 5 {
+				h.next()
+			}
+		})
+	}
+}
+
+// After a burst, the elastic pool keeps no more idle workers than twice
+// the tasks running plus its floor.
+func TestElasticPoolShrinksWhenIdle(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.fakeCPU(cpuReading{})
+	release := make(chan struct{})
+	h.blockers(200, release)
+	h.waitStarted(200)
+	close(release)
+	for range 200 {
+		h.next()
+	}
+	h.s.Close()
+	h.s.Wait()
+	if p := h.s.Stats().Parked; p > minCPULimit() {
+		t.Fatalf("%d workers parked after the burst, want at most %d", p, minCPULimit())
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		name string
+	}{
+		{Options{Workers: -1}, "Workers"},
+		{Options{MaxInFlight: -5}, "MaxInFlight"},
+		{Options{QueueSize: -1}, "QueueSize"},
+		{Options{MaxWait: -time.Second}, "MaxWait"},
+		{Options{Target: -1}, "Target"},
+		{Options{Interval: -1}, "Interval"},
+		{Options{Workers: 8, MaxInFlight: 4}, "MaxInFlight (4) is below Workers (8)"},
+	} {
+		err := tc.o.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%+v: Validate() = %v, want an error naming %s", tc.o, err, tc.name)
+		}
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), tc.name) {
+					t.Errorf("%+v: New panicked with %v, want an error naming %s", tc.o, p, tc.name)
+				}
+			}()
+			New(tc.o)
+		}()
+	}
+	if err := (Options{Workers: 8, MaxInFlight: 8}).Validate(); err != nil {
+		t.Errorf("a ceiling equal to the cap: %v", err)
+	}
+}
+
+// limitClock drives a methodLimit on a fake clock, with calls that end in
+// order.
+type limitClock struct {
+	l   *methodLimit
+	now time.Time
+}
+
+func newLimitClock() *limitClock {
+	c := &limitClock{l: new(methodLimit), now: time.Now()}
+	c.l.winStart = c.now
+	return c
+}
+
+// window runs n calls that each took d, spread over limitWindow, and
+// ends the window. The calls in flight as each ends are what Little's law
+// gives.
+func (c *limitClock) window(n int, d time.Duration) {
+	inflight := int64(n)*int64(d)/int64(limitWindow) + 1
+	for range n {
+		c.l.inflight.Store(inflight)
+		c.now = c.now.Add(limitWindow / time.Duration(n))
+		c.l.end(d, true, c.now)
+	}
+}
+
+// A method's limit stays off while its service time is near its floor,
+// starts when the service time rises, at what the dependency serves at
+// the floor with headroom, and refuses the least important calls first.
+func TestMethodLimitFollowsServiceTime(t *testing.T) {
+	c := newLimitClock()
+	for range 5 {
+		c.window(64, 20*time.Millisecond) // 640 calls/s at 20ms
+	}
+	if c.l.limit.Load() != 0 || c.l.floor != 20*time.Millisecond {
+		t.Fatalf("limit %d, floor %v at the floor; want off, 20ms", c.l.limit.Load(), c.l.floor)
+	}
+	// Within tolerance: still off.
+	c.window(64, 28*time.Millisecond)
+	if c.l.limit.Load() != 0 {
+		t.Fatalf("limit %d at 1.4× the floor, want off", c.l.limit.Load())
+	}
+	// The dependency saturates: service time twice the floor.
+	c.window(64, 40*time.Millisecond)
+	want := int64(16) // headroom × 640/s × 20ms = 16.64
+	if got := c.l.limit.Load(); got != want {
+		t.Fatalf("limit %d once congested, want %d (headroom × 640/s × 20ms)", got, want)
+	}
+	// Priority 9 meets the whole limit, priority 0 a little over half.
+	if c.l.cap(9) != want || c.l.cap(0) != want*11/20 {
+		t.Fatalf("caps %d (p9), %d (p0) of limit %d", c.l.cap(9), c.l.cap(0), want)
+	}
+}
+
+// A limit that refuses calls while the service time is healthy grows; one
+// far above the demand turns off after a few calm windows.
+func TestMethodLimitGrowsAndTurnsOff(t *testing.T) {
+	c := newLimitClock()
+	c.window(64, 20*time.Millisecond)
+	c.window(64, 60*time.Millisecond) // congested
+	limit := c.l.limit.Load()
+	c.l.refused.Add(10)
+	c.window(64, 20*time.Millisecond)
+	if got := c.l.limit.Load(); got != limit+limit/2 {
+		t.Fatalf("limit %d after a healthy window with refusals, want %d", got, limit+limit/2)
+	}
+	for range shiftWindows {
+		c.window(8, 20*time.Millisecond) // little demand
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d after calm windows, want off", got)
+	}
+}
+
+// A dependency that became slower for good: the floor moves. The service
+// time stays far above the old floor for shiftWindows, which brings a
+// probe: the limit halves, and once the calls in flight drained to it,
+// the next calls measure the new floor. The limit then fits the new
+// service time.
+func TestMethodLimitProbesANewFloor(t *testing.T) {
+	c := newLimitClock()
+	c.window(64, 20*time.Millisecond)
+	c.window(64, 200*time.Millisecond) // congested: starts limiting
+	for range shiftWindows {
+		if c.l.probing.Load() {
+			break
+		}
+		c.window(16, 200*time.Millisecond)
+	}
+	if !c.l.probing.Load() {
+		t.Fatalf("no probe after %d windows at 10× the floor", shiftWindows)
+	}
+	probe := c.l.probeLimit.Load()
+	if c.l.cap(9) != probe {
+		t.Fatalf("cap %d while probing, want the probe limit %d", c.l.cap(9), probe)
+	}
+	// Calls in flight drain to the probe limit, then probeSamples calls
+	// that started after that end.
+	c.l.inflight.Store(probe - 1)
+	c.now = c.now.Add(time.Millisecond)
+	c.l.inflight.Add(1)
+	c.l.end(200*time.Millisecond, true, c.now) // drained here
+	for range probeSamples {
+		c.now = c.now.Add(201 * time.Millisecond)
+		c.l.inflight.Add(1)
+		c.l.end(200*time.Millisecond, true, c.now)
+	}
+	if c.l.probing.Load() || c.l.floor != 200*time.Millisecond {
+		t.Fatalf("after the probe: probing %v, floor %v; want done, 200ms", c.l.probing.Load(), c.l.floor)
+	}
+}
+
+// The limit refuses a method's calls at once, and leaves other methods
+// alone: a bulkhead.
+func TestMethodLimitIsABulkhead(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.fakeCPU(cpuReading{})
+	slow, fast := new(ServiceTime), new(ServiceTime)
+	slow.lim.limit.Store(4)
+	release := make(chan struct{})
+	for i := range 4 {
+		tk := h.task(fmt.Sprint("slow", i), 9)
+		tk.cost, tk.release, tk.started = slow, release, h.started
+		h.s.Submit(tk)
+	}
+	h.waitStarted(4)
+	over := h.task("slow-over", 9)
+	over.cost = slow
+	h.s.Submit(over)
+	h.expect("slow-over:limited")
+	other := h.task("fast", 5)
+	other.cost = fast
+	h.s.Submit(other)
+	h.expect("fast:ran")
+	if l := slow.Limit(); l.Limit != 4 || l.InFlight != 4 || l.Limited != 1 {
+		t.Fatalf("slow method's limit: %+v", l)
+	}
+	close(release)
+	for range 4 {
+		h.next()
+	}
+	if l := slow.Limit(); l.InFlight != 0 {
+		t.Fatalf("%d calls still counted in flight after they ended", l.InFlight)
+	}
+}
+
+// flowTask is a test task that belongs to a flow.
+type flowTask struct {
+	*task
+	f *Flow
+}
+
+func (t flowTask) Flow() *Flow { return t.f }
+
+// At a binding limit, a flow holding less than its share gets its call
+// in; the flow that holds the limit is refused.
+func TestFlowWithinItsShareIsAdmitted(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.fakeCPU(cpuReading{})
+	cost := new(ServiceTime)
+	cost.lim.limit.Store(4)
+	var flooder, honest Flow
+	release := make(chan struct{})
+	for i := range 4 {
+		tk := h.task(fmt.Sprint("flood", i), 9)
+		tk.cost, tk.release, tk.started = cost, release, h.started
+		h.s.Submit(flowTask{tk, &flooder})
+	}
+	h.waitStarted(4)
+	tk := h.task("flood-over", 9)
+	tk.cost = cost
+	h.s.Submit(flowTask{tk, &flooder})
+	h.expect("flood-over:limited")
+	tk = h.task("honest", 9)
+	tk.cost, tk.release, tk.started = cost, release, h.started
+	h.s.Submit(flowTask{tk, &honest})
+	h.waitStarted(1)
+	if honest.InFlight() != 1 || flooder.InFlight() != 4 {
+		t.Fatalf("in flight: honest %d, flooder %d", honest.InFlight(), flooder.InFlight())
+	}
+	// A second honest call is past its share (4 between 2 flows: 2)? No:
+	// it holds 1 of 2. A third is refused.
+	tk = h.task("honest2", 9)
+	tk.cost, tk.release, tk.started = cost, release, h.started
+	h.s.Submit(flowTask{tk, &honest})
+	h.waitStarted(1)
+	tk = h.task("honest3", 9)
+	tk.cost = cost
+	h.s.Submit(flowTask{tk, &honest})
+	h.expect("honest3:limited")
+	close(release)
+	for range 6 {
+		h.next()
+	}
+	if honest.InFlight() != 0 || flooder.InFlight() != 0 || h.s.flows.active.Load() != 0 {
+		t.Fatalf("flows still counted: honest %d, flooder %d, active %d", honest.InFlight(), flooder.InFlight(), h.s.flows.active.Load())
+	}
+}
+
+// A full queue makes room for a flow within its share by evicting the
+// newest queued call of a flow above it, even of the same priority.
+func TestFullQueueEvictsTheFlooder(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1, QueueSize: 4})
+	var flooder, honest Flow
+	release := h.blocker("block")
+	for i := range 4 {
+		h.s.Submit(flowTask{h.task(fmt.Sprint("flood", i), 5), &flooder})
+	}
+	h.s.Submit(flowTask{h.task("honest", 5), &honest})
+	h.expect("flood3:evicted")
+	h.s.Submit(flowTask{h.task("flood4", 5), &flooder})
+	h.expect("flood4:refused")
+	close(release)
+	h.expect("block:ran", "flood0:ran", "flood1:ran", "flood2:ran", "honest:ran")
+}
+
+// Under random concurrent load on the elastic pool, every task ends
+// exactly once, the ceiling holds, and the flows and limits count every
+// task out again.
+func TestElasticConcurrentInvariants(t *testing.T) {
+	const ceiling, total = 16, 4000
+	s := New(Options{MaxInFlight: ceiling, QueueSize: 32, MaxWait: 5 * time.Millisecond})
+	var running, peak, ended atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(total)
+	costs := []*ServiceTime{new(ServiceTime), new(ServiceTime)}
+	costs[0].lim.limit.Store(6)
+	flows := make([]Flow, 4)
+	for g := range 8 {
+		go func() {
+			for i := range total / 8 {
+				c := &countTask{prio: (g + i) % Levels, running: &running, peak: &peak, ended: &ended, wg: &wg, spin: i % 50}
+				s.Submit(costFlowTask{c, costs[i%2], &flows[g%4]})
+			}
+		}()
+	}
+	wg.Wait()
+	s.Close()
+	s.Wait()
+	if p := peak.Load(); p > ceiling {
+		t.Errorf("%d tasks ran at once, ceiling %d", p, ceiling)
+	}
+	st := s.Stats()
+	var dropped uint64
+	for _, n := range st.Dropped {
+		dropped += n
+	}
+	if got := st.Ran + dropped; got != total || ended.Load() != total {
+		t.Errorf("ran %d + dropped %d = %d, ended %d; want %d each", st.Ran, dropped, got, ended.Load(), total)
+	}
+	for i, c := range costs {
+		if n := c.lim.inflight.Load(); n != 0 {
+			t.Errorf("method %d: %d counted in flight after every task ended", i, n)
+		}
+	}
+	for i := range flows {
+		if n := flows[i].InFlight(); n != 0 {
+			t.Errorf("flow %d: %d counted in flight", i, n)
+		}
+	}
+	if n := s.flows.active.Load(); n != 0 {
+		t.Errorf("%d flows counted active", n)
+	}
+}
+
+type costFlowTask struct {
+	*countTask
+	cost *ServiceTime
+	f    *Flow
+}
+
+func (t costFlowTask) Cost() *ServiceTime { return t.cost }
+func (t costFlowTask) Flow() *Flow        { return t.f }
