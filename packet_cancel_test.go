@@ -173,7 +173,7 @@ func TestUDPCancelUnderLoss(t *testing.T) {
 		t.Errorf("%d of %d canceled calls ran to their deadline: the Cancel is not resent", byDeadline, runs)
 	}
 	slices.Sort(took)
-	t.Logf("cancel to handler ctx done, %d runs at 20%% loss: %d by a Cancel (min %v, median %v, max %v), %d by the %v deadline; the server's socket saw %d Cancels before the loss",
+	t.Logf("cancel to handler ctx done, %d runs at 20%% loss: %d by a Cancel (min %v, median %v, max %v), %d by the %v deadline; the server's socket had seen %d Cancels before the loss (resends included, the last ones still due)",
 		runs, len(took), took[0], took[len(took)/2], took[len(took)-1], byDeadline, timeout, cancels.Load())
 }
 
