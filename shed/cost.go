@@ -86,25 +86,28 @@ func (s *ServiceTime) Limit() LimitStats {
 // admits beyond what the dependency serves at its floor latency: a short
 // queue before the dependency keeps it busy.
 //
-// A probe measures the floor again: the limit falls to half of what the
-// dependency serves at the floor, and once the calls in flight have
-// drained to that, the next probeSamples calls that start and end within
-// it set the floor. A floor is only seen while nothing waits before the
-// dependency, and a dependency that became slower for good has a new
-// one. Probes come firstProbe after the limit starts, then every
-// probeEvery; a window whose service time is shiftRatio times the floor,
+// A probe measures the floor again, as BBR's ProbeRTT does: the limit
+// falls to minLimit, and once the calls in flight have drained to that,
+// the next probeSamples calls that start and end within it set the
+// floor. A floor is only seen while nothing waits before the dependency
+// (a smaller limit that still queues would measure the queue, and feed
+// it), and a dependency that became slower for good has a new one.
+// Lower window averages move the floor down a quarter of the way at
+// once, and while the limit is off, healthy windows move it up by a
+// 64th. Probes come firstProbe after the limit starts, then every
+// probeInterval; a window whose service time is shiftRatio times the floor,
 // shiftWindows in a row, brings the next probe forward (the floor likely
 // moved). A probe that cannot finish within probeTimeout is given up.
 const (
 	limitWindow  = 100 * time.Millisecond
 	limitSamples = 8
-	tolerance    = 1.5
+	tolerance    = 2
 	headroom     = 1.3
 	minLimit     = 4
 	firstProbe   = 500 * time.Millisecond
 	probeEvery   = 2 * time.Second
 	probeSamples = 8
-	probeTimeout = 2 * time.Second
+	probeTimeout = 5 * time.Second
 	shiftRatio   = 3
 	shiftWindows = 3
 	rateWindows  = 3
@@ -203,9 +206,17 @@ func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
 		l.limit.Store(l.fit())
 	}
 	l.probing.Store(false)
-	l.probeAt = now.Add(probeEvery)
+	l.probeAt = now.Add(l.probeInterval())
 	l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
 	l.refused.Store(0)
+}
+
+// probeInterval is the time between probes: probeEvery, or for a slow
+// method 50 times its floor, so that probes, which run it at minLimit for
+// about two floors, cost a few percent of its throughput at most.
+// REQUIRES l.mu is held.
+func (l *methodLimit) probeInterval() time.Duration {
+	return max(probeEvery, 50*l.floor)
 }
 
 // fit is the limit the dependency's recent rate and floor call for.
@@ -228,8 +239,13 @@ func (l *methodLimit) adjust(now time.Time) {
 	l.latency = rtt
 	l.rates[l.rateAt] = rate
 	l.rateAt = (l.rateAt + 1) % rateWindows
-	if l.floor == 0 || rtt < l.floor {
+	switch {
+	case l.floor == 0:
 		l.floor = rtt
+	case rtt < l.floor:
+		// Lower: follow fast, yet not at once, so that one lucky window
+		// does not set a floor the service time never keeps.
+		l.floor -= (l.floor - rtt) / 4
 	}
 	// Healthy: the service time is near its floor, and no more calls are
 	// in flight than the rate at that floor explains (Little's law) with
@@ -239,6 +255,10 @@ func (l *methodLimit) adjust(now time.Time) {
 	healthy := float64(rtt) <= tolerance*float64(l.floor) &&
 		float64(peak) <= 3*rate*l.floor.Seconds()+minLimit
 	limit := l.limit.Load()
+	if healthy && limit == 0 && rtt > l.floor {
+		// Not congested: the floor follows the service time up, slowly.
+		l.floor += (rtt - l.floor) / 64
+	}
 	switch {
 	case limit == 0 && healthy:
 		return
@@ -274,7 +294,7 @@ func (l *methodLimit) adjust(now time.Time) {
 	if !now.Before(l.probeAt) {
 		l.high = 0
 		l.probeStart, l.drainAt, l.probeN, l.probeSum = now, time.Time{}, 0, 0
-		l.probeLimit.Store(max(minLimit, int64(float64(l.fit())/headroom/2)))
+		l.probeLimit.Store(minLimit)
 		l.probing.Store(true)
 	}
 }

@@ -5,14 +5,17 @@ import "sync/atomic"
 // Fairness between clients.
 //
 // A Flow is one source of tasks: a kiev server gives each connection one.
-// Under overload, where a limit would refuse a call, a call whose flow
-// holds less than its share of that limit (the limit divided among the
-// flows with calls in flight) is admitted anyway, and when the queue is
-// full it takes the place of the newest queued call, of its priority or
-// lower, of a flow above its share. So a connection that floods gets what
-// the others leave, and cannot crowd out a client that stays within its
-// share. The limits thus overshoot by at most one share for each flow,
-// and never pass Options.MaxInFlight or Options.QueueSize.
+// Under overload, where a limit would refuse a call (a method's limit,
+// the overload queue's share), a call is admitted anyway if its flow is
+// not the heaviest (the one with the most calls in flight), holds at most
+// half of what that one holds, and less than twice its share of the
+// limit (at least four calls); and when the queue is full it takes the
+// place of the newest queued call, of its priority or lower, of a flow
+// above its share. So a connection that floods gets what the others
+// leave, and cannot crowd out clients that stay within their share,
+// while flows of equal weight meet the limits as before. What is let in
+// so stays below twice the limit, and never passes Options.MaxInFlight or
+// Options.QueueSize.
 
 // Flow is a source of tasks that the scheduler shares its limits fairly
 // with the others. The zero value is ready to use; a Flow must not be
@@ -31,8 +34,11 @@ type FlowTask interface {
 	Flow() *Flow
 }
 
-// flows counts the flows with tasks in flight.
-type flows struct{ active atomic.Int64 }
+// flows counts the flows with tasks in flight, and keeps the heaviest.
+type flows struct {
+	active atomic.Int64
+	heavy  atomic.Pointer[Flow] // the flow with the most in flight, as last seen
+}
 
 func flowOf(t Task) *Flow {
 	if ft, ok := t.(FlowTask); ok {
@@ -42,8 +48,15 @@ func flowOf(t Task) *Flow {
 }
 
 func (fs *flows) admit(f *Flow) {
-	if f != nil && f.n.Add(1) == 1 {
+	if f == nil {
+		return
+	}
+	n := f.n.Add(1)
+	if n == 1 {
 		fs.active.Add(1)
+	}
+	if h := fs.heavy.Load(); h == nil || h != f && n > h.n.Load() {
+		fs.heavy.Store(f)
 	}
 }
 
@@ -53,11 +66,17 @@ func (fs *flows) end(f *Flow) {
 	}
 }
 
-// underShare reports whether f holds less than its share of limit, the
-// limit divided among the flows with tasks in flight, f included. With a
-// single flow there is nobody to be fair to.
-func (fs *flows) underShare(f *Flow, limit int) bool {
-	if f == nil {
+// spare reports whether a call of f may pass a limit that inflight calls
+// have reached: f is not the heaviest flow, holds at most half of what
+// that one does, and holds less than twice its share of the limit (the
+// limit divided among the flows with calls in flight, f included; at
+// least four calls). The calls let in so stay below twice the limit.
+func (fs *flows) spare(f *Flow, limit, inflight int) bool {
+	if f == nil || inflight >= 2*limit {
+		return false
+	}
+	h := fs.heavy.Load()
+	if h == nil || h == f {
 		return false
 	}
 	n := f.n.Load()
@@ -65,11 +84,8 @@ func (fs *flows) underShare(f *Flow, limit int) bool {
 	if n == 0 {
 		active++
 	}
-	if active < 2 {
-		return false
-	}
 	share := (int64(limit) + active - 1) / active
-	return n < max(share, 1)
+	return n < max(4, 2*share) && 2*(n+1) <= h.n.Load()
 }
 
 // overShare reports whether f holds more than its share of limit.

@@ -123,7 +123,7 @@ func (s *Scheduler) Submit(t Task) {
 		// of its priority or higher) fit its priority's share of the short
 		// queue: a call that would wait too long is refused now, while a
 		// refusal is quick, not after it waited.
-		if share := s.share(p); s.ahead(p) >= share && !s.flows.underShare(f, share) {
+		if share, ahead := s.share(p), s.ahead(p); ahead >= share && !s.flows.spare(f, share, ahead) {
 			s.mu.Unlock()
 			s.drop(t, Refused, 0)
 			return
@@ -145,8 +145,8 @@ func (s *Scheduler) Submit(t Task) {
 	}
 	if s.n >= s.opts.QueueSize {
 		victim = s.evictBelow(p)
-		if victim == nil && s.flows.underShare(f, s.opts.QueueSize) {
-			victim = s.evictOverShare(p)
+		if victim == nil && !s.flows.overShare(f, s.opts.QueueSize) {
+			victim = s.evictOverShare(p, f)
 		}
 		if victim == nil {
 			s.mu.Unlock()
@@ -211,7 +211,10 @@ func (s *Scheduler) atLimit(t Task, p int, f *Flow) bool {
 		return false
 	}
 	n := c.lim.cap(p)
-	if n == 0 || c.lim.inflight.Load() < n || s.flows.underShare(f, int(n)) {
+	if n == 0 {
+		return false
+	}
+	if in := c.lim.inflight.Load(); in < n || s.flows.spare(f, int(n), int(in)) {
 		return false
 	}
 	c.lim.refused.Add(1)
@@ -396,14 +399,17 @@ func (s *Scheduler) evictBelow(p int) *entry {
 }
 
 // evictOverShare removes and returns the newest queued task, of priority p
-// or lower, whose flow holds more than its share of the queue, or nil if
-// there is none: a full queue makes room for a flow within its share at
-// the expense of one above it. REQUIRES s.mu is held.
-func (s *Scheduler) evictOverShare(p int) *entry {
+// or lower, of a flow other than f that holds more than its share of the
+// queue, or nil if there is none: a full queue makes room for a flow
+// within its share at the expense of one above it. REQUIRES s.mu is held.
+func (s *Scheduler) evictOverShare(p int, f *Flow) *entry {
+	if f == nil {
+		return nil
+	}
 	for level := 0; level <= p; level++ {
 		q := &s.q[level]
 		for i := q.len() - 1; i >= 0; i-- {
-			if s.flows.overShare(flowOf(q.at(i).t), s.opts.QueueSize) {
+			if g := flowOf(q.at(i).t); g != f && s.flows.overShare(g, s.opts.QueueSize) {
 				s.n--
 				e := q.removeAt(i)
 				return &e
