@@ -111,6 +111,7 @@ const (
 	shiftRatio   = 3
 	shiftWindows = 3
 	rateWindows  = 3
+	minExcess    = 2 * time.Millisecond
 )
 
 // methodLimit is a method's adaptive concurrency limit, in the family of
@@ -146,12 +147,14 @@ type methodLimit struct {
 	drainAt    time.Time // when the probe's calls in flight fell to its limit
 	probeN     int
 	probeSum   time.Duration
-	high, calm int // windows in a row far above the floor, with little demand
+	high, calm int // windows in a row far above the floor, healthy with no refusal
+	bad        int // windows in a row congested
 }
 
-// cap is the limit a call of priority p meets: the whole limit for
-// priority 9, down to a little more than half of it for priority 0, so
-// that the least important calls are refused first. 0 means no limit.
+// cap is the limit a call of priority p meets: the limit for the default
+// priority, 5, three quarters of it for priority 0 and a fifth more for
+// priority 9, so that the least important calls are refused first. 0
+// means no limit.
 func (l *methodLimit) cap(p int) int64 {
 	n := l.limit.Load()
 	if n == 0 {
@@ -160,12 +163,12 @@ func (l *methodLimit) cap(p int) int64 {
 	if l.probing.Load() {
 		n = l.probeLimit.Load()
 	}
-	return max(n*int64(p+11)/20, 1)
+	return max(n*int64(p+15)/20, 1)
 }
 
 // end counts the end of a call admitted to the method, which ran for d
 // (ran false: it was dropped unrun) and ended at now.
-func (l *methodLimit) end(d time.Duration, ran bool, now time.Time) {
+func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait time.Duration) {
 	in := l.inflight.Add(-1) + 1 // in flight with this call
 	if !ran {
 		return
@@ -183,7 +186,7 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time) {
 	l.winSum += d
 	l.peak = max(l.peak, in)
 	if l.winN >= limitSamples && now.Sub(l.winStart) >= limitWindow {
-		l.adjust(now)
+		l.adjust(now, cpuWait)
 	}
 }
 
@@ -231,7 +234,7 @@ func (l *methodLimit) fit() int64 {
 
 // adjust sets the limit from the window that ends at now. REQUIRES l.mu
 // is held.
-func (l *methodLimit) adjust(now time.Time) {
+func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	rtt := l.winSum / time.Duration(l.winN)
 	rate := float64(l.winN) / now.Sub(l.winStart).Seconds()
 	peak, refused := l.peak, l.refused.Swap(0)
@@ -252,18 +255,32 @@ func (l *methodLimit) adjust(now time.Time) {
 	// ample room: a queue building before the dependency shows in the
 	// calls in flight before it shows in the service times of the calls
 	// that end.
-	healthy := float64(rtt) <= tolerance*float64(l.floor) &&
-		float64(peak) <= 3*rate*l.floor.Seconds()+minLimit
+	//
+	// A service time up by no more than minExcess is healthy whatever its
+	// floor: a method that takes microseconds has no dependency to
+	// protect, and a hiccup (a collection, a preemption) is many times its
+	// floor. Nor is a rise that the CPU's own wait explains (cpuWait, a
+	// few wake-ups' worth): a busy CPU is the elastic pool's concern, and
+	// refusing calls that sleep would not free it.
+	excess := rtt - l.floor
+	healthy := excess <= minExcess+4*cpuWait ||
+		float64(rtt) <= tolerance*float64(l.floor) &&
+			float64(peak) <= 3*rate*l.floor.Seconds()+minLimit
 	limit := l.limit.Load()
+	if healthy {
+		l.bad = 0
+	} else {
+		l.bad++
+	}
 	if healthy && limit == 0 && rtt > l.floor {
 		// Not congested: the floor follows the service time up, slowly.
 		l.floor += (rtt - l.floor) / 64
 	}
 	switch {
-	case limit == 0 && healthy:
+	case limit == 0 && l.bad < 2:
 		return
 	case limit == 0:
-		// Congested: start limiting.
+		// Congested two windows in a row: start limiting.
 		l.limit.Store(l.fit())
 		l.probeAt = now.Add(firstProbe)
 		l.high, l.calm = 0, 0
@@ -275,8 +292,8 @@ func (l *methodLimit) adjust(now time.Time) {
 		// Healthy, yet calls were refused: there is room.
 		limit = max(limit+limit/2, l.fit())
 		l.calm = 0
-	case float64(peak) < float64(limit)/2:
-		// Healthy and little demand: after a few such windows, stop.
+	default:
+		// Healthy and nothing refused: after a few such windows, stop.
 		if l.calm++; l.calm >= shiftWindows {
 			l.limit.Store(0)
 			l.high, l.calm = 0, 0

@@ -232,7 +232,7 @@ func (c *limitClock) window(n int, d time.Duration) {
 	for range n {
 		c.l.inflight.Store(inflight)
 		c.now = c.now.Add(limitWindow / time.Duration(n))
-		c.l.end(d, true, c.now)
+		c.l.end(d, true, c.now, 0)
 	}
 }
 
@@ -253,14 +253,20 @@ func TestMethodLimitFollowsServiceTime(t *testing.T) {
 	if c.l.limit.Load() != 0 {
 		t.Fatalf("limit %d at 1.9× the floor, want off", c.l.limit.Load())
 	}
-	// The dependency saturates: service time three times the floor.
+	// The dependency saturates: service time three times the floor. One
+	// such window may be a hiccup; the second starts the limit.
+	c.window(64, 60*time.Millisecond)
+	if c.l.limit.Load() != 0 {
+		t.Fatalf("limit %d after one congested window, want off", c.l.limit.Load())
+	}
 	c.window(64, 60*time.Millisecond)
 	want := int64(16) // headroom × 640/s × 20ms = 16.64
 	if got := c.l.limit.Load(); got != want {
 		t.Fatalf("limit %d once congested, want %d (headroom × 640/s × 20ms)", got, want)
 	}
-	// Priority 9 meets the whole limit, priority 0 a little over half.
-	if c.l.cap(9) != want || c.l.cap(0) != want*11/20 {
+	// The default priority meets the limit, 9 a fifth more, 0 three
+	// quarters.
+	if c.l.cap(5) != want || c.l.cap(9) != want*24/20 || c.l.cap(0) != want*15/20 {
 		t.Fatalf("caps %d (p9), %d (p0) of limit %d", c.l.cap(9), c.l.cap(0), want)
 	}
 }
@@ -271,6 +277,7 @@ func TestMethodLimitGrowsAndTurnsOff(t *testing.T) {
 	c := newLimitClock()
 	c.window(64, 20*time.Millisecond)
 	c.window(64, 60*time.Millisecond) // congested
+	c.window(64, 60*time.Millisecond)
 	limit := c.l.limit.Load()
 	c.l.refused.Add(10)
 	c.window(64, 20*time.Millisecond)
@@ -278,10 +285,40 @@ func TestMethodLimitGrowsAndTurnsOff(t *testing.T) {
 		t.Fatalf("limit %d after a healthy window with refusals, want %d", got, limit+limit/2)
 	}
 	for range shiftWindows {
-		c.window(8, 20*time.Millisecond) // little demand
+		c.window(8, 20*time.Millisecond) // healthy, nothing refused
 	}
 	if got := c.l.limit.Load(); got != 0 {
 		t.Fatalf("limit %d after calm windows, want off", got)
+	}
+}
+
+// A service time that rises by no more than minExcess, or by what the
+// CPU's wait explains, is not congestion: a method of microseconds has no
+// dependency to protect.
+func TestMethodLimitIgnoresSmallAndCPURises(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Microsecond)
+	}
+	for range 3 {
+		c.window(64, time.Millisecond) // 50× its floor, 1ms more
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d for a 1ms rise, want off", got)
+	}
+	c = newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Millisecond)
+	}
+	for range 3 {
+		c.l.inflight.Store(20)
+		for range 64 {
+			c.now = c.now.Add(limitWindow / 64)
+			c.l.end(60*time.Millisecond, true, c.now, 15*time.Millisecond)
+		}
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d for a rise the CPU's wait explains, want off", got)
 	}
 }
 
@@ -294,6 +331,7 @@ func TestMethodLimitProbesANewFloor(t *testing.T) {
 	c := newLimitClock()
 	c.window(64, 20*time.Millisecond)
 	c.window(64, 200*time.Millisecond) // congested: starts limiting
+	c.window(64, 200*time.Millisecond)
 	for range shiftWindows {
 		if c.l.probing.Load() {
 			break
@@ -312,11 +350,11 @@ func TestMethodLimitProbesANewFloor(t *testing.T) {
 	c.l.inflight.Store(probe - 1)
 	c.now = c.now.Add(time.Millisecond)
 	c.l.inflight.Add(1)
-	c.l.end(200*time.Millisecond, true, c.now) // drained here
+	c.l.end(200*time.Millisecond, true, c.now, 0) // drained here
 	for range probeSamples {
 		c.now = c.now.Add(201 * time.Millisecond)
 		c.l.inflight.Add(1)
-		c.l.end(200*time.Millisecond, true, c.now)
+		c.l.end(200*time.Millisecond, true, c.now, 0)
 	}
 	if c.l.probing.Load() || c.l.floor != 200*time.Millisecond {
 		t.Fatalf("after the probe: probing %v, floor %v; want done, 200ms", c.l.probing.Load(), c.l.floor)
@@ -337,7 +375,7 @@ func TestMethodLimitIsABulkhead(t *testing.T) {
 		h.s.Submit(tk)
 	}
 	h.waitStarted(4)
-	over := h.task("slow-over", 9)
+	over := h.task("slow-over", 5)
 	over.cost = slow
 	h.s.Submit(over)
 	h.expect("slow-over:limited")

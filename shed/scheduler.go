@@ -19,6 +19,7 @@ type Scheduler struct {
 	readCPU func() cpuReading // runtimeCPU(); tests swap it
 	elastic bool              // Options.Workers was left zero
 	flows   flows
+	cpuWait atomic.Int64 // the last reading's CPU wait, for the method limits
 
 	mu         sync.Mutex
 	q          [Levels]deque
@@ -234,7 +235,7 @@ func (s *Scheduler) admit(t Task, f *Flow) {
 // false) was dropped.
 func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 	if c := t.Cost(); c != nil {
-		c.lim.end(d, ran, end)
+		c.lim.end(d, ran, end, time.Duration(s.cpuWait.Load()))
 	}
 	s.flows.end(flowOf(t))
 }
