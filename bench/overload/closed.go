@@ -66,7 +66,7 @@ func runClosed(ctx context.Context, c caller, segs []segment, cfg closedConfig, 
 				kind := c.call(cctx, cfg.method, a)
 				t1 := time.Now()
 				ccancel()
-				if kind == outAborted || runCtx.Err() != nil && kind != outOK {
+				if kind == outAborted || (runCtx.Err() != nil && kind != outOK) {
 					return // the run ended under it
 				}
 				at := attempt{start: t0.Sub(start), end: t1.Sub(start), kind: kind, prio: uint8(a.Priority)}

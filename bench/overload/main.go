@@ -143,6 +143,9 @@ func overloadMain(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case role.calibrate > 0:
 		fmt.Fprintf(stdout, "iters %d\n", calibrate(role.calibrate))
+		// Wait for the coordinator to stop it: a process that exits
+		// at once may be seen gone before its line is read.
+		io.Copy(io.Discard, os.Stdin)
 		return 0
 	case role.serve.system != "":
 		if err := serve(role.serve, os.Stdin, stdout); err != nil {

@@ -91,10 +91,14 @@ func (r *report) write(w io.Writer) {
 		"- kiev-noshed: kiev.WithShed(shed.Options{Disabled: true}), a goroutine per call;\n"+
 		"- netrpc: the standard library's net/rpc with gob; grpc: grpc-go with protobuf.\n\n",
 		c.shed.Workers, c.shed.QueueSize, c.shed.MaxWait)
-	fmt.Fprintf(w, "Every cell runs on a fresh server process (pinned to the last CPU with -pin: %v), the systems taking turns cell by cell, "+
+	pin := "not pinned to CPUs (no -pin)"
+	if c.pin {
+		pin = "pinned to the last CPU, the load generator to the others (-pin)"
+	}
+	fmt.Fprintf(w, "Every cell runs on a fresh server process, %s, the systems taking turns cell by cell, "+
 		"under open-loop Poisson arrivals except where it says closed loop. Deadline %v per attempt, %d attempts in all per user request, "+
 		"retried on timeout only; kiev client: %s.\n\n",
-		c.pin, c.deadline, c.attempts, kievClientText(c.bareKiev))
+		pin, c.deadline, c.attempts, kievClientText(c.bareKiev))
 	type section struct {
 		name string
 		rows []goalRow
