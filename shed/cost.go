@@ -260,10 +260,12 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	// floor: a method that takes microseconds has no dependency to
 	// protect, and a hiccup (a collection, a preemption) is many times its
 	// floor. Nor is a rise that the CPU's own wait explains (cpuWait, a
-	// few wake-ups' worth): a busy CPU is the elastic pool's concern, and
-	// refusing calls that sleep would not free it.
+	// few wake-ups' worth, and at most the floor again, as calls piling up
+	// before a saturated dependency make the CPU wait too): a busy CPU is
+	// the elastic pool's concern, and refusing calls that sleep would not
+	// free it.
 	excess := rtt - l.floor
-	healthy := excess <= minExcess+4*cpuWait ||
+	healthy := excess <= minExcess+min(4*cpuWait, l.floor) ||
 		float64(rtt) <= tolerance*float64(l.floor) &&
 			float64(peak) <= 3*rate*l.floor.Seconds()+minLimit
 	limit := l.limit.Load()

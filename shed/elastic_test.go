@@ -403,8 +403,9 @@ type flowTask struct {
 
 func (t flowTask) Flow() *Flow { return t.f }
 
-// At a binding limit, a flow that holds at most half of what the heaviest
-// holds gets its call in; the heaviest, which holds the limit, is refused.
+// At a binding limit, a flow that is not the heaviest gets its call in up
+// to twice its share or four calls; the heaviest, which holds the limit,
+// is refused.
 func TestFlowWithinItsShareIsAdmitted(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.fakeCPU(cpuReading{})
@@ -422,25 +423,23 @@ func TestFlowWithinItsShareIsAdmitted(t *testing.T) {
 	tk.cost = cost
 	h.s.Submit(flowTask{tk, &flooder})
 	h.expect("flood-over:limited")
-	tk = h.task("honest", 9)
-	tk.cost, tk.release, tk.started = cost, release, h.started
-	h.s.Submit(flowTask{tk, &honest})
-	h.waitStarted(1)
-	if honest.InFlight() != 1 || flooder.InFlight() != 4 {
-		t.Fatalf("in flight: honest %d, flooder %d", honest.InFlight(), flooder.InFlight())
+	// The honest flow, not the heaviest, passes until it holds four
+	// calls (twice its share of 4 between 2 flows, and at least four).
+	for i := range 4 {
+		tk = h.task(fmt.Sprint("honest", i), 9)
+		tk.cost, tk.release, tk.started = cost, release, h.started
+		h.s.Submit(flowTask{tk, &honest})
+		h.waitStarted(1)
 	}
-	// The honest flow may hold up to half of what the flooder holds: a
-	// second call passes, a third is refused.
-	tk = h.task("honest2", 9)
-	tk.cost, tk.release, tk.started = cost, release, h.started
-	h.s.Submit(flowTask{tk, &honest})
-	h.waitStarted(1)
-	tk = h.task("honest3", 9)
+	tk = h.task("honest-over", 9)
 	tk.cost = cost
 	h.s.Submit(flowTask{tk, &honest})
-	h.expect("honest3:limited")
+	h.expect("honest-over:limited")
+	if honest.InFlight() != 4 || flooder.InFlight() != 4 {
+		t.Fatalf("in flight: honest %d, flooder %d", honest.InFlight(), flooder.InFlight())
+	}
 	close(release)
-	for range 6 {
+	for range 8 {
 		h.next()
 	}
 	if honest.InFlight() != 0 || flooder.InFlight() != 0 || h.s.flows.active.Load() != 0 {

@@ -7,15 +7,15 @@ import "sync/atomic"
 // A Flow is one source of tasks: a kiev server gives each connection one.
 // Under overload, where a limit would refuse a call (a method's limit,
 // the overload queue's share), a call is admitted anyway if its flow is
-// not the heaviest (the one with the most calls in flight), holds at most
-// half of what that one holds, and less than twice its share of the
-// limit (at least four calls); and when the queue is full it takes the
+// not the heaviest (the one with the most calls in flight, as last seen)
+// and holds less than twice its share of the limit, or less than four
+// calls; and when the queue is full it takes the
 // place of the newest queued call, of its priority or lower, of a flow
 // above its share. So a connection that floods gets what the others
 // leave, and cannot crowd out clients that stay within their share,
-// while flows of equal weight meet the limits as before. What is let in
-// so stays below twice the limit, and never passes Options.MaxInFlight or
-// Options.QueueSize.
+// while flows of equal weight meet the limits much as before. What is let
+// in so stays below twice the limit plus four, and never passes
+// Options.MaxInFlight or Options.QueueSize.
 
 // Flow is a source of tasks that the scheduler shares its limits fairly
 // with the others. The zero value is ready to use; a Flow must not be
@@ -67,16 +67,15 @@ func (fs *flows) end(f *Flow) {
 }
 
 // spare reports whether a call of f may pass a limit that inflight calls
-// have reached: f is not the heaviest flow, holds at most half of what
-// that one does, and holds less than twice its share of the limit (the
-// limit divided among the flows with calls in flight, f included; at
-// least four calls). The calls let in so stay below twice the limit.
+// have reached: f is not the heaviest flow and holds less than twice its
+// share of the limit (the limit divided among the flows with calls in
+// flight, f included), or less than four calls. The calls let in so stay
+// below twice the limit plus four.
 func (fs *flows) spare(f *Flow, limit, inflight int) bool {
-	if f == nil || inflight >= 2*limit {
+	if f == nil || inflight >= 2*limit+4 {
 		return false
 	}
-	h := fs.heavy.Load()
-	if h == nil || h == f {
+	if h := fs.heavy.Load(); h == nil || h == f {
 		return false
 	}
 	n := f.n.Load()
@@ -85,7 +84,7 @@ func (fs *flows) spare(f *Flow, limit, inflight int) bool {
 		active++
 	}
 	share := (int64(limit) + active - 1) / active
-	return n < max(4, 2*share) && 2*(n+1) <= h.n.Load()
+	return n < max(4, 2*share)
 }
 
 // overShare reports whether f holds more than its share of limit.

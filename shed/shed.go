@@ -1,8 +1,44 @@
 // Package shed is kiev's overload scheduler: the queue every call passes
 // through before a handler runs.
 //
-// The scheduler runs at most Options.Workers calls at once and queues the
-// rest in 10 priority levels, 9 the most important. It keeps a service
+// # What limits what
+//
+// Overload has more than one cause, and each limit follows the signal of
+// the resource it protects, so that protecting one never starves another:
+//
+//   - The CPU: the pool of workers is elastic (Options.Workers left
+//     zero). Calls that wait on a database or another service hold a
+//     goroutine but no CPU, so the pool grows as its workers block, by up
+//     to a quarter each millisecond, while the Go runtime shows the CPU
+//     keeping up. It stops growing when goroutines wait for a CPU (the
+//     90th percentile of /sched/latencies:seconds above Options.Target,
+//     with more runnable goroutines than CPUs, as many as half the calls
+//     running, two readings in a row): then the calls running are what
+//     wants the CPU, and what cannot start queues, where the queue rules
+//     below hold CPU-bound work at the knee. Set Workers for a fixed cap
+//     instead. Idle workers are kept for reuse, so calls rarely grow a
+//     fresh goroutine's stack, and their number falls back after a burst.
+//   - A method's dependency: each method has an adaptive concurrency
+//     limit, a bulkhead (see ServiceTime). While its service time stays
+//     near its floor it is off. When the service time rises well above
+//     the floor (the dependency saturated or slowed), the limit becomes
+//     what the dependency serves at its floor latency, by Little's law
+//     the calls completed per second times the floor, with headroom; the
+//     method's calls past it are refused at once (Reason Limited), and
+//     other methods are not held. Probes measure the floor again, so that
+//     a dependency that became slower for good is served at its new pace.
+//   - Memory and goroutines: Options.MaxInFlight is a hard ceiling on the
+//     calls running at once, whatever the other limits say.
+//   - Fairness between clients: each connection is a Flow. Where a limit
+//     would refuse a call, a flow holding far less than the heaviest one
+//     passes (see Flow), so a flooding client gets what the others leave.
+//
+// Stats shows the current limits; ServiceTime.Limit a method's.
+//
+// # The queue
+//
+// The scheduler runs as many calls at once as its limit allows and queues
+// the rest in 10 priority levels, 9 the most important. It keeps a service
 // answering the calls that matter when offered more work than it can do:
 //
 //   - Workers take the highest-priority queued call first, oldest first
@@ -55,6 +91,10 @@
 // burst read together whose method costs about a hand-off, sparing the
 // wake-up of a worker, and gives the call back to the workers' rules in
 // every other case. A disabled scheduler never does.
+//
+// An elastic pool enters overload mode only once it can no longer grow
+// (the CPU is congested by its calls, or it reached MaxInFlight): a queue
+// that waits for the pool to grow is no sign of overload.
 //
 // A Scheduler is safe for concurrent use. kiev servers create one from
 // the Options given to kiev.WithShed; a program rarely uses this package
