@@ -40,6 +40,16 @@ func (s *ServiceTime) Observe(d time.Duration) {
 	}
 }
 
+// stale reports whether no run has ended for longer than the estimate, at
+// now: the estimate is not to be trusted to skip calls.
+func (s *ServiceTime) stale(now time.Time) bool {
+	if s == nil {
+		return false
+	}
+	last := s.lim.lastEnd.Load()
+	return last != 0 && now.UnixNano()-last > s.avg.Load()
+}
+
 // Estimate returns the average run time, or 0 until enough runs were seen.
 func (s *ServiceTime) Estimate() time.Duration {
 	if s == nil || s.n.Load() < minObservations {
@@ -132,6 +142,7 @@ type methodLimit struct {
 	probeLimit atomic.Int64  //
 	limited    atomic.Uint64 // calls refused at the limit, ever
 	refused    atomic.Int64  // calls refused at the limit in this window
+	lastEnd    atomic.Int64  // when the last run ended, unix nanoseconds
 
 	mu         sync.Mutex // guards following
 	winStart   time.Time
@@ -173,6 +184,7 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait time
 	if !ran {
 		return
 	}
+	l.lastEnd.Store(now.UnixNano())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.probing.Load() {
@@ -264,19 +276,25 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	// before a saturated dependency make the CPU wait too): a busy CPU is
 	// the elastic pool's concern, and refusing calls that sleep would not
 	// free it.
+	//
+	// Calls in flight far beyond what the rate explains are a surge
+	// piling up before the dependency: the limit starts at once, not
+	// after a second window.
 	excess := rtt - l.floor
-	healthy := excess <= minExcess+min(4*cpuWait, l.floor) ||
-		float64(rtt) <= tolerance*float64(l.floor) &&
-			float64(peak) <= 3*rate*l.floor.Seconds()+minLimit
+	explained := rate * l.floor.Seconds()
+	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
+	healthy := near || excess <= minExcess+min(4*cpuWait, l.floor)
 	limit := l.limit.Load()
 	if healthy {
 		l.bad = 0
-	} else {
-		l.bad++
+	} else if l.bad++; float64(peak) > 10*explained+minLimit {
+		l.bad = 2
 	}
-	if healthy && limit == 0 && rtt > l.floor {
-		// Not congested: the floor follows the service time up, slowly.
-		l.floor += (rtt - l.floor) / 64
+	if near && limit == 0 && excess > 0 && 4*excess < l.floor {
+		// Not congested, and within a quarter of the floor: the floor
+		// follows the service time up, slowly. A larger rise may be a
+		// queue, which must not raise the floor it is judged by.
+		l.floor += excess / 64
 	}
 	switch {
 	case limit == 0 && l.bad < 2:

@@ -314,7 +314,7 @@ func TestMethodLimitIgnoresSmallAndCPURises(t *testing.T) {
 		c.l.inflight.Store(20)
 		for range 64 {
 			c.now = c.now.Add(limitWindow / 64)
-			c.l.end(60*time.Millisecond, true, c.now, 15*time.Millisecond)
+			c.l.end(41*time.Millisecond, true, c.now, 15*time.Millisecond)
 		}
 	}
 	if got := c.l.limit.Load(); got != 0 {

@@ -308,12 +308,23 @@ func (s *Scheduler) pushOut(p int, now time.Time) []dropped {
 
 // hopeless reports whether t should be dropped before it runs: its caller
 // left, its deadline passed, or it is closer than the task's usual run
-// time.
+// time, while that estimate is fresh: once no call of its kind has ended
+// for as long as the estimate, calls run again, so that one spell of long
+// runs cannot leave every later call judged hopeless and the estimate
+// never updated.
 func (s *Scheduler) hopeless(t Task, now time.Time) (Reason, bool) {
 	if t.Canceled() {
 		return Canceled, true
 	}
-	if d, ok := t.Deadline(); ok && d.Sub(now) <= t.Cost().Estimate() {
+	d, ok := t.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left := d.Sub(now)
+	if left <= 0 {
+		return Deadline, true
+	}
+	if c := t.Cost(); left <= c.Estimate() && !c.stale(now) {
 		return Deadline, true
 	}
 	return 0, false
