@@ -208,8 +208,8 @@ func (r *ioResult) charts(dir string, systems []string) ([]string, error) {
 	files := []string{f}
 
 	p := plot.New()
-	p.Title.Text = "io: the server's peak goroutines against offered load"
-	p.X.Label.Text = "offered load, retries included (×C)"
+	p.Title.Text = "io: the server's peak goroutines against the load asked"
+	p.X.Label.Text = "user load asked, retries not included (×C)"
 	p.Y.Label.Text = "peak goroutines of the server process"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -220,7 +220,7 @@ func (r *ioResult) charts(dir string, systems []string) ([]string, error) {
 		var pts plotter.XYs
 		for _, ph := range r.phases {
 			if ph.system == sys {
-				pts = append(pts, plotter.XY{X: ph.x(ph.offered), Y: float64(max(ph.peakG, 1))})
+				pts = append(pts, plotter.XY{X: ph.load, Y: float64(max(ph.peakG, 1))})
 			}
 		}
 		if len(pts) == 0 {

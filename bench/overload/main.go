@@ -17,8 +17,8 @@
 //
 // Run it from the bench directory:
 //
-//	go run ./overload -pin       # the full run, about 12 minutes
-//	go run ./overload -quick     # a smoke test, about two minutes
+//	go run ./overload -pin       # the full run, about 10 minutes
+//	go run ./overload -quick     # a smoke test, about 3 minutes
 //
 // It prints a Markdown report on stdout, progress on stderr, and draws
 // charts into out/.
