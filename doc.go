@@ -149,8 +149,18 @@ fastcgi_pass. codec.JSON is also a codec any client may choose.
 # Overload protection
 
 Every call passes the server's overload scheduler (package shed) before
-its handler runs. At most shed.Options.Workers calls run at once; the rest
-wait in a queue with 10 priorities. When the queue is full, a new call
+its handler runs. Its limits follow what is congested. The pool of
+workers is elastic: it grows while handlers wait on databases and other
+services and the CPU keeps up, and stops growing when the calls running
+want the CPU (set shed.Options.Workers for a fixed cap instead). Each
+method has an adaptive concurrency limit: when its service time rises
+well above its floor (its dependency is slow), calls past the limit are
+refused at once with ErrOverloaded, and other methods go on unhindered.
+shed.Options.MaxInFlight is a hard ceiling on calls running at once. Each
+connection gets a fair share of a binding limit, so one client flooding
+cannot crowd out the others, and WithPriorityPolicy decides what priority
+a caller may claim. What cannot start waits in a queue with 10
+priorities. When the queue is full, a new call
 takes the place of a less important one, and both the evicted call and a
 call with nothing less important to evict are answered ErrOverloaded at
 once. Calls that waited too long, or whose caller's deadline has passed or
