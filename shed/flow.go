@@ -14,7 +14,7 @@ import "sync/atomic"
 // above its share. So a connection that floods gets what the others
 // leave, and cannot crowd out clients that stay within their share,
 // while flows of equal weight meet the limits much as before. What is let
-// in so stays below twice the limit plus four, and never passes
+// in so stays below twice the limit plus 16, and never passes
 // Options.MaxInFlight or Options.QueueSize.
 
 // Flow is a source of tasks that the scheduler shares its limits fairly
@@ -55,6 +55,12 @@ func (fs *flows) admit(f *Flow) {
 	if n == 1 {
 		fs.active.Add(1)
 	}
+	fs.weigh(f, n)
+}
+
+// weigh makes f the heaviest flow if it holds n calls, more than the one
+// that was.
+func (fs *flows) weigh(f *Flow, n int64) {
 	if h := fs.heavy.Load(); h == nil || h != f && n > h.n.Load() {
 		fs.heavy.Store(f)
 	}
@@ -70,15 +76,19 @@ func (fs *flows) end(f *Flow) {
 // have reached: f is not the heaviest flow and holds less than twice its
 // share of the limit (the limit divided among the flows with calls in
 // flight, f included), or less than four calls. The calls let in so stay
-// below twice the limit plus four.
+// below twice the limit plus 16.
 func (fs *flows) spare(f *Flow, limit, inflight int) bool {
-	if f == nil || inflight >= 2*limit+4 {
+	if f == nil {
+		return false
+	}
+	n := f.n.Load()
+	fs.weigh(f, n) // a flow refused again and again is still weighed
+	if inflight >= 2*limit+4*minLimit {
 		return false
 	}
 	if h := fs.heavy.Load(); h == nil || h == f {
 		return false
 	}
-	n := f.n.Load()
 	active := fs.active.Load()
 	if n == 0 {
 		active++
