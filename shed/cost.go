@@ -40,6 +40,20 @@ func (s *ServiceTime) Observe(d time.Duration) {
 	}
 }
 
+// skipEstimate is the run time a call of this kind is expected to take
+// if admitted now, to skip calls whose deadline is closer: the average,
+// and while the limit is on, at most the floor with tolerance.
+func (s *ServiceTime) skipEstimate() time.Duration {
+	est := s.Estimate()
+	if s == nil || s.lim.limit.Load() == 0 {
+		return est
+	}
+	if f := s.lim.floorNS.Load(); f > 0 {
+		est = min(est, time.Duration(tolerance*float64(f)))
+	}
+	return est
+}
+
 // stale reports whether no run has ended for longer than the estimate, at
 // now: the estimate is not to be trusted to skip calls.
 func (s *ServiceTime) stale(now time.Time) bool {
@@ -143,6 +157,7 @@ type methodLimit struct {
 	limited    atomic.Uint64 // calls refused at the limit, ever
 	refused    atomic.Int64  // calls refused at the limit in this window
 	lastEnd    atomic.Int64  // when the last run ended, unix nanoseconds
+	floorNS    atomic.Int64  // floor, for readers without mu
 
 	mu         sync.Mutex // guards following
 	winStart   time.Time
@@ -218,6 +233,7 @@ func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
 	}
 	if done {
 		l.floor = l.probeSum / time.Duration(l.probeN)
+		l.floorNS.Store(int64(l.floor))
 		l.limit.Store(l.fit())
 	}
 	l.probing.Store(false)
@@ -257,10 +273,12 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	switch {
 	case l.floor == 0:
 		l.floor = rtt
+		l.floorNS.Store(int64(l.floor))
 	case rtt < l.floor:
 		// Lower: follow fast, yet not at once, so that one lucky window
 		// does not set a floor the service time never keeps.
 		l.floor -= (l.floor - rtt) / 4
+		l.floorNS.Store(int64(l.floor))
 	}
 	// Healthy: the service time is near its floor, and no more calls are
 	// in flight than the rate at that floor explains (Little's law) with
@@ -295,6 +313,7 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 		// follows the service time up, slowly. A larger rise may be a
 		// queue, which must not raise the floor it is judged by.
 		l.floor += excess / 64
+		l.floorNS.Store(int64(l.floor))
 	}
 	switch {
 	case limit == 0 && l.bad < 2:

@@ -521,3 +521,34 @@ type costFlowTask struct {
 
 func (t costFlowTask) Cost() *ServiceTime { return t.cost }
 func (t costFlowTask) Flow() *Flow        { return t.f }
+
+// A method whose calls took long while a queue built before its
+// dependency does not have every later call skipped for its deadline:
+// while its limit is on, a call admitted runs about its floor; and an
+// estimate that no run has refreshed for as long as itself skips nothing.
+func TestDeadlineSkipAfterASurge(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.fakeCPU(cpuReading{})
+	now, advance := h.fakeClock()
+	cost := new(ServiceTime)
+	for range minObservations {
+		cost.Observe(time.Second) // the surge's calls waited a second
+	}
+	cost.lim.lastEnd.Store(now().UnixNano())
+	call := func(name string) {
+		tk := h.task(name, 5)
+		tk.cost = cost
+		tk.deadline = now().Add(500 * time.Millisecond)
+		h.s.Submit(tk)
+	}
+	call("surge")
+	h.expect("surge:deadline")
+	cost.lim.limit.Store(100)
+	cost.lim.floorNS.Store(int64(20 * time.Millisecond))
+	call("limited")
+	h.expect("limited:ran")
+	cost.lim.limit.Store(0)
+	advance(2 * time.Second) // nothing ended since: the estimate is stale
+	call("stale")
+	h.expect("stale:ran")
+}

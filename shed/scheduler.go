@@ -308,7 +308,10 @@ func (s *Scheduler) pushOut(p int, now time.Time) []dropped {
 
 // hopeless reports whether t should be dropped before it runs: its caller
 // left, its deadline passed, or it is closer than the task's usual run
-// time, while that estimate is fresh: once no call of its kind has ended
+// time (while its method's limit is on, at most the floor with
+// tolerance: the limit keeps the queue before the dependency short, so a
+// call admitted now runs about that long, whatever the calls before it
+// took), while that estimate is fresh: once no call of its kind has ended
 // for as long as the estimate, calls run again, so that one spell of long
 // runs cannot leave every later call judged hopeless and the estimate
 // never updated.
@@ -324,7 +327,7 @@ func (s *Scheduler) hopeless(t Task, now time.Time) (Reason, bool) {
 	if left <= 0 {
 		return Deadline, true
 	}
-	if c := t.Cost(); left <= c.Estimate() && !c.stale(now) {
+	if c := t.Cost(); left <= c.skipEstimate() && !c.stale(now) {
 		return Deadline, true
 	}
 	return 0, false
