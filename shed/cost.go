@@ -126,7 +126,7 @@ const (
 	limitWindow  = 100 * time.Millisecond
 	limitSamples = 8
 	tolerance    = 2
-	headroom     = 1.3
+	headroom     = 2
 	minLimit     = 4
 	firstProbe   = 500 * time.Millisecond
 	probeEvery   = 2 * time.Second
@@ -150,14 +150,15 @@ const (
 // window, and one far above the demand, with the service time healthy,
 // turns off.
 type methodLimit struct {
-	inflight   atomic.Int64  // calls admitted and not yet ended
-	limit      atomic.Int64  // 0: not limiting
-	probing    atomic.Bool   // the limit is probeLimit, to measure the floor
-	probeLimit atomic.Int64  //
-	limited    atomic.Uint64 // calls refused at the limit, ever
-	refused    atomic.Int64  // calls refused at the limit in this window
-	lastEnd    atomic.Int64  // when the last run ended, unix nanoseconds
-	floorNS    atomic.Int64  // floor, for readers without mu
+	inflight   atomic.Int64         // calls admitted and not yet ended
+	atLevel    [Levels]atomic.Int64 // the same by priority
+	limit      atomic.Int64         // 0: not limiting
+	probing    atomic.Bool          // the limit is probeLimit, to measure the floor
+	probeLimit atomic.Int64         //
+	limited    atomic.Uint64        // calls refused at the limit, ever
+	refused    atomic.Int64         // calls refused at the limit in this window
+	lastEnd    atomic.Int64         // when the last run ended, unix nanoseconds
+	floorNS    atomic.Int64         // floor, for readers without mu
 
 	mu         sync.Mutex // guards following
 	winStart   time.Time
@@ -177,24 +178,52 @@ type methodLimit struct {
 	bad        int // windows in a row congested
 }
 
-// cap is the limit a call of priority p meets: the limit for the default
-// priority, 5, three quarters of it for priority 0 and a fifth more for
-// priority 9, so that the least important calls are refused first. 0
-// means no limit.
+// cap is the limit a call of priority p meets, counting the calls in
+// flight of priority p or higher: the limit for the default priority, 5,
+// half of it for priority 0 and two fifths more for priority 9. 0 means
+// no limit.
 func (l *methodLimit) cap(p int) int64 {
-	n := l.limit.Load()
+	n := l.base()
 	if n == 0 {
 		return 0
 	}
-	if l.probing.Load() {
-		n = l.probeLimit.Load()
-	}
-	return max(n*int64(p+15)/20, 1)
+	return max(n*int64(p+5)/10, 1)
 }
 
-// end counts the end of a call admitted to the method, which ran for d
+// base is the limit in force: limit, or probeLimit during a probe; 0 if
+// none.
+func (l *methodLimit) base() int64 {
+	n := l.limit.Load()
+	if n != 0 && l.probing.Load() {
+		n = l.probeLimit.Load()
+	}
+	return n
+}
+
+// admits reports whether a call of priority p fits the limit: fewer calls
+// of priority p or higher are in flight than cap(p), and fewer calls in
+// all than twice the limit. So a call competes only with calls as
+// important or more, and the least important are refused first, while
+// the calls in flight in all stay bounded. With no limit in force it
+// admits every call; otherwise it also returns the cap and the calls
+// competing, for fairness.
+func (l *methodLimit) admits(p int) (ok bool, limit, ahead int64) {
+	n := l.base()
+	if n == 0 {
+		return true, 0, 0
+	}
+	for level := p; level < Levels; level++ {
+		ahead += l.atLevel[level].Load()
+	}
+	limit = l.cap(p)
+	return ahead < limit && l.inflight.Load() < 2*n, limit, ahead
+}
+
+// end counts the end of a call of priority p admitted to the method,
+// which ran for d
 // (ran false: it was dropped unrun) and ended at now.
-func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait time.Duration) {
+func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWait time.Duration) {
+	l.atLevel[p].Add(-1)
 	in := l.inflight.Add(-1) + 1 // in flight with this call
 	if !ran {
 		return

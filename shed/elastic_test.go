@@ -232,7 +232,7 @@ func (c *limitClock) window(n int, d time.Duration) {
 	for range n {
 		c.l.inflight.Store(inflight)
 		c.now = c.now.Add(limitWindow / time.Duration(n))
-		c.l.end(d, true, c.now, 0)
+		c.l.end(5, d, true, c.now, 0)
 	}
 }
 
@@ -260,13 +260,12 @@ func TestMethodLimitFollowsServiceTime(t *testing.T) {
 		t.Fatalf("limit %d after one congested window, want off", c.l.limit.Load())
 	}
 	c.window(64, 60*time.Millisecond)
-	want := int64(16) // headroom × 640/s × 20ms = 16.64
+	want := int64(25) // headroom × 640/s × 20ms = 25.6
 	if got := c.l.limit.Load(); got != want {
 		t.Fatalf("limit %d once congested, want %d (headroom × 640/s × 20ms)", got, want)
 	}
-	// The default priority meets the limit, 9 a fifth more, 0 three
-	// quarters.
-	if c.l.cap(5) != want || c.l.cap(9) != want*24/20 || c.l.cap(0) != want*15/20 {
+	// The default priority meets the limit, 9 two fifths more, 0 half.
+	if c.l.cap(5) != want || c.l.cap(9) != want*14/10 || c.l.cap(0) != want/2 {
 		t.Fatalf("caps %d (p9), %d (p0) of limit %d", c.l.cap(9), c.l.cap(0), want)
 	}
 }
@@ -314,7 +313,7 @@ func TestMethodLimitIgnoresSmallAndCPURises(t *testing.T) {
 		c.l.inflight.Store(20)
 		for range 64 {
 			c.now = c.now.Add(limitWindow / 64)
-			c.l.end(41*time.Millisecond, true, c.now, 15*time.Millisecond)
+			c.l.end(5, 41*time.Millisecond, true, c.now, 15*time.Millisecond)
 		}
 	}
 	if got := c.l.limit.Load(); got != 0 {
@@ -342,19 +341,19 @@ func TestMethodLimitProbesANewFloor(t *testing.T) {
 		t.Fatalf("no probe after %d windows at 10× the floor", shiftWindows)
 	}
 	probe := c.l.probeLimit.Load()
-	if c.l.cap(9) != probe {
-		t.Fatalf("cap %d while probing, want the probe limit %d", c.l.cap(9), probe)
+	if c.l.cap(5) != probe {
+		t.Fatalf("cap %d while probing, want the probe limit %d", c.l.cap(5), probe)
 	}
 	// Calls in flight drain to the probe limit, then probeSamples calls
 	// that started after that end.
 	c.l.inflight.Store(probe - 1)
 	c.now = c.now.Add(time.Millisecond)
 	c.l.inflight.Add(1)
-	c.l.end(200*time.Millisecond, true, c.now, 0) // drained here
+	c.l.end(5, 200*time.Millisecond, true, c.now, 0) // drained here
 	for range probeSamples {
 		c.now = c.now.Add(201 * time.Millisecond)
 		c.l.inflight.Add(1)
-		c.l.end(200*time.Millisecond, true, c.now, 0)
+		c.l.end(5, 200*time.Millisecond, true, c.now, 0)
 	}
 	if c.l.probing.Load() || c.l.floor != 200*time.Millisecond {
 		t.Fatalf("after the probe: probing %v, floor %v; want done, 200ms", c.l.probing.Load(), c.l.floor)
@@ -414,24 +413,24 @@ func TestFlowWithinItsShareIsAdmitted(t *testing.T) {
 	var flooder, honest Flow
 	release := make(chan struct{})
 	for i := range 4 {
-		tk := h.task(fmt.Sprint("flood", i), 9)
+		tk := h.task(fmt.Sprint("flood", i), 5)
 		tk.cost, tk.release, tk.started = cost, release, h.started
 		h.s.Submit(flowTask{tk, &flooder})
 	}
 	h.waitStarted(4)
-	tk := h.task("flood-over", 9)
+	tk := h.task("flood-over", 5)
 	tk.cost = cost
 	h.s.Submit(flowTask{tk, &flooder})
 	h.expect("flood-over:limited")
 	// The honest flow, not the heaviest, passes until it holds four
 	// calls (twice its share of 4 between 2 flows, and at least four).
 	for i := range 4 {
-		tk = h.task(fmt.Sprint("honest", i), 9)
+		tk = h.task(fmt.Sprint("honest", i), 5)
 		tk.cost, tk.release, tk.started = cost, release, h.started
 		h.s.Submit(flowTask{tk, &honest})
 		h.waitStarted(1)
 	}
-	tk = h.task("honest-over", 9)
+	tk = h.task("honest-over", 5)
 	tk.cost = cost
 	h.s.Submit(flowTask{tk, &honest})
 	h.expect("honest-over:limited")
@@ -551,4 +550,42 @@ func TestDeadlineSkipAfterASurge(t *testing.T) {
 	advance(2 * time.Second) // nothing ended since: the estimate is stale
 	call("stale")
 	h.expect("stale:ran")
+}
+
+// At a method's limit a call competes only with the calls in flight as
+// important or more: the least important are refused first, and the most
+// important pass while the others fill the limit, within twice it in all.
+func TestMethodLimitByPriority(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.fakeCPU(cpuReading{})
+	cost := new(ServiceTime)
+	cost.lim.limit.Store(10)
+	release := make(chan struct{})
+	defer close(release)
+	submit := func(name string, p int) {
+		tk := h.task(name, p)
+		tk.cost, tk.release, tk.started = cost, release, h.started
+		h.s.Submit(tk)
+	}
+	for i := range 5 { // priority 0 meets half the limit
+		submit(fmt.Sprint("p0-", i), 0)
+	}
+	h.waitStarted(5)
+	submit("p0-over", 0)
+	h.expect("p0-over:limited")
+	for i := range 10 { // priority 5 the limit, not counting priority 0
+		submit(fmt.Sprint("p5-", i), 5)
+	}
+	h.waitStarted(10)
+	submit("p5-over", 5)
+	h.expect("p5-over:limited")
+	for i := range 5 { // priority 9 up to twice the limit in all
+		submit(fmt.Sprint("p9-", i), 9)
+	}
+	h.waitStarted(5)
+	submit("p9-over", 9)
+	h.expect("p9-over:limited")
+	if l := cost.Limit(); l.InFlight != 20 {
+		t.Fatalf("%d in flight, want 20", l.InFlight)
+	}
 }

@@ -101,7 +101,7 @@ func (s *Scheduler) Submit(t Task) {
 		s.reject(t, Limited)
 		return
 	}
-	s.admit(t, f)
+	s.admit(t, p, f)
 
 	s.mu.Lock()
 	if s.closed {
@@ -211,11 +211,8 @@ func (s *Scheduler) atLimit(t Task, p int, f *Flow) bool {
 	if c == nil || s.opts.Disabled {
 		return false
 	}
-	n := c.lim.cap(p)
-	if n == 0 {
-		return false
-	}
-	if in := c.lim.inflight.Load(); in < n || s.flows.spare(f, int(n), int(in)) {
+	ok, n, ahead := c.lim.admits(p)
+	if ok || s.flows.spare(f, int(n), int(ahead)) {
 		return false
 	}
 	c.lim.refused.Add(1)
@@ -223,10 +220,12 @@ func (s *Scheduler) atLimit(t Task, p int, f *Flow) bool {
 	return true
 }
 
-// admit counts t in flight, for its method's limit and its flow's share.
-func (s *Scheduler) admit(t Task, f *Flow) {
+// admit counts t, of priority p, in flight, for its method's limit and
+// its flow's share.
+func (s *Scheduler) admit(t Task, p int, f *Flow) {
 	if c := t.Cost(); c != nil {
 		c.lim.inflight.Add(1)
+		c.lim.atLevel[p].Add(1)
 	}
 	s.flows.admit(f)
 }
@@ -235,7 +234,7 @@ func (s *Scheduler) admit(t Task, f *Flow) {
 // false) was dropped.
 func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 	if c := t.Cost(); c != nil {
-		c.lim.end(d, ran, end, time.Duration(s.cpuWait.Load()))
+		c.lim.end(clamp(t.Priority()), d, ran, end, time.Duration(s.cpuWait.Load()))
 	}
 	s.flows.end(flowOf(t))
 }
@@ -266,7 +265,7 @@ func (s *Scheduler) RunInline(t Task) bool {
 	}
 	s.arrivals++
 	s.mu.Unlock()
-	s.admit(t, f)
+	s.admit(t, clamp(t.Priority()), f)
 	s.recordWait(0)
 	end := s.run(t, now)
 	if next := s.next(end); next != nil {
