@@ -324,11 +324,12 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	// the elastic pool's concern, and refusing calls that sleep would not
 	// free it.
 	//
-	// Calls in flight far beyond what the rate explains are a surge
+	// Calls in flight far beyond what the rate and service time explain
+	// (Little's law) are a surge
 	// piling up before the dependency: the limit starts at once, not
 	// after a second window.
 	excess := rtt - l.floor
-	explained := rate * l.floor.Seconds()
+	explained := rate * rtt.Seconds() // Little's law, with the window's own service time
 	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
 	healthy := near || excess <= minExcess+min(4*cpuWait, l.floor)
 	limit := l.limit.Load()

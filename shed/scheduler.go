@@ -208,8 +208,8 @@ func (s *Scheduler) spill(now time.Time, drops []dropped) ([]handoff, []dropped)
 // of the limit or more.
 func (s *Scheduler) atLimit(t Task, p int, f *Flow) bool {
 	c := t.Cost()
-	if c == nil || s.opts.Disabled {
-		return false
+	if c == nil || !s.elastic || s.opts.Disabled {
+		return false // a fixed pool keeps its behaviour from before method limits
 	}
 	ok, n, ahead := c.lim.admits(p)
 	if ok || s.flows.spare(f, int(n), int(ahead)) {

@@ -27,6 +27,8 @@
 //     method's calls past it are refused at once (Reason Limited), and
 //     other methods are not held. Probes measure the floor again, so that
 //     a dependency that became slower for good is served at its new pace.
+//     Method limits act in the elastic pool; a fixed pool (Workers set)
+//     works as it did before them.
 //   - Memory and goroutines: Options.MaxInFlight is a hard ceiling on the
 //     calls running at once, whatever the other limits say.
 //   - Fairness between clients: each connection is a Flow. Where a limit
