@@ -126,7 +126,7 @@ const (
 	limitWindow  = 100 * time.Millisecond
 	limitSamples = 8
 	tolerance    = 2
-	headroom     = 2
+	headroom     = 1.5
 	minLimit     = 4
 	firstProbe   = 500 * time.Millisecond
 	probeEvery   = 2 * time.Second
@@ -319,24 +319,30 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	// floor: a method that takes microseconds has no dependency to
 	// protect, and a hiccup (a collection, a preemption) is many times its
 	// floor. Nor is a rise that the CPU's own wait explains (cpuWait, a
-	// few wake-ups' worth, and at most the floor again, as calls piling up
+	// few wake-ups' worth, and at most four floors, as calls piling up
 	// before a saturated dependency make the CPU wait too): a busy CPU is
 	// the elastic pool's concern, and refusing calls that sleep would not
 	// free it.
 	//
 	// Calls in flight far beyond what the rate and service time explain
-	// (Little's law) are a surge
-	// piling up before the dependency: the limit starts at once, not
-	// after a second window.
+	// (Little's law) are a surge piling up before the dependency: the
+	// limit starts at once, not after a second window, and whatever the
+	// CPU's wait. Not so for a method that takes under minExcess, nor
+	// while the CPU's wait is a quarter of the floor or more: then calls
+	// pile up waiting for a CPU.
 	excess := rtt - l.floor
 	explained := rate * rtt.Seconds() // Little's law, with the window's own service time
 	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
-	healthy := near || excess <= minExcess+min(4*cpuWait, l.floor)
+	surge := float64(peak) > 10*explained+minLimit && rtt > minExcess && 4*cpuWait < l.floor
+	healthy := !surge && (near || excess <= minExcess+min(4*cpuWait, 4*l.floor))
 	limit := l.limit.Load()
-	if healthy {
+	switch {
+	case healthy:
 		l.bad = 0
-	} else if l.bad++; float64(peak) > 10*explained+minLimit {
+	case surge:
 		l.bad = 2
+	default:
+		l.bad++
 	}
 	if near && limit == 0 && excess > 0 && 4*excess < l.floor {
 		// Not congested, and within a quarter of the floor: the floor

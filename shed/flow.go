@@ -14,7 +14,8 @@ import "sync/atomic"
 // above its share. So a connection that floods gets what the others
 // leave, and cannot crowd out clients that stay within their share,
 // while flows of equal weight meet the limits much as before. What is let
-// in so stays below twice the limit plus 16, and never passes
+// in so, beside the heaviest flow's calls, stays below twice the limit
+// plus 16, and never passes
 // Options.MaxInFlight or Options.QueueSize.
 
 // Flow is a source of tasks that the scheduler shares its limits fairly
@@ -75,19 +76,21 @@ func (fs *flows) end(f *Flow) {
 // spare reports whether a call of f may pass a limit that inflight calls
 // have reached: f is not the heaviest flow and holds less than twice its
 // share of the limit (the limit divided among the flows with calls in
-// flight, f included), or less than four calls. The calls let in so stay
-// below twice the limit plus 16.
+// flight, f included), or less than four calls. The calls of flows other
+// than the heaviest stay below twice the limit plus 16 (the heaviest's
+// backlog, from before the limit started, is not counted against them).
 func (fs *flows) spare(f *Flow, limit, inflight int) bool {
 	if f == nil {
 		return false
 	}
 	n := f.n.Load()
 	fs.weigh(f, n) // a flow refused again and again is still weighed
-	if inflight >= 2*limit+4*minLimit {
+	h := fs.heavy.Load()
+	if h == nil || h == f {
 		return false
 	}
-	if h := fs.heavy.Load(); h == nil || h == f {
-		return false
+	if int64(inflight)-h.n.Load() >= 2*int64(limit)+4*minLimit {
+		return false // the others hold twice the limit already
 	}
 	active := fs.active.Load()
 	if n == 0 {
