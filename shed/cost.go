@@ -202,7 +202,8 @@ func (l *methodLimit) base() int64 {
 
 // admits reports whether a call of priority p fits the limit: fewer calls
 // of priority p or higher are in flight than cap(p), and fewer calls in
-// all than twice the limit. So a call competes only with calls as
+// all than the limit times (p+10)/10 (one and a half times it for the
+// default priority). So a call competes only with calls as
 // important or more, and the least important are refused first, while
 // the calls in flight in all stay bounded. With no limit in force it
 // admits every call; otherwise it also returns the cap and the calls
@@ -216,7 +217,7 @@ func (l *methodLimit) admits(p int) (ok bool, limit, ahead int64) {
 		ahead += l.atLevel[level].Load()
 	}
 	limit = l.cap(p)
-	return ahead < limit && l.inflight.Load() < 2*n, limit, ahead
+	return ahead < limit && 10*l.inflight.Load() < n*int64(p+10), limit, ahead
 }
 
 // end counts the end of a call of priority p admitted to the method,
@@ -241,9 +242,23 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 	l.winN++
 	l.winSum += d
 	l.peak = max(l.peak, in)
-	if l.winN >= limitSamples && now.Sub(l.winStart) >= limitWindow {
+	if l.winN < limitSamples {
+		return
+	}
+	if elapsed := now.Sub(l.winStart); elapsed >= limitWindow || elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
 		l.adjust(now, cpuWait)
 	}
+}
+
+// surging reports whether the window so far, elapsed long, shows calls in
+// flight ten times what its rate and service time explain, for a method
+// over minExcess: a surge, judged at once rather than at the window's
+// end, as every millisecond of it piles more calls before the dependency.
+// REQUIRES l.mu is held.
+func (l *methodLimit) surging(elapsed time.Duration) bool {
+	rtt := l.winSum / time.Duration(l.winN)
+	explained := float64(l.winN) / elapsed.Seconds() * rtt.Seconds()
+	return rtt > minExcess && float64(l.peak) > 10*explained+minLimit
 }
 
 // probe counts a call that ended during a probe. REQUIRES l.mu is held.

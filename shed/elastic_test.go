@@ -560,7 +560,8 @@ func TestDeadlineSkipAfterASurge(t *testing.T) {
 
 // At a method's limit a call competes only with the calls in flight as
 // important or more: the least important are refused first, and the most
-// important pass while the others fill the limit, within twice it in all.
+// important pass while the others fill the limit, within a bound on all
+// that rises with priority: 1.5 times the limit for priority 5, 1.9 for 9.
 func TestMethodLimitByPriority(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.fakeCPU(cpuReading{})
@@ -585,13 +586,33 @@ func TestMethodLimitByPriority(t *testing.T) {
 	h.waitStarted(10)
 	submit("p5-over", 5)
 	h.expect("p5-over:limited")
-	for i := range 5 { // priority 9 up to twice the limit in all
+	for i := range 4 { // priority 9 while all in flight stay under 1.9 times the limit
 		submit(fmt.Sprint("p9-", i), 9)
 	}
-	h.waitStarted(5)
+	h.waitStarted(4)
 	submit("p9-over", 9)
 	h.expect("p9-over:limited")
-	if l := cost.Limit(); l.InFlight != 20 {
-		t.Fatalf("%d in flight, want 20", l.InFlight)
+	if l := cost.Limit(); l.InFlight != 19 {
+		t.Fatalf("%d in flight, want 19", l.InFlight)
+	}
+}
+
+// A surge starts the method limit within a tenth of a window, as soon as
+// the calls in flight are ten times what the rate and service time
+// explain: every millisecond more would pile more calls before the
+// dependency.
+func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Millisecond)
+	}
+	// 640 calls/s at 20ms explain about 13 calls in flight; 500 are.
+	c.l.inflight.Store(500)
+	for range limitSamples {
+		c.now = c.now.Add(2 * time.Millisecond)
+		c.l.end(5, 20*time.Millisecond, true, c.now, 0)
+	}
+	if c.l.limit.Load() == 0 {
+		t.Fatalf("no limit %v into a surge of 500 calls in flight", time.Duration(limitSamples)*2*time.Millisecond)
 	}
 }
