@@ -252,13 +252,13 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 
 // surging reports whether the window so far, elapsed long, shows calls in
 // flight ten times what its rate and service time explain, for a method
-// over minExcess: a surge, judged at once rather than at the window's
+// over a quarter of minExcess: a surge, judged at once rather than at the window's
 // end, as every millisecond of it piles more calls before the dependency.
 // REQUIRES l.mu is held.
 func (l *methodLimit) surging(elapsed time.Duration) bool {
 	rtt := l.winSum / time.Duration(l.winN)
 	explained := float64(l.winN) / elapsed.Seconds() * rtt.Seconds()
-	return rtt > minExcess && float64(l.peak) > 10*explained+minLimit
+	return rtt > minExcess/4 && float64(l.peak) > 10*explained+minLimit
 }
 
 // probe counts a call that ended during a probe. REQUIRES l.mu is held.
@@ -342,13 +342,13 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	// Calls in flight far beyond what the rate and service time explain
 	// (Little's law) are a surge piling up before the dependency: the
 	// limit starts at once, not after a second window, and whatever the
-	// CPU's wait. Not so for a method that takes under minExcess, nor
+	// CPU's wait. Not so for a method that takes under a quarter of minExcess, nor
 	// while the CPU's wait is a quarter of the floor or more: then calls
 	// pile up waiting for a CPU.
 	excess := rtt - l.floor
 	explained := rate * rtt.Seconds() // Little's law, with the window's own service time
 	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
-	surge := float64(peak) > 10*explained+minLimit && rtt > minExcess && 4*cpuWait < l.floor
+	surge := float64(peak) > 10*explained+minLimit && rtt > minExcess/4 && 4*cpuWait < l.floor
 	healthy := !surge && (near || excess <= minExcess+min(4*cpuWait, 4*l.floor))
 	limit := l.limit.Load()
 	switch {
