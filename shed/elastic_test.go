@@ -490,19 +490,7 @@ func TestElasticConcurrentInvariants(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	s.Close()
-	s.Wait()
-	if p := peak.Load(); p > ceiling {
-		t.Errorf("%d tasks ran at once, ceiling %d", p, ceiling)
-	}
-	st := s.Stats()
-	var dropped uint64
-	for _, n := range st.Dropped {
-		dropped += n
-	}
-	if got := st.Ran + dropped; got != total || ended.Load() != total {
-		t.Errorf("ran %d + dropped %d = %d, ended %d; want %d each", st.Ran, dropped, got, ended.Load(), total)
-	}
+	checkEveryTaskEndedOnce(t, s, total, ceiling, peak.Load(), ended.Load())
 	for i, c := range costs {
 		if n := c.lim.inflight.Load(); n != 0 {
 			t.Errorf("method %d: %d counted in flight after every task ended", i, n)

@@ -360,18 +360,26 @@ func TestConcurrentInvariants(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	checkEveryTaskEndedOnce(t, s, total, workers, peak.Load(), ended.Load())
+}
+
+// checkEveryTaskEndedOnce closes s, waits for its workers, and checks that
+// at most limit tasks ran at once (peak) and that each of total tasks
+// ended exactly once: run or dropped.
+func checkEveryTaskEndedOnce(t *testing.T, s *Scheduler, total, limit int, peak, ended int64) {
+	t.Helper()
 	s.Close()
 	s.Wait()
-	if p := peak.Load(); p > workers {
-		t.Errorf("%d tasks ran at once, limit %d", p, workers)
+	if peak > int64(limit) {
+		t.Errorf("%d tasks ran at once, limit %d", peak, limit)
 	}
 	st := s.Stats()
 	var dropped uint64
 	for _, n := range st.Dropped {
 		dropped += n
 	}
-	if got := st.Ran + dropped; got != total || ended.Load() != total {
-		t.Errorf("ran %d + dropped %d = %d, ended %d; want %d each", st.Ran, dropped, got, ended.Load(), total)
+	if got := st.Ran + dropped; got != uint64(total) || ended != int64(total) {
+		t.Errorf("ran %d + dropped %d = %d, ended %d; want %d each", st.Ran, dropped, got, ended, total)
 	}
 }
 
