@@ -252,13 +252,16 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 
 // surging reports whether the window so far, elapsed long, shows calls in
 // flight ten times what its rate and service time explain, for a method
-// over a quarter of minExcess: a surge, judged at once rather than at the window's
+// over a quarter of minExcess, in a window at least two service times
+// long (before that, calls that started together have not ended yet, and
+// a closed loop starting looks like a surge): a surge, judged at once
+// rather than at the window's
 // end, as every millisecond of it piles more calls before the dependency.
 // REQUIRES l.mu is held.
 func (l *methodLimit) surging(elapsed time.Duration) bool {
 	rtt := l.winSum / time.Duration(l.winN)
 	explained := float64(l.winN) / elapsed.Seconds() * rtt.Seconds()
-	return rtt > minExcess/4 && float64(l.peak) > 10*explained+minLimit
+	return rtt > minExcess/4 && elapsed >= 2*rtt && float64(l.peak) > 10*explained+minLimit
 }
 
 // probe counts a call that ended during a probe. REQUIRES l.mu is held.
@@ -308,7 +311,8 @@ func (l *methodLimit) fit() int64 {
 // is held.
 func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	rtt := l.winSum / time.Duration(l.winN)
-	rate := float64(l.winN) / now.Sub(l.winStart).Seconds()
+	elapsed := now.Sub(l.winStart)
+	rate := float64(l.winN) / elapsed.Seconds()
 	peak, refused := l.peak, l.refused.Swap(0)
 	l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
 	l.latency = rtt
@@ -348,7 +352,7 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	excess := rtt - l.floor
 	explained := rate * rtt.Seconds() // Little's law, with the window's own service time
 	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
-	surge := float64(peak) > 10*explained+minLimit && rtt > minExcess/4 && 4*cpuWait < l.floor
+	surge := float64(peak) > 10*explained+minLimit && rtt > minExcess/4 && elapsed >= 2*rtt && 4*cpuWait < l.floor
 	healthy := !surge && (near || excess <= minExcess+min(4*cpuWait, 4*l.floor))
 	limit := l.limit.Load()
 	switch {

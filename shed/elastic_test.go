@@ -585,9 +585,9 @@ func TestMethodLimitByPriority(t *testing.T) {
 	}
 }
 
-// A surge starts the method limit within a tenth of a window, as soon as
-// the calls in flight are ten times what the rate and service time
-// explain: every millisecond more would pile more calls before the
+// A surge starts the method limit before the window ends, once the window
+// has lasted two service times and the calls in flight are ten times what
+// the rate and service time explain: every millisecond more would pile more calls before the
 // dependency.
 func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
 	c := newLimitClock()
@@ -597,10 +597,10 @@ func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
 	// 640 calls/s at 20ms explain about 13 calls in flight; 500 are.
 	c.l.inflight.Store(500)
 	for range limitSamples {
-		c.now = c.now.Add(2 * time.Millisecond)
+		c.now = c.now.Add(5 * time.Millisecond)
 		c.l.end(5, 20*time.Millisecond, true, c.now, 0)
 	}
 	if c.l.limit.Load() == 0 {
-		t.Fatalf("no limit %v into a surge of 500 calls in flight", time.Duration(limitSamples)*2*time.Millisecond)
+		t.Fatalf("no limit %v into a surge of 500 calls in flight", time.Duration(limitSamples)*5*time.Millisecond)
 	}
 }
