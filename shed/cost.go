@@ -135,7 +135,8 @@ const (
 	shiftRatio   = 3
 	shiftWindows = 3
 	rateWindows  = 3
-	minExcess    = 2 * time.Millisecond
+	minExcess    = 5 * time.Millisecond
+	surgeMin     = 500 * time.Microsecond
 )
 
 // methodLimit is a method's adaptive concurrency limit, in the family of
@@ -229,15 +230,17 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 	if !ran {
 		return
 	}
-	l.lastEnd.Store(now.UnixNano())
+	prev := l.lastEnd.Swap(now.UnixNano())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.probing.Load() {
 		l.probe(d, in, now)
 		return
 	}
-	if l.winStart.IsZero() {
-		l.winStart = now
+	if l.winStart.IsZero() || now.UnixNano()-prev > int64(limitWindow) {
+		// The first run, or the first after an idle spell: a window
+		// across the spell would read a rate far below the method's.
+		l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
 	}
 	l.winN++
 	l.winSum += d
@@ -252,7 +255,7 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 
 // surging reports whether the window so far, elapsed long, shows calls in
 // flight ten times what its rate and service time explain, for a method
-// over a quarter of minExcess, in a window at least two service times
+// over surgeMin, in a window at least two service times
 // long (before that, calls that started together have not ended yet, and
 // a closed loop starting looks like a surge): a surge, judged at once
 // rather than at the window's
@@ -261,7 +264,7 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 func (l *methodLimit) surging(elapsed time.Duration) bool {
 	rtt := l.winSum / time.Duration(l.winN)
 	explained := float64(l.winN) / elapsed.Seconds() * rtt.Seconds()
-	return rtt > minExcess/4 && elapsed >= 2*rtt && float64(l.peak) > 10*explained+minLimit
+	return rtt > surgeMin && elapsed >= 2*rtt && float64(l.peak) > 10*explained+minLimit
 }
 
 // probe counts a call that ended during a probe. REQUIRES l.mu is held.
@@ -346,13 +349,13 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	// Calls in flight far beyond what the rate and service time explain
 	// (Little's law) are a surge piling up before the dependency: the
 	// limit starts at once, not after a second window, and whatever the
-	// CPU's wait. Not so for a method that takes under a quarter of minExcess, nor
+	// CPU's wait. Not so for a method that takes under surgeMin, nor
 	// while the CPU's wait is a quarter of the floor or more: then calls
 	// pile up waiting for a CPU.
 	excess := rtt - l.floor
 	explained := rate * rtt.Seconds() // Little's law, with the window's own service time
 	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
-	surge := float64(peak) > 10*explained+minLimit && rtt > minExcess/4 && elapsed >= 2*rtt && 4*cpuWait < l.floor
+	surge := float64(peak) > 10*explained+minLimit && rtt > surgeMin && elapsed >= 2*rtt && 4*cpuWait < l.floor
 	healthy := !surge && (near || excess <= minExcess+min(4*cpuWait, 4*l.floor))
 	limit := l.limit.Load()
 	switch {

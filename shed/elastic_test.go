@@ -221,6 +221,7 @@ type limitClock struct {
 func newLimitClock() *limitClock {
 	c := &limitClock{l: new(methodLimit), now: time.Now()}
 	c.l.winStart = c.now
+	c.l.lastEnd.Store(c.now.UnixNano())
 	return c
 }
 
@@ -602,5 +603,56 @@ func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
 	}
 	if c.l.limit.Load() == 0 {
 		t.Fatalf("no limit %v into a surge of 500 calls in flight", time.Duration(limitSamples)*5*time.Millisecond)
+	}
+}
+
+// A process that was paused (SIGSTOP, a frozen VM) sees its calls in
+// flight end together, each having taken the pause's length: those runs
+// say nothing of the dependency and are left out of the method's limit,
+// while a run that started after the pause counts.
+func TestPausedRunsAreLeftOutOfTheLimit(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.fakeCPU(cpuReading{})
+	_, advance := h.fakeClock()
+	cost := new(ServiceTime)
+	release := make(chan struct{})
+	tk := h.task("frozen", 5)
+	tk.cost, tk.release, tk.started = cost, release, h.started
+	h.s.Submit(tk)
+	h.waitStarted(1)
+	advance(3 * pauseGap) // nothing arrives or ends: the process is stopped
+	close(release)
+	h.expect("frozen:ran")
+	h.s.Submit(&task{name: "after", prio: 5, ended: h.ended, cost: cost})
+	h.expect("after:ran")
+	h.s.Close()
+	h.s.Wait()
+	cost.lim.mu.Lock()
+	n := cost.lim.winN
+	cost.lim.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d runs counted in the method's window, want 1: the one after the pause", n)
+	}
+}
+
+// A window does not span an idle spell: the rate it read would be far
+// below the method's, and a few calls in flight after it would look like
+// a surge (a provider whose callers were all stuck on a frozen peer for
+// seconds was limited so).
+func TestMethodLimitWindowSkipsIdleSpells(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 2*time.Millisecond)
+	}
+	c.l.inflight.Store(4)
+	c.l.end(5, 2*time.Millisecond, true, c.now, 0)
+	c.now = c.now.Add(5 * time.Second) // nothing ends meanwhile
+	for range 100 { // 800 calls/s at 2ms: 6 in flight is no surge
+		c.l.inflight.Store(6)
+		c.now = c.now.Add(1250 * time.Microsecond)
+		c.l.end(5, 2*time.Millisecond, true, c.now, 0)
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d after an idle spell, 800 calls/s at 2ms with 6 in flight, want off", got)
 	}
 }

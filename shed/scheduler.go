@@ -21,6 +21,10 @@ type Scheduler struct {
 	flows   flows
 	cpuWait atomic.Int64 // the last reading's CPU wait, for the method limits
 
+	// Pause detection, for the method limits: the last arrival or end,
+	// and until when runs are to be ignored (unix nanoseconds).
+	lastSeen, pausedUntil atomic.Int64
+
 	mu         sync.Mutex
 	q          [Levels]deque
 	n          int       // queued tasks
@@ -91,6 +95,7 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	now := s.now()
+	s.seen(now)
 	if r, ok := s.hopeless(t, now); ok {
 		s.reject(t, r)
 		return
@@ -234,9 +239,31 @@ func (s *Scheduler) admit(t Task, p int, f *Flow) {
 // false) was dropped.
 func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 	if c := t.Cost(); c != nil {
+		if ran {
+			s.seen(end)
+			// A run that started before a pause ended took the pause's
+			// length too: it says nothing of the method's dependency.
+			ran = end.Add(-d).UnixNano() >= s.pausedUntil.Load()
+		}
 		c.lim.end(clamp(t.Priority()), d, ran, end, time.Duration(s.cpuWait.Load()))
 	}
 	s.flows.end(flowOf(t))
+}
+
+// pauseGap is how long the scheduler may see no arrival and no end,
+// while calls are in flight, before it takes the process to have been
+// paused (stopped by a signal, a debugger, a frozen VM) rather than its
+// calls to have waited: the runs then in flight are left out of their
+// methods' limits.
+const pauseGap = time.Second
+
+// seen records an arrival or an end at now, and a pause if none came for
+// pauseGap before it.
+func (s *Scheduler) seen(now time.Time) {
+	t := now.UnixNano()
+	if prev := s.lastSeen.Swap(t); prev != 0 && t-prev > int64(pauseGap) {
+		s.pausedUntil.Store(t)
+	}
 }
 
 // RunInline runs t on the calling goroutine, as Submit would run it on a
