@@ -647,7 +647,8 @@ func TestMethodLimitWindowSkipsIdleSpells(t *testing.T) {
 	c.l.inflight.Store(4)
 	c.l.end(5, 2*time.Millisecond, true, c.now, 0)
 	c.now = c.now.Add(5 * time.Second) // nothing ends meanwhile
-	for range 100 {                    // 800 calls/s at 2ms: 6 in flight is no surge
+	// 800 calls/s at 2ms: 6 in flight is no surge.
+	for range 100 {
 		c.l.inflight.Store(6)
 		c.now = c.now.Add(1250 * time.Microsecond)
 		c.l.end(5, 2*time.Millisecond, true, c.now, 0)
