@@ -198,6 +198,9 @@ func TestHTTPConcurrent(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
+			if t.Failed() {
+				t.Logf("scheduler: %+v", srv.Scheduler().Stats())
+			}
 		})
 	}
 }

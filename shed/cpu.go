@@ -31,9 +31,12 @@ import (
 //     mode, refusals) apply to it. Tasks that wait on I/O are not
 //     runnable, so a CPU busy with other work does not cut them.
 //   - A limit far above the tasks running decays toward twice their
-//     number, so a workload that turns CPU-bound finds it low.
+//     number, and no lower than where it started, so a workload that
+//     turns CPU-bound finds it no higher than it needs.
 //
-// The limit never goes below minCPULimit nor above Options.MaxInFlight.
+// The limit never falls below where it starts, DefaultWorkers() (the
+// fixed default before the pool was elastic), nor rises above
+// Options.MaxInFlight.
 
 // cpuReading is what the runtime tells of the CPU.
 type cpuReading struct {
@@ -46,8 +49,9 @@ const (
 	growEvery = time.Millisecond
 )
 
-// minCPULimit is the elastic limit's floor: enough to keep every CPU busy
-// while some tasks wait.
+// minCPULimit is how many idle workers an elastic pool keeps beyond
+// twice the tasks running: enough to keep every CPU busy while some
+// tasks wait.
 func minCPULimit() int { return 4 * runtime.GOMAXPROCS(0) }
 
 // cpuTarget is how long goroutines may wait for a CPU before it counts as
@@ -112,7 +116,7 @@ func (s *Scheduler) cpuCheck(now time.Time) {
 	// other work, or a moment's burst, does not stop the pool growing.
 	s.hot = congested && s.congested && 2*r.runnable >= s.running
 	s.congested = congested
-	if floor := minCPULimit(); !s.hot && s.limit > 2*s.running+floor {
+	if floor := min(DefaultWorkers(), s.opts.MaxInFlight); !s.hot && s.limit > 2*s.running+floor {
 		s.limit -= (s.limit - max(floor, 2*s.running)) / 8
 	}
 }
