@@ -136,7 +136,7 @@ const (
 	shiftWindows = 3
 	rateWindows  = 3
 	minExcess    = 5 * time.Millisecond
-	surgeMin     = 500 * time.Microsecond
+	surgeMin     = minExcess
 )
 
 // methodLimit is a method's adaptive concurrency limit, in the family of
