@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"path/filepath"
@@ -273,14 +272,9 @@ func (r *cpuResult) charts(dir string, cfg config, systems []string) ([]string, 
 		t := (time.Duration(b) * r.spikes[0].bucket).Seconds()
 		off = append(off, plotter.XY{X: t, Y: v}, plotter.XY{X: t + r.spikes[0].bucket.Seconds(), Y: v})
 	}
-	ol, err := plotter.NewLine(off)
-	if err != nil {
+	if err := addGuide(p, off, "offered (user requests)"); err != nil {
 		return nil, err
 	}
-	ol.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
-	ol.Color = color.Gray{Y: 100}
-	p.Add(ol)
-	p.Legend.Add("offered (user requests)", ol)
 	for i, s := range r.spikes {
 		var pts plotter.XYs
 		for b, v := range s.goodput {

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"image/color"
 	"io"
 	"os"
 	"path/filepath"
@@ -214,13 +213,9 @@ func (r *mixedResult) charts(dir string, systems []string) ([]string, error) {
 			}
 		}
 		for _, at := range []time.Duration{r.slowAt, r.slowAt + r.settle} {
-			l, err := plotter.NewLine(plotter.XYs{{X: at.Seconds(), Y: 0}, {X: at.Seconds(), Y: ymax * 1.3}})
-			if err != nil {
+			if err := addGuide(p, plotter.XYs{{X: at.Seconds(), Y: 0}, {X: at.Seconds(), Y: ymax * 1.3}}, ""); err != nil {
 				return nil, err
 			}
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
-			l.Color = color.Gray{Y: 100}
-			p.Add(l)
 		}
 		for _, tl := range r.timelines {
 			var pts plotter.XYs

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"path/filepath"
@@ -162,14 +161,9 @@ func (r *neighbourResult) charts(dir string, systems []string) ([]string, error)
 	p.Legend.Add(fmt.Sprintf("%d honest clients", r.clients), hb)
 	p.Legend.Add("flooder", fb)
 	want := float64(r.clients) * r.honestRate / r.capacity
-	l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: want}, {X: float64(len(names)) - 0.5, Y: want}})
-	if err != nil {
+	if err := addGuide(p, plotter.XYs{{X: -0.5, Y: want}, {X: float64(len(names)) - 0.5, Y: want}}, "honest clients' offer"); err != nil {
 		return nil, err
 	}
-	l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
-	l.Color = color.Gray{Y: 100}
-	p.Add(l)
-	p.Legend.Add("honest clients' offer", l)
 	p.NominalX(names...)
 	p.Y.Min, p.Y.Max = 0, 1.4
 	f := filepath.Join(dir, "neighbour.png")

@@ -299,14 +299,9 @@ func goodputChart(file, title, unit string, rows []phaseResult, systems []string
 	for _, ph := range rows {
 		maxX = max(maxX, ph.x(ph.offered))
 	}
-	ideal, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}, {X: maxX, Y: 1}})
-	if err != nil {
+	if err := addGuide(p, plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}, {X: maxX, Y: 1}}, "ideal"); err != nil {
 		return err
 	}
-	ideal.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
-	ideal.Color = color.Gray{Y: 128}
-	p.Add(ideal)
-	p.Legend.Add("ideal", ideal)
 	for i, sys := range systems {
 		var pts plotter.XYs
 		for _, ph := range rows {
@@ -334,4 +329,20 @@ func goodputChart(file, title, unit string, rows []phaseResult, systems []string
 		{Value: 0.75}, {Value: 1, Label: "1"}, {Value: 1.25}})
 	p.X.Min = 0
 	return p.Save(9*vg.Inch, 5.5*vg.Inch, file)
+}
+
+// addGuide draws xys on p as a dashed gray reference line (the offered
+// load, the ideal, a moment), named label in the legend unless empty.
+func addGuide(p *plot.Plot, xys plotter.XYs, label string) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+	l.Color = color.Gray{Y: 100}
+	p.Add(l)
+	if label != "" {
+		p.Legend.Add(label, l)
+	}
+	return nil
 }
