@@ -267,13 +267,11 @@ func TestElasticPoolServesWaitingHandlers(t *testing.T) {
 //
 // The elastic pool reads the CPU from the Go runtime, which cannot tell
 // the server's goroutines from the others of the process: with the
-// burners and the 400 callers in the same process, on a machine where
-// other test binaries run too, the pool sometimes stops growing, and a
-// few calls then wait in its queue past MaxWait (up to 6% seen in a full
-// make test run). That is the queue's overload rule on a CPU that is
-// truly starved, not a dependency blamed; up to a tenth is let pass.
+// burners and the 400 callers in the same process, the pool stops
+// growing at times, and a few calls then wait in its queue past MaxWait.
+// That is the queue's overload rule on a CPU that is truly starved, not a
+// dependency blamed; up to a tenth is let pass.
 func TestElasticPoolServesWaitingHandlersBesideCPUWork(t *testing.T) {
-	t.Skip("shed: a method with no dependency (a 20 ms sleep) is still refused at its adaptive limit when other work of the process keeps the CPU busy: on 2 CPUs with 4 CPU-bound goroutines and the 400 callers in the process, 1 s, at the commit that added this skip, 2 to 5 runs of 6 refused 200 to 2,600 of 2,000 to 4,000 calls as Limited, FloorMs 21 to 51, LatencyMs 35 to 52, CPUWaitMs 21 to 84: a window's service time, raised by the wait for a CPU after the sleep, passes the excuse the CPU's wait gives it (at most four floors) in some windows, and the runtime's CPU signal cannot tell the server's goroutines from the burners'")
 	noLeaks(t)
 	l, _ := waitingLoad(t, 400, 20*time.Millisecond, 2*runtime.GOMAXPROCS(0))
 	if l.limited != 0 || len(l.refusals) > l.calls()/10 {
@@ -283,8 +281,9 @@ func TestElasticPoolServesWaitingHandlersBesideCPUWork(t *testing.T) {
 }
 
 // A method whose dependency saturates is held to its adaptive limit: its
-// excess calls are refused at once, and another method of the same server
-// goes on answering.
+// calls beyond it wait in its lane or, those that could not start in
+// time, are refused at once, and another method of the same server goes
+// on answering.
 func TestBulkheadHoldsSlowMethod(t *testing.T) {
 	noLeaks(t)
 	srv := kiev.NewServer()
@@ -357,7 +356,6 @@ func TestBulkheadSparesQuickMethod(t *testing.T) {
 // A method whose dependency is saturated from its first calls is limited
 // as one that slowed later is.
 func TestBulkheadLimitsMethodSaturatedFromStart(t *testing.T) {
-	t.Skip("shed: a method saturated from its first window is never limited: 100 callers of Backend.Use (8 slots × 2 ms, 4000 calls/s) from the start, 1.5 s: Limit stays 0 and none is refused in every run at dc0da23 and b86759b (11 of 11, 5 with -race), FloorMs 25 to 30 for a 2 ms hold, LatencyMs 30 to 61; the first windows' service time, already raised by the queue before the dependency, is taken as the floor, Little's law then explains the calls in flight, and the probes that would find the true floor run only while limiting")
 	noLeaks(t)
 	srv := kiev.NewServer()
 	srv.Register(newBackend(2*time.Millisecond, 8))
@@ -374,11 +372,8 @@ func TestBulkheadLimitsMethodSaturatedFromStart(t *testing.T) {
 // fairnessRun serves a method that holds one of 8 slots for 2 ms (4000
 // calls/s) to 11 connections: 10 honest ones that call one at a time,
 // every 10 ms (a quarter of the dependency's capacity in all), and one
-// that floods with 100 callers. The honest ones call first, so that the
-// method's limit learns its floor (a method flooded from its first call
-// does not learn it: TestBulkheadLimitsMethodSaturatedFromStart); it
-// returns what the flooder and the honest connections saw while it
-// flooded.
+// that floods with 100 callers. The honest ones call first; it returns
+// what the flooder and the honest connections saw while it flooded.
 func fairnessRun(t *testing.T) (flood, honest *loop) {
 	srv := kiev.NewServer()
 	srv.Register(newBackend(2*time.Millisecond, 8))
@@ -410,12 +405,15 @@ func fairnessRun(t *testing.T) (flood, honest *loop) {
 		honest.ok += l.ok
 		honest.limited += l.limited
 		honest.refusals = append(honest.refusals, l.refusals...)
+		if honest.refusal == nil {
+			honest.refusal = l.refusal
+		}
 		honest.other = append(honest.other, l.other...)
 	}
 	use := methodStatus(t, srv, "Backend", "Use")
-	t.Logf("flooder: %d calls, %.2f%% ok, %d refused (%d at the limit); honest: %d calls, %.2f%% ok, %d refused (%d at the limit), %d other errors; status %+v",
+	t.Logf("flooder: %d calls, %.2f%% ok, %d refused (%d at the limit); honest: %d calls, %.2f%% ok, %d refused (%d at the limit; first: %v), %d other errors; status %+v; scheduler %+v",
 		flood.calls(), 100*flood.successRate(), len(flood.refusals), flood.limited,
-		honest.calls(), 100*honest.successRate(), len(honest.refusals), honest.limited, len(honest.other), use)
+		honest.calls(), 100*honest.successRate(), len(honest.refusals), honest.limited, honest.refusal, len(honest.other), use, srv.Status(context.Background()).Scheduler)
 	if len(flood.refusals) == 0 {
 		t.Errorf("the flooder's %d calls were all served; want the limit to bind and refuse some", flood.calls())
 	}
@@ -429,28 +427,8 @@ func fairnessRun(t *testing.T) (flood, honest *loop) {
 }
 
 // Under a binding limit, connections that stay within their share are
-// served, and the one that floods gets what is left.
-//
-// The bound is looser than the 99% TestFairnessHonestConnectionsAllServed
-// asks, for a fault of the scheduler that test describes: on 2 CPUs
-// (shared with a benchmark), 97.3% to 100% of the honest calls were
-// served, the flooder's 1.2% to 3.7%; under -race 91.3% to 98.8%, the
-// flooder's 9% to 25%. Without fairness the honest calls, arriving while
-// the flooder keeps the method at its limit, would be refused about as
-// often as the flooder's; the test asks for at most a quarter of that.
+// all served, and the one that floods gets what is left.
 func TestFairnessBetweenConnections(t *testing.T) {
-	noLeaks(t)
-	flood, honest := fairnessRun(t)
-	if refused, flooded := 1-honest.successRate(), 1-flood.successRate(); honest.successRate() < 0.8 || refused > flooded/4 {
-		t.Errorf("honest connections: %.2f%% of %d calls refused, the flooder's %.2f%%; want at most 20%%, and a quarter of the flooder's",
-			100*refused, honest.calls(), 100*flooded)
-	}
-}
-
-// Connections that stay within their share are all served beside one
-// that floods.
-func TestFairnessHonestConnectionsAllServed(t *testing.T) {
-	t.Skip("shed: the honest connections are served 98.6% to 100% (99% wanted): in a full make test run, beside other packages' tests on 2 CPUs, 8 of 563 honest calls were refused, none at the method limit (the queue's overload rules, on a CPU the other tests kept busy); run alone it passed 3 of 3 with -race (TestFairnessBetweenConnections asserts the looser bound)")
 	noLeaks(t)
 	_, honest := fairnessRun(t)
 	if honest.successRate() < 0.99 {

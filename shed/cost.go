@@ -10,11 +10,12 @@ import (
 // average of how long it takes to run, and its adaptive concurrency
 // limit, the bulkhead that keeps a method whose dependency slowed from
 // holding the whole server. The zero value is ready to use and safe for
-// concurrent use.
+// concurrent use. A ServiceTime is used by one Scheduler.
 type ServiceTime struct {
-	avg atomic.Int64 // nanoseconds, an exponentially weighted moving average
-	n   atomic.Int64 // observations
-	lim methodLimit
+	avg  atomic.Int64 // nanoseconds, an exponentially weighted moving average
+	n    atomic.Int64 // observations
+	lim  methodLimit
+	lane lane
 }
 
 // minObservations is how many runs a ServiceTime needs before the
@@ -40,9 +41,19 @@ func (s *ServiceTime) Observe(d time.Duration) {
 	}
 }
 
+// Estimate returns the average run time, or 0 until enough runs were seen.
+func (s *ServiceTime) Estimate() time.Duration {
+	if s == nil || s.n.Load() < minObservations {
+		return 0
+	}
+	return time.Duration(s.avg.Load())
+}
+
 // skipEstimate is the run time a call of this kind is expected to take
 // if admitted now, to skip calls whose deadline is closer: the average,
-// and while the limit is on, at most the floor with tolerance.
+// and while the limit is on, at most the floor with tolerance (the limit
+// keeps the queue before the dependency short, so a call admitted now
+// runs about that long, whatever the calls before the limit took).
 func (s *ServiceTime) skipEstimate() time.Duration {
 	est := s.Estimate()
 	if s == nil || s.lim.limit.Load() == 0 {
@@ -55,7 +66,9 @@ func (s *ServiceTime) skipEstimate() time.Duration {
 }
 
 // stale reports whether no run has ended for longer than the estimate, at
-// now: the estimate is not to be trusted to skip calls.
+// now: the estimate is not to be trusted to skip calls, so that one spell
+// of long runs cannot leave every later call judged hopeless and the
+// estimate never updated.
 func (s *ServiceTime) stale(now time.Time) bool {
 	if s == nil {
 		return false
@@ -64,25 +77,21 @@ func (s *ServiceTime) stale(now time.Time) bool {
 	return last != 0 && now.UnixNano()-last > s.avg.Load()
 }
 
-// Estimate returns the average run time, or 0 until enough runs were seen.
-func (s *ServiceTime) Estimate() time.Duration {
-	if s == nil || s.n.Load() < minObservations {
-		return 0
-	}
-	return time.Duration(s.avg.Load())
-}
-
 // LimitStats is a method's adaptive concurrency limit as it stands.
 type LimitStats struct {
-	// Limit is how many of the method's calls may be in flight (queued
-	// or running) at once; 0 while its service time is near its floor and
-	// nothing limits it.
+	// Limit is how many of the method's calls may be in the pool (waiting
+	// for a worker or running) at once; 0 while its service time is near
+	// its floor and nothing limits it.
 	Limit int
-	// InFlight is how many of its calls are in flight now.
-	InFlight int
+	// InFlight is how many of its calls are in the pool now, and Queued
+	// how many wait in its lane for room under the limit.
+	InFlight, Queued int
 	// Floor is its service time when not congested, as last measured;
 	// Latency its average over the last window.
 	Floor, Latency time.Duration
+	// Probing reports that the limit is lowered for a while, to measure
+	// the floor again.
+	Probing bool
 	// Limited counts its calls refused at the limit (Reason Limited).
 	Limited uint64
 }
@@ -94,11 +103,28 @@ func (s *ServiceTime) Limit() LimitStats {
 		return LimitStats{}
 	}
 	l := &s.lim
-	st := LimitStats{Limit: int(l.limit.Load()), InFlight: int(l.inflight.Load()), Limited: l.limited.Load()}
+	st := LimitStats{
+		Limit:    int(l.base()),
+		InFlight: int(l.inflight.Load()),
+		Queued:   int(s.lane.queued.Load()),
+		Probing:  l.probing.Load(),
+		Limited:  l.limited.Load(),
+	}
 	l.mu.Lock()
 	st.Floor, st.Latency = l.floor, l.latency
 	l.mu.Unlock()
 	return st
+}
+
+// lane is the queue before a method's dependency while its limit is on:
+// the method's calls beyond the limit wait there, in priority order and
+// under the queue's rules, for one of its calls in the pool to end, or
+// are refused (Limited). It is guarded by the Scheduler's mu, but for
+// queued.
+type lane struct {
+	queue
+	queued atomic.Int64 // queue.n, to be read without the lock
+	listed bool         // in the Scheduler's lanes, to be swept
 }
 
 // The method limit's constants.
@@ -106,126 +132,124 @@ func (s *ServiceTime) Limit() LimitStats {
 // A window is how often the limit is set again from the service times
 // measured in it: at least limitWindow long and limitSamples runs.
 // tolerance is how far above its floor a method's service time may go
-// before it counts as congested, and headroom how many calls the limit
+// before it counts as congested, if by more than minExcess; a limit with
+// calls waiting beyond it grows by half while the service time stays
+// within growRatio of the floor. headroom is how many calls the limit
 // admits beyond what the dependency serves at its floor latency: a short
-// queue before the dependency keeps it busy.
+// queue before the dependency keeps it busy. The limit turns off after
+// calmWindows windows in which no call met it.
 //
-// A probe measures the floor again, as BBR's ProbeRTT does: the limit
-// falls to minLimit, and once the calls in flight have drained to that,
-// the next probeSamples calls that start and end within it set the
-// floor. A floor is only seen while nothing waits before the dependency
-// (a smaller limit that still queues would measure the queue, and feed
-// it), and a dependency that became slower for good has a new one.
-// Lower window averages move the floor down a quarter of the way at
-// once, and while the limit is off, healthy windows move it up by a
-// 64th. Probes come firstProbe after the limit starts, then every
-// probeInterval; a window whose service time is shiftRatio times the floor,
-// shiftWindows in a row, brings the next probe forward (the floor likely
-// moved). A probe that cannot finish within probeTimeout is given up.
+// A probe measures the floor, as BBR's ProbeRTT does: the limit halves,
+// and once the calls in flight have drained to that, the next
+// probeSamples calls that start and end within it give the service time
+// there. If it fell by a quarter or more from that of the calls that
+// ended while they drained, the calls were queueing before the
+// dependency: the limit halves again, down to minLimit. If it rose by a
+// third or more, the load changed meanwhile: the step is measured again.
+// Otherwise it is the floor. A floor is only seen while nothing
+// waits before the dependency, and a dependency that became slower for
+// good has a new one. A method not limited is probed when its calls in
+// flight reach probeConcurrency, in a steady window (as many calls in
+// flight as the rate explains), if it was never probed (a dependency
+// saturated from the first call shows no rise above the floor it was
+// first seen at) or its service time has stayed above growRatio of the
+// floor for shiftWindows windows; a limited one firstProbe after the
+// limit starts; either no sooner than probeEvery or 50 floors after the
+// last.
+// A service time shiftRatio times the floor, shiftWindows windows in a
+// row, brings the next probe forward (the floor likely moved). A probe
+// that cannot finish within probeTimeout is given up.
 const (
-	limitWindow  = 100 * time.Millisecond
-	limitSamples = 8
-	tolerance    = 2
-	headroom     = 1.5
-	minLimit     = 4
-	firstProbe   = 500 * time.Millisecond
-	probeEvery   = 2 * time.Second
-	probeSamples = 8
-	probeTimeout = 5 * time.Second
-	shiftRatio   = 3
-	shiftWindows = 3
-	rateWindows  = 3
-	minExcess    = 5 * time.Millisecond
-	surgeMin     = minExcess
+	limitWindow      = 100 * time.Millisecond
+	limitSamples     = 8
+	tolerance        = 2
+	growRatio        = 1.25
+	minExcess        = 5 * time.Millisecond
+	headroom         = 1.5
+	minLimit         = 4
+	calmWindows      = 3
+	rateWindows      = 3
+	probeConcurrency = 16
+	firstProbe       = 500 * time.Millisecond
+	probeEvery       = 2 * time.Second
+	probeSamples     = 8
+	probeFall        = 0.75
+	probeTimeout     = 5 * time.Second
+	shiftRatio       = 3
+	shiftWindows     = 3
 )
 
 // methodLimit is a method's adaptive concurrency limit, in the family of
 // brpc's auto concurrency limiter, Netflix's concurrency-limits and BBR.
+//
 // While the method's service time stays within tolerance of its floor,
 // and its calls in flight are no more than its rate at that floor
-// explains, the limit is off. Once it rises above, the limit is what the dependency
-// serves at its floor latency (Little's law: the most calls completed per
-// second in the last rateWindows windows, times the floor) with headroom,
-// set again every window; calls past it are refused at once. A limit that
-// refuses calls while the service time is healthy grows by half each
-// window, and one far above the demand, with the service time healthy,
-// turns off.
+// explains, the limit is off. Once the service time rises above (the
+// dependency saturated or slowed), two windows in a row, or calls pile up
+// ten times beyond what the rate explains (a surge), the limit is what
+// the dependency serves at its floor latency: by Little's law, the most
+// calls completed per second in the last rateWindows windows, times the
+// floor, with headroom. Beyond it, calls wait in the method's lane. A
+// limit with calls waiting while the service time stays near the floor
+// grows by half each window; one that no call met for calmWindows turns
+// off. A window in which the CPU was congested most of the time neither
+// starts nor lowers the limit, and one with calls held grows it: a busy
+// CPU raises every method's service time, and it is the pool's to limit.
 type methodLimit struct {
-	inflight   atomic.Int64         // calls admitted and not yet ended
-	atLevel    [Levels]atomic.Int64 // the same by priority
-	limit      atomic.Int64         // 0: not limiting
-	probing    atomic.Bool          // the limit is probeLimit, to measure the floor
-	probeLimit atomic.Int64         //
-	limited    atomic.Uint64        // calls refused at the limit, ever
-	refused    atomic.Int64         // calls refused at the limit in this window
-	lastEnd    atomic.Int64         // when the last run ended, unix nanoseconds
-	floorNS    atomic.Int64         // floor, for readers without mu
+	inflight   atomic.Int64  // calls in the pool: waiting for a worker or running
+	limit      atomic.Int64  // 0: not limiting
+	probing    atomic.Bool   // the limit is probeLimit, to measure the floor
+	probeLimit atomic.Int64  //
+	probeBase  atomic.Int64  // the limit, or the calls in flight, when the probe started
+	limited    atomic.Uint64 // calls refused at the limit, ever
+	held       atomic.Int64  // calls that met the limit in this window
+	lastEnd    atomic.Int64  // when the last run ended, unix nanoseconds
+	floorNS    atomic.Int64  // floor, for readers without mu
 
-	mu         sync.Mutex // guards following
+	mu         sync.Mutex // guards the fields below
 	winStart   time.Time
 	winN       int
 	winSum     time.Duration
+	winCPU     int   // runs in the window that ended while the CPU was congested
 	peak       int64 // the most calls in flight seen in this window
 	rates      [rateWindows]float64
 	rateAt     int
 	floor      time.Duration // 0 until the first window
 	latency    time.Duration // the last window's average
-	probeAt    time.Time     // when the next probe starts, while limiting
+	probeAt    time.Time     // when the next probe may start
 	probeStart time.Time
-	drainAt    time.Time // when the probe's calls in flight fell to its limit
+	probeFrom  time.Duration // the service time before the probe
+	probeRef   time.Duration // the service time before the probe's step
+	drainAt    time.Time     // when the step's calls in flight fell to its limit
+	drainN     int           // calls that ended before drainAt, in this step
+	drainSum   time.Duration // and their service times
 	probeN     int
 	probeSum   time.Duration
-	high, calm int // windows in a row far above the floor, healthy with no refusal
-	bad        int // windows in a row congested
-}
-
-// cap is the limit a call of priority p meets, counting the calls in
-// flight of priority p or higher: the limit for the default priority, 5,
-// half of it for priority 0 and two fifths more for priority 9. 0 means
-// no limit.
-func (l *methodLimit) cap(p int) int64 {
-	n := l.base()
-	if n == 0 {
-		return 0
-	}
-	return max(n*int64(p+5)/10, 1)
+	probed     bool // a probe has measured the floor
+	bad        int  // windows in a row congested, while off
+	calm       int  // windows in a row no call met the limit
+	high       int  // windows in a row far above the floor
 }
 
 // base is the limit in force: limit, or probeLimit during a probe; 0 if
 // none.
 func (l *methodLimit) base() int64 {
-	n := l.limit.Load()
-	if n != 0 && l.probing.Load() {
-		n = l.probeLimit.Load()
+	if l.probing.Load() {
+		return l.probeLimit.Load()
 	}
-	return n
+	return l.limit.Load()
 }
 
-// admits reports whether a call of priority p fits the limit: fewer calls
-// of priority p or higher are in flight than cap(p), and fewer calls in
-// all than the limit times (p+10)/10 (one and a half times it for the
-// default priority). So a call competes only with calls as
-// important or more, and the least important are refused first, while
-// the calls in flight in all stay bounded. With no limit in force it
-// admits every call; otherwise it also returns the cap and the calls
-// competing, for fairness.
-func (l *methodLimit) admits(p int) (ok bool, limit, ahead int64) {
+// room reports whether one more call may enter the pool.
+func (l *methodLimit) room() bool {
 	n := l.base()
-	if n == 0 {
-		return true, 0, 0
-	}
-	for level := p; level < Levels; level++ {
-		ahead += l.atLevel[level].Load()
-	}
-	limit = l.cap(p)
-	return ahead < limit && 10*l.inflight.Load() < n*int64(p+10), limit, ahead
+	return n == 0 || l.inflight.Load() < n
 }
 
-// end counts the end of a call of priority p admitted to the method,
-// which ran for d
-// (ran false: it was dropped unrun) and ended at now.
-func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWait time.Duration) {
-	l.atLevel[p].Add(-1)
+// end counts the end of a call in the pool, which ran for d (ran false:
+// it was dropped unrun) and ended at now; cpuBusy says whether the CPU
+// was congested then, and maxWait is the longest a call may wait.
+func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool, maxWait time.Duration) {
 	in := l.inflight.Add(-1) + 1 // in flight with this call
 	if !ran {
 		return
@@ -240,160 +264,129 @@ func (l *methodLimit) end(p int, d time.Duration, ran bool, now time.Time, cpuWa
 	if l.winStart.IsZero() || now.UnixNano()-prev > int64(limitWindow) {
 		// The first run, or the first after an idle spell: a window
 		// across the spell would read a rate far below the method's.
-		l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
+		l.resetWindow(now)
 	}
 	l.winN++
 	l.winSum += d
+	if cpuBusy {
+		l.winCPU++
+	}
 	l.peak = max(l.peak, in)
 	if l.winN < limitSamples {
 		return
 	}
 	if elapsed := now.Sub(l.winStart); elapsed >= limitWindow || elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
-		l.adjust(now, cpuWait)
+		l.adjust(now, maxWait)
 	}
+}
+
+// cpuWindow reports whether the CPU was congested for most of the
+// window. REQUIRES l.mu is held.
+func (l *methodLimit) cpuWindow() bool { return 2*l.winCPU > l.winN }
+
+// resetWindow starts a window at now. REQUIRES l.mu is held.
+func (l *methodLimit) resetWindow(now time.Time) {
+	l.winStart, l.winN, l.winSum, l.winCPU, l.peak = now, 0, 0, 0, 0
 }
 
 // surging reports whether the window so far, elapsed long, shows calls in
-// flight ten times what its rate and service time explain, for a method
-// over surgeMin, in a window at least two service times
+// flight ten times what its rate and service time explain (Little's law),
+// for a method over minExcess, in a window at least two service times
 // long (before that, calls that started together have not ended yet, and
 // a closed loop starting looks like a surge): a surge, judged at once
-// rather than at the window's
-// end, as every millisecond of it piles more calls before the dependency.
-// REQUIRES l.mu is held.
+// rather than at the window's end, as every millisecond of it piles more
+// calls before the dependency. REQUIRES l.mu is held.
 func (l *methodLimit) surging(elapsed time.Duration) bool {
 	rtt := l.winSum / time.Duration(l.winN)
 	explained := float64(l.winN) / elapsed.Seconds() * rtt.Seconds()
-	return rtt > surgeMin && elapsed >= 2*rtt && float64(l.peak) > 10*explained+minLimit
+	return !l.cpuWindow() && rtt > minExcess && elapsed >= 2*rtt && float64(l.peak) > 10*explained+minLimit
 }
 
-// probe counts a call that ended during a probe. REQUIRES l.mu is held.
-func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
-	if l.drainAt.IsZero() {
-		if in <= l.probeLimit.Load() {
-			l.drainAt = now
-		}
-	} else if !now.Add(-d).Before(l.drainAt) {
-		l.probeN++
-		l.probeSum += d
-	}
-	done := l.probeN >= probeSamples
-	if !done && now.Sub(l.probeStart) < probeTimeout {
-		return
-	}
-	if done {
-		l.floor = l.probeSum / time.Duration(l.probeN)
-		l.floorNS.Store(int64(l.floor))
-		l.limit.Store(l.fit())
-	}
-	l.probing.Store(false)
-	l.probeAt = now.Add(l.probeInterval())
-	l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
-	l.refused.Store(0)
-}
-
-// probeInterval is the time between probes: probeEvery, or for a slow
-// method 50 times its floor, so that probes, which run it at minLimit for
-// about two floors, cost a few percent of its throughput at most.
-// REQUIRES l.mu is held.
-func (l *methodLimit) probeInterval() time.Duration {
-	return max(probeEvery, 50*l.floor)
-}
-
-// fit is the limit the dependency's recent rate and floor call for.
-// REQUIRES l.mu is held.
-func (l *methodLimit) fit() int64 {
-	rate := 0.0
-	for _, r := range l.rates {
-		rate = max(rate, r)
-	}
-	return int64(max(minLimit, headroom*rate*l.floor.Seconds()))
-}
-
-// adjust sets the limit from the window that ends at now. REQUIRES l.mu
-// is held.
-func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
+// adjust sets the limit from the window that ends at now; calls may
+// wait up to maxWait. REQUIRES l.mu is held.
+func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	rtt := l.winSum / time.Duration(l.winN)
 	elapsed := now.Sub(l.winStart)
 	rate := float64(l.winN) / elapsed.Seconds()
-	peak, refused := l.peak, l.refused.Swap(0)
-	l.winStart, l.winN, l.winSum, l.peak = now, 0, 0, 0
+	// A surge is judged against a floor seen before this window: the
+	// first window after a start holds the start's own ramp.
+	surge := l.limit.Load() == 0 && l.floor != 0 && l.surging(elapsed)
+	cpu, held, peak := l.cpuWindow(), l.held.Swap(0), l.peak
+	l.resetWindow(now)
 	l.latency = rtt
 	l.rates[l.rateAt] = rate
 	l.rateAt = (l.rateAt + 1) % rateWindows
 	switch {
 	case l.floor == 0:
 		l.floor = rtt
-		l.floorNS.Store(int64(l.floor))
 	case rtt < l.floor:
 		// Lower: follow fast, yet not at once, so that one lucky window
 		// does not set a floor the service time never keeps.
 		l.floor -= (l.floor - rtt) / 4
-		l.floorNS.Store(int64(l.floor))
 	}
-	// Healthy: the service time is near its floor, and no more calls are
-	// in flight than the rate at that floor explains (Little's law) with
-	// ample room: a queue building before the dependency shows in the
-	// calls in flight before it shows in the service times of the calls
-	// that end.
-	//
+	l.floorNS.Store(int64(l.floor))
+	if cpu && l.limit.Load() == 0 {
+		return // the CPU's wait raised the service time: the pool's concern
+	}
 	// A service time up by no more than minExcess is healthy whatever its
 	// floor: a method that takes microseconds has no dependency to
 	// protect, and a hiccup (a collection, a preemption) is many times its
-	// floor. Nor is a rise that the CPU's own wait explains (cpuWait, a
-	// few wake-ups' worth, and at most four floors, as calls piling up
-	// before a saturated dependency make the CPU wait too): a busy CPU is
-	// the elastic pool's concern, and refusing calls that sleep would not
-	// free it.
-	//
-	// Calls in flight far beyond what the rate and service time explain
-	// (Little's law) are a surge piling up before the dependency: the
-	// limit starts at once, not after a second window, and whatever the
-	// CPU's wait. Not so for a method that takes under surgeMin, nor
-	// while the CPU's wait is a quarter of the floor or more: then calls
-	// pile up waiting for a CPU.
+	// floor.
 	excess := rtt - l.floor
-	explained := rate * rtt.Seconds() // Little's law, with the window's own service time
-	near := float64(rtt) <= tolerance*float64(l.floor) && float64(peak) <= 3*explained+minLimit
-	surge := float64(peak) > 10*explained+minLimit && rtt > surgeMin && elapsed >= 2*rtt && 4*cpuWait < l.floor
-	healthy := !surge && (near || excess <= minExcess+min(4*cpuWait, 4*l.floor))
+	congested := float64(rtt) > tolerance*float64(l.floor) && excess > minExcess
 	limit := l.limit.Load()
-	switch {
-	case healthy:
-		l.bad = 0
-	case surge:
-		l.bad = 2
-	default:
-		l.bad++
-	}
-	if near && limit == 0 && excess > 0 && 4*excess < l.floor {
-		// Not congested, and within a quarter of the floor: the floor
-		// follows the service time up, slowly. A larger rise may be a
-		// queue, which must not raise the floor it is judged by.
-		l.floor += excess / 64
-		l.floorNS.Store(int64(l.floor))
-	}
-	switch {
-	case limit == 0 && l.bad < 2:
-		return
-	case limit == 0:
-		// Congested two windows in a row: start limiting.
+	if limit == 0 {
+		if !congested && !surge {
+			l.bad = 0
+			if excess > 0 && 4*excess < l.floor {
+				// Not congested, and within a quarter of the floor: the
+				// floor follows the service time up, slowly. A larger
+				// rise may be a queue, which must not raise the floor it
+				// is judged by.
+				l.floor += excess / 64
+				l.floorNS.Store(int64(l.floor))
+			}
+			// Many calls in flight, and as many as the rate explains (not
+			// a surge building, whose service times are a ramp's): is the
+			// floor the floor? Ask once, and again while the service
+			// time stays well above it; only of a method whose service
+			// time is within half the wait limit, as the probe holds
+			// calls back for two or three of them.
+			if float64(rtt) > growRatio*float64(l.floor) {
+				l.high++
+			} else {
+				l.high = 0
+			}
+			steady := float64(peak) <= 3*rate*rtt.Seconds()+minLimit
+			if steady && peak >= probeConcurrency && 2*rtt <= maxWait && !now.Before(l.probeAt) && (!l.probed || l.high >= shiftWindows) {
+				l.high = 0
+				l.startProbe(now, peak)
+			}
+			return
+		}
+		if l.bad++; l.bad < 2 && !surge {
+			return // one such window may be a hiccup
+		}
 		l.limit.Store(l.fit())
 		l.probeAt = now.Add(firstProbe)
-		l.high, l.calm = 0, 0
+		l.bad, l.calm, l.high = 0, 0, 0
 		return
-	case !healthy:
+	}
+	switch {
+	case congested && !cpu:
 		limit = l.fit()
 		l.calm = 0
-	case refused > 0:
-		// Healthy, yet calls were refused: there is room.
-		limit = max(limit+limit/2, l.fit())
+	case held > 0:
 		l.calm = 0
+		if cpu || float64(rtt) <= growRatio*float64(l.floor) {
+			// Calls wait beyond the limit while the dependency answers
+			// at its floor: it has room.
+			limit = max(limit+limit/2, l.fit())
+		}
 	default:
-		// Healthy and nothing refused: after a few such windows, stop.
-		if l.calm++; l.calm >= shiftWindows {
-			l.limit.Store(0)
-			l.high, l.calm = 0, 0
+		if l.calm++; l.calm >= calmWindows {
+			l.limit.Store(0) // no call met it for a while
+			l.calm, l.high = 0, 0
 			return
 		}
 	}
@@ -407,8 +400,93 @@ func (l *methodLimit) adjust(now time.Time, cpuWait time.Duration) {
 	}
 	if !now.Before(l.probeAt) {
 		l.high = 0
-		l.probeStart, l.drainAt, l.probeN, l.probeSum = now, time.Time{}, 0, 0
-		l.probeLimit.Store(minLimit)
-		l.probing.Store(true)
+		l.startProbe(now, limit)
 	}
+}
+
+// startProbe starts a probe of the floor at now, from n calls in flight.
+// REQUIRES l.mu is held.
+func (l *methodLimit) startProbe(now time.Time, n int64) {
+	l.probeStart, l.probeFrom = now, l.latency
+	l.probeBase.Store(n)
+	l.step(l.latency, max(minLimit, n/2))
+	l.probing.Store(true)
+}
+
+// step starts a probe's step at limit n, from a service time of ref.
+// REQUIRES l.mu is held.
+func (l *methodLimit) step(ref time.Duration, n int64) {
+	l.probeRef, l.drainAt, l.probeN, l.probeSum, l.drainN, l.drainSum = ref, time.Time{}, 0, 0, 0, 0
+	l.probeLimit.Store(n)
+}
+
+// fit is the limit the dependency's recent rate and floor call for.
+// REQUIRES l.mu is held.
+func (l *methodLimit) fit() int64 {
+	rate := 0.0
+	for _, r := range l.rates {
+		rate = max(rate, r)
+	}
+	return int64(max(minLimit, headroom*rate*l.floor.Seconds()))
+}
+
+// probe counts a call that ended during a probe, which was in flight with
+// in calls. REQUIRES l.mu is held.
+func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
+	n := l.probeLimit.Load()
+	if l.drainAt.IsZero() {
+		// The calls that end while the calls in flight drain to the
+		// step's limit started before it: their service time is the
+		// one the step is compared with.
+		l.drainN++
+		l.drainSum += d
+		if in-1 <= n { // from now on, calls start with at most n in flight
+			l.drainAt = now
+			l.probeRef = l.drainSum / time.Duration(l.drainN)
+		}
+	} else if !now.Add(-d).Before(l.drainAt) {
+		l.probeN++
+		l.probeSum += d
+	}
+	if l.probeN >= probeSamples {
+		rtt := l.probeSum / time.Duration(l.probeN)
+		switch {
+		case n > minLimit && float64(rtt) < probeFall*float64(l.probeRef):
+			// The service time fell with the calls in flight: they were
+			// queueing before the dependency, whose floor lies lower.
+			l.step(rtt, max(minLimit, n/2))
+			return
+		case probeFall*float64(rtt) > float64(l.probeRef):
+			// It rose with fewer calls in flight: the load changed
+			// meanwhile (a surge building). Measure again at n.
+			l.step(rtt, n)
+			l.drainAt = now
+			return
+		}
+		l.endProbe(now, rtt)
+		return
+	}
+	if now.Sub(l.probeStart) >= probeTimeout {
+		l.endProbe(now, 0)
+	}
+}
+
+// endProbe ends a probe at now that found floor, or none (0). A method
+// not limited is limited from now if its service time before the probe
+// was congested against the floor found. REQUIRES l.mu is held.
+func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
+	if floor > 0 {
+		l.floor, l.probed = floor, true
+		l.floorNS.Store(int64(floor))
+		if l.limit.Load() != 0 {
+			l.limit.Store(max(l.probeLimit.Load(), l.fit()))
+		} else if float64(l.probeFrom) > tolerance*float64(floor) && l.probeFrom-floor > minExcess {
+			l.limit.Store(max(l.probeLimit.Load(), l.fit()))
+			l.bad, l.calm, l.high = 0, 0, 0
+		}
+	}
+	l.probing.Store(false)
+	l.probeAt = now.Add(max(probeEvery, 50*l.floor))
+	l.resetWindow(now)
+	l.held.Store(0)
 }

@@ -108,8 +108,8 @@ func (s *Scheduler) cpuCheck(now time.Time) {
 	s.cpuAt = now.Add(cpuEvery)
 	r := s.readCPU()
 	s.cpu = r
-	s.cpuWait.Store(int64(r.latency))
 	congested := r.latency > s.opts.cpuTarget() && r.runnable > runtime.GOMAXPROCS(0)
+	s.cpuBusy.Store(congested)
 	// Held for two readings in a row, and with as many goroutines waiting
 	// for a CPU as half the tasks running: the tasks themselves want the
 	// CPU. Tasks that wait on I/O are not runnable, so a CPU busy with

@@ -5,20 +5,27 @@ import "sync/atomic"
 // Fairness between clients.
 //
 // A Flow is one source of tasks: a kiev server gives each connection one.
-// Under overload, where a limit would refuse a call (a method's limit,
-// the overload queue's share), a call is admitted anyway if its flow is
-// not the heaviest (the one with the most calls in flight, as last seen)
-// and holds less than twice its share of the limit, or less than four
-// calls; and when the queue is full it takes the
-// place of the newest queued call, of its priority or lower, of a flow
-// above its share. So a connection that floods gets what the others
-// leave, and cannot crowd out clients that stay within their share,
-// while flows of equal weight meet the limits much as before. What is let
-// in so, beside the heaviest flow's calls, stays below twice the limit
-// plus 16, and never passes
-// Options.MaxInFlight or Options.QueueSize.
+// Where a queue's rule would refuse a call (the overload queue's share, a
+// start predicted past the wait limit, a full queue), a call of a flow
+// lighter than the heaviest (the one with the most calls in flight, as
+// last seen) takes the place of the heaviest flow's newest queued call of
+// its priority or lower, which is answered at once (Evicted). This is
+// longest-queue drop: a queue under pressure gives up the calls of the
+// flow that holds most, so a connection that floods gets what the others
+// leave, and cannot crowd out clients that stay within their share, while
+// flows of equal weight meet the rules as before.
+//
+// The heaviest flow may have no call queued to give up: its calls hold
+// the slots, and the short queue holds other light flows' calls. A call
+// of a flow that holds no more than its share of the slots (the limit
+// divided among the flows with calls in flight, and at least two) is
+// then queued beyond the rule, while the queue holds fewer than the
+// rule's length plus a round of slots: light flows are not refused for
+// each other. Nor is a light flow's call, once queued, answered early in
+// overload mode (it has no refusal window): it waits its turn. A full
+// queue (Options.QueueSize) is never passed.
 
-// Flow is a source of tasks that the scheduler shares its limits fairly
+// Flow is a source of tasks that the scheduler shares its queues fairly
 // with the others. The zero value is ready to use; a Flow must not be
 // copied after first use.
 type Flow struct {
@@ -73,38 +80,28 @@ func (fs *flows) end(f *Flow) {
 	}
 }
 
-// spare reports whether a call of f may pass a limit that inflight calls
-// have reached: f is not the heaviest flow and holds less than twice its
-// share of the limit (the limit divided among the flows with calls in
-// flight, f included), or less than four calls. The calls of flows other
-// than the heaviest stay below twice the limit plus 16 (the heaviest's
-// backlog, from before the limit started, is not counted against them).
-func (fs *flows) spare(f *Flow, limit, inflight int) bool {
-	if f == nil {
+// within reports whether f is not the heaviest flow and holds no more
+// than its share of limit slots: limit divided among the flows with calls
+// in flight, and at least two.
+func (fs *flows) within(f *Flow, limit int) bool {
+	if f == nil || fs.heavy.Load() == f {
 		return false
+	}
+	active := max(fs.active.Load(), 1)
+	return f.n.Load() <= max(2, (int64(limit)+active-1)/active)
+}
+
+// heavier returns the heaviest flow if f, about to be refused, holds at
+// least two calls fewer; nil otherwise.
+func (fs *flows) heavier(f *Flow) *Flow {
+	if f == nil {
+		return nil
 	}
 	n := f.n.Load()
 	fs.weigh(f, n) // a flow refused again and again is still weighed
 	h := fs.heavy.Load()
-	if h == nil || h == f {
-		return false
+	if h == nil || h == f || h.n.Load() < n+2 {
+		return nil
 	}
-	if int64(inflight)-h.n.Load() >= 2*int64(limit)+4*minLimit {
-		return false // the others hold twice the limit already
-	}
-	active := fs.active.Load()
-	if n == 0 {
-		active++
-	}
-	share := (int64(limit) + active - 1) / active
-	return n < max(4, 2*share)
-}
-
-// overShare reports whether f holds more than its share of limit.
-func (fs *flows) overShare(f *Flow, limit int) bool {
-	if f == nil {
-		return false
-	}
-	active := max(fs.active.Load(), 1)
-	return f.n.Load() > (int64(limit)+active-1)/active
+	return h
 }

@@ -2,6 +2,362 @@ package shed
 
 import "time"
 
+// queue is ten priority levels of calls waiting for slots, with the rules
+// that keep their wait short (see the package documentation). The
+// Scheduler has one before its workers, and each method whose limit is on
+// has one before its dependency (its lane). A queue is guarded by its
+// Scheduler's mu.
+type queue struct {
+	lv        [Levels]deque
+	n         int       // queued entries
+	lastEmpty time.Time // the last time the queue was empty
+	lastShort time.Time // the last time it was no longer than the overload queue
+	overload  bool      // in overload mode: short wait limit, short queue
+	winStart  time.Time // start of the current measuring window
+	arrivals  int       // calls that arrived in the window
+	pooled    bool      // the pool's queue: its calls count in their methods' calls in the pool
+}
+
+// slots is what a queue feeds: how many calls run at once, how long one
+// runs (0 until known), and whether that number may still grow (the
+// queue then waits for it to grow, which is no sign of overload).
+type slots struct {
+	limit   int
+	est     time.Duration
+	canGrow bool
+}
+
+// gap is the expected time between two calls starting: one run time
+// divided among the slots.
+func (sl slots) gap() time.Duration {
+	if sl.limit <= 0 {
+		return 0
+	}
+	return sl.est / time.Duration(sl.limit)
+}
+
+func (q *queue) init(now time.Time) {
+	q.lastEmpty, q.lastShort, q.winStart = now, now, now
+}
+
+// add queues e, of priority p and flow f, at now, or reports that it is
+// refused. It applies the admission rules: in overload mode, the share of
+// the short queue; otherwise, a start predicted within MaxWait; and a
+// full queue's evictions. Where a rule would refuse a call, a flow
+// lighter than the heaviest takes the place of the heaviest's newest
+// queued call (longest-queue drop), so a flooder gets what the others
+// leave. It appends to drops the calls it pushed out.
+func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options, fl *flows, drops []dropped) ([]dropped, bool) {
+	over := q.overloaded(now, sl, o)
+	var full bool
+	if over {
+		// Admit a call only if the calls that will start before it (those
+		// of its priority or higher) fit its priority's share of the short
+		// queue: a call that would wait too long is refused now, while a
+		// refusal is quick, not after it waited.
+		full = q.ahead(p) >= q.share(p, sl, o)
+	} else if gap := sl.gap(); !sl.canGrow && gap > 0 {
+		// A call predicted to start past the wait limit would only wait
+		// to be refused: refuse it now.
+		full = time.Duration(q.ahead(p)+1)*gap > o.MaxWait
+	}
+	light := fl.within(f, sl.limit) // a flow within its share of the slots
+	if full {
+		if v := q.evictHeavier(p, f, fl); v != nil {
+			drops = append(drops, dropped{t: v.t, r: Evicted, waited: now.Sub(v.enq), pooled: q.pooled})
+		} else if !light || q.n >= q.share(p, sl, o)+sl.limit {
+			return drops, false
+		}
+	}
+	if over && p < Levels-1 && !light {
+		// Less important calls should start sooner: they are the ones
+		// pushed back by later arrivals, and the sooner one that will not
+		// start is answered, the better for its caller. It may be refused
+		// only for a short while (the refusal window, a quarter of the
+		// limit); one still queued after that is kept and runs, so that a
+		// refusal never comes late. The most important calls are bounded
+		// by their share alone: none is shed for a wait the CPU, not the
+		// queue, made longer; nor is a call of a flow within its share.
+		limit := q.overloadLimit(sl, o)
+		e.limit = now.Add(limit * time.Duration(p+1) / Levels)
+		e.commit = now.Add(limit / 4)
+	}
+	if q.n >= o.QueueSize {
+		v := q.evictBelow(p)
+		if v == nil {
+			v = q.evictHeavier(p, f, fl)
+		}
+		if v == nil {
+			return drops, false
+		}
+		drops = append(drops, dropped{t: v.t, r: Evicted, waited: now.Sub(v.enq), pooled: q.pooled})
+	}
+	q.push(p, e)
+	if over {
+		drops = q.pushOut(p, now, sl, o, drops)
+	}
+	return drops, true
+}
+
+func (q *queue) push(p int, e entry) {
+	q.lv[p].pushBack(e)
+	q.n++
+}
+
+// overloaded updates and reports the overload mode. The queue enters it
+// when it has not been empty for Interval, as CoDel does, and leaves it
+// after an Interval in which fewer calls arrived than the slots could
+// have started: a short queue that empties now and then under overload
+// does not flip it back to long waits.
+func (q *queue) overloaded(now time.Time, sl slots, o *Options) bool {
+	if elapsed := now.Sub(q.winStart); elapsed >= o.Interval {
+		if q.overload {
+			could := float64(sl.limit) * float64(elapsed) / float64(max(sl.est, time.Microsecond))
+			if float64(q.arrivals) < 0.95*could || sl.canGrow {
+				q.overload = false
+			}
+		}
+		q.winStart, q.arrivals = now, 0
+	}
+	if !q.overload && !sl.canGrow {
+		if q.n <= q.share(Levels-1, sl, o) {
+			q.lastShort = now
+		}
+		// CoDel's rule: the queue has not been empty for an Interval. A
+		// queue that has stayed longer than the overload queue for a tenth
+		// of that is a surge: act on it before it turns into long waits.
+		if q.n > 0 && (now.Sub(q.lastEmpty) > o.Interval || now.Sub(q.lastShort) > o.Interval/10) {
+			q.overload = true
+		}
+	}
+	return q.overload
+}
+
+// overloadLimit is the wait limit under overload: Target, or two gaps
+// between call starts if that is longer, so a queued call can still be
+// taken by the next slot to free.
+func (q *queue) overloadLimit(sl slots, o *Options) time.Duration {
+	return max(o.Target, 2*sl.gap())
+}
+
+// share is how many calls may be queued ahead of a new call of priority
+// p under overload: what the slots start within half the overload wait
+// limit, scaled by priority from a fifth of that for priority 0 to twice
+// that for priority 9, so important calls are refused last.
+func (q *queue) share(p int, sl slots, o *Options) int {
+	if sl.est <= 0 || sl.limit <= 0 {
+		return o.QueueSize
+	}
+	c := float64(sl.limit) * float64(q.overloadLimit(sl, o)) / float64(sl.est) / 2
+	n := int(c * float64(p+1) / 5)
+	if p == Levels-1 {
+		n = max(n, sl.limit) // room for a round of the most important calls
+	}
+	return min(max(n, 1), o.QueueSize)
+}
+
+// ahead counts the queued calls that start before a new call of priority
+// p: those of priority p or higher.
+func (q *queue) ahead(p int) int {
+	n := 0
+	for level := p; level < Levels; level++ {
+		n += q.lv[level].len()
+	}
+	return n
+}
+
+// top returns the highest non-empty priority level, or -1.
+func (q *queue) top() int {
+	for level := Levels - 1; level >= 0; level-- {
+		if q.lv[level].len() > 0 {
+			return level
+		}
+	}
+	return -1
+}
+
+// evictBelow removes and returns the newest call of the lowest priority
+// under p, the one that would run last, or nil if every queued call has
+// priority p or higher.
+func (q *queue) evictBelow(p int) *entry {
+	for level := 0; level < p; level++ {
+		if q.lv[level].len() > 0 {
+			q.n--
+			e := q.lv[level].popBack()
+			return &e
+		}
+	}
+	return nil
+}
+
+// evictScan bounds how many entries of a level evictHeavier looks at,
+// newest first, so that a refusal stays cheap in a long queue.
+const evictScan = 64
+
+// evictHeavier removes and returns the newest queued call, of priority p
+// or lower, of the heaviest flow, if f is lighter than it by more than
+// one call; nil otherwise.
+func (q *queue) evictHeavier(p int, f *Flow, fl *flows) *entry {
+	h := fl.heavier(f)
+	if h == nil {
+		return nil
+	}
+	for level := 0; level <= p; level++ {
+		d := &q.lv[level]
+		for i := d.len() - 1; i >= max(0, d.len()-evictScan); i-- {
+			if flowOf(d.at(i).t) == h {
+				q.n--
+				e := d.removeAt(i)
+				return &e
+			}
+		}
+	}
+	return nil
+}
+
+// pushOut evicts, under overload, the calls that a new call of priority p
+// pushed past their own priority's share: they would not start in time,
+// so they are answered now, while their wait is short. The newest of each
+// level goes first. Calls past their refusal window, and those admitted
+// before overload mode began, keep their place: they have waited long
+// already, and answering them now would only make a late refusal.
+func (q *queue) pushOut(p int, now time.Time, sl slots, o *Options, out []dropped) []dropped {
+	for level := p - 1; level >= 0; level-- {
+		for q.lv[level].len() > 0 && q.lv[level].back().refusable(now) && q.ahead(level) > q.share(level, sl, o) {
+			e := q.lv[level].popBack()
+			out = append(out, dropped{t: e.t, r: Evicted, waited: now.Sub(e.enq), pooled: q.pooled})
+			q.n--
+		}
+	}
+	return out
+}
+
+// pop takes the call to start next, at now, adding to drops the ones
+// that waited too long or can no longer finish in time. It reports false
+// when the queue is empty.
+func (q *queue) pop(now time.Time, sl slots, drops *[]dropped) (entry, bool) {
+	for {
+		level := q.top()
+		if level < 0 {
+			return entry{}, false
+		}
+		e := q.lv[level].popFront()
+		q.n--
+		if q.n == 0 {
+			q.lastEmpty = now
+		}
+		wait := now.Sub(e.enq)
+		if e.expired(now) {
+			*drops = append(*drops, dropped{t: e.t, r: Expired, waited: wait, pooled: q.pooled})
+			continue
+		}
+		if r, ok := hopeless(e.t, now); ok {
+			*drops = append(*drops, dropped{t: e.t, r: r, waited: wait, pooled: q.pooled})
+			continue
+		}
+		if q.overload {
+			*drops = q.doomed(now, sl, *drops)
+		}
+		return e, true
+	}
+}
+
+// doomed drops, under overload, the queued calls that cannot start by
+// their limit: a call starts once the calls ahead of it and itself have
+// each had a slot, one every gap. Answering them now, rather than at
+// their limit, makes the refusal as quick as the prediction allows. Only
+// calls in their refusal window are judged; within a level they follow
+// those past it, and the oldest of them is judged first.
+func (q *queue) doomed(now time.Time, sl slots, drops []dropped) []dropped {
+	gap := sl.gap()
+	if gap <= 0 {
+		return drops
+	}
+	ahead := 0
+	for level := Levels - 1; level >= 0; level-- {
+		d := &q.lv[level]
+		i := 0
+		for i < d.len() && !d.at(i).refusable(now) {
+			i++
+		}
+		for i < d.len() {
+			e := d.at(i)
+			if !e.refusable(now) || !now.Add(time.Duration(ahead+i+1)*gap).After(e.limit) {
+				break
+			}
+			v := d.removeAt(i)
+			q.n--
+			drops = append(drops, dropped{t: v.t, r: Expired, waited: now.Sub(v.enq), pooled: q.pooled})
+		}
+		ahead += d.len()
+	}
+	if q.n == 0 {
+		q.lastEmpty = now
+	}
+	return drops
+}
+
+// expire removes the calls at the front of each level that waited past
+// their limit or whose caller left, adding them to drops.
+func (q *queue) expire(now time.Time, drops []dropped) []dropped {
+	for level := range q.lv {
+		d := &q.lv[level]
+		for d.len() > 0 {
+			e := d.front()
+			canceled := e.t.Canceled()
+			if !canceled && !e.expired(now) {
+				break
+			}
+			d.popFront()
+			q.n--
+			r := Expired
+			if canceled {
+				r = Canceled
+			}
+			drops = append(drops, dropped{t: e.t, r: r, waited: now.Sub(e.enq), pooled: q.pooled})
+		}
+	}
+	if q.n == 0 {
+		q.lastEmpty = now
+	}
+	return drops
+}
+
+// drain removes every queued call, adding them to drops as r.
+func (q *queue) drain(now time.Time, r Reason, drops []dropped) []dropped {
+	for level := range q.lv {
+		for q.lv[level].len() > 0 {
+			e := q.lv[level].popFront()
+			drops = append(drops, dropped{t: e.t, r: r, waited: now.Sub(e.enq), pooled: q.pooled})
+		}
+	}
+	q.n = 0
+	return drops
+}
+
+// due returns when the first call at the front of a level next becomes
+// expired; zero if the queue is empty.
+func (q *queue) due(now time.Time) time.Time {
+	var due time.Time
+	for level := range q.lv {
+		if q.lv[level].len() > 0 {
+			if e := q.lv[level].front().due(now); due.IsZero() || e.Before(due) {
+				due = e
+			}
+		}
+	}
+	return due
+}
+
+// dropped is a call to answer without running, why, and how long it
+// waited; pooled if it was counted in its method's calls in the pool.
+type dropped struct {
+	t      Task
+	r      Reason
+	waited time.Duration
+	pooled bool
+}
+
 // entry is a queued task, when it was queued, and when it expires: the
 // wait limit in force when it was queued, kept even if the limit changes,
 // so a call admitted to a long queue is not rejected late for it.

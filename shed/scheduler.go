@@ -13,34 +13,35 @@ const maxIdle = 256
 
 // Scheduler queues tasks by priority and runs them on a bounded number of
 // workers. Create one with New.
+//
+// A task passes two stages. First its method's lane, if the method's
+// limit is on: a call beyond the limit waits there, or is refused. Then
+// the pool: the call starts on a worker at once, or waits in the pool's
+// queue. Workers are goroutines kept parked between calls; each runs one
+// task at a time, then takes the next from the pool's queue, or parks.
 type Scheduler struct {
 	opts    Options
 	now     func() time.Time  // time.Now; tests swap it
 	readCPU func() cpuReading // runtimeCPU(); tests swap it
 	elastic bool              // Options.Workers was left zero
 	flows   flows
-	cpuWait atomic.Int64 // the last reading's CPU wait, for the method limits
+	cpuBusy atomic.Bool // the last reading found the CPU congested, for the method limits
 
 	// Pause detection, for the method limits: the last arrival or end,
 	// and until when runs are to be ignored (unix nanoseconds).
 	lastSeen, pausedUntil atomic.Int64
 
-	mu         sync.Mutex
-	q          [Levels]deque
-	n          int       // queued tasks
-	running    int       // tasks running
-	limit      int       // how many may run: Workers, or the elastic limit
-	cpuAt      time.Time // the next CPU reading, elastic only
+	mu         sync.Mutex // guards the fields below, and every method's lane
+	q          queue      // tasks waiting for a worker
+	running    int        // tasks running
+	limit      int        // how many may run: Workers, or the elastic limit
+	cpuAt      time.Time  // the next CPU reading, elastic only
 	cpu        cpuReading
-	hot        bool      // the CPU is congested by the tasks: the pool stops growing
-	congested  bool      // the last reading found the CPU congested
-	growAt     time.Time // when growBudget is renewed
-	growBudget int       // how much the elastic limit may still grow until growAt
-	lastEmpty  time.Time // the last time the queue was empty
-	lastShort  time.Time // the last time it was no longer than the overload queue
-	overload   bool      // in overload mode: short wait limit, short queue
-	winStart   time.Time // start of the current measuring window
-	arrivals   int       // tasks submitted in the window
+	hot        bool           // the CPU is congested by the tasks: the pool stops growing
+	congested  bool           // the last reading found the CPU congested
+	growAt     time.Time      // when growBudget is renewed
+	growBudget int            // how much the elastic limit may still grow until growAt
+	lanes      []*ServiceTime // methods whose lane has held tasks since the last sweep
 	timer      *time.Timer
 	timerAt    time.Time // when timer fires; zero if not armed
 	closed     bool
@@ -70,9 +71,8 @@ func New(o Options) *Scheduler {
 	if s.elastic {
 		s.limit = min(DefaultWorkers(), s.opts.MaxInFlight)
 	}
-	s.lastEmpty = s.now()
-	s.lastShort = s.lastEmpty
-	s.winStart = s.lastEmpty
+	s.q.pooled = true
+	s.q.init(s.now())
 	s.timer = time.AfterFunc(time.Hour, s.sweep)
 	s.timer.Stop()
 	return s
@@ -80,6 +80,28 @@ func New(o Options) *Scheduler {
 
 // Options returns the settings in force, defaults filled in.
 func (s *Scheduler) Options() Options { return s.opts }
+
+// work is what a critical section leaves to do once the lock is released:
+// tasks to answer unrun, and tasks to hand to workers.
+type work struct {
+	drops  []dropped
+	starts []handoff
+}
+
+// handoff is a task and the worker it goes to (nil: a new one).
+type handoff struct {
+	t  Task
+	ch chan Task
+}
+
+func (w *work) do(s *Scheduler) {
+	for _, d := range w.drops {
+		s.drop(d)
+	}
+	for _, h := range w.starts {
+		s.hand(h.t, h.ch)
+	}
+}
 
 // Submit queues t, runs it, or drops it, and returns at once. Every task
 // submitted ends in exactly one call of its Run or its Drop. Drop may be
@@ -96,147 +118,174 @@ func (s *Scheduler) Submit(t Task) {
 	}
 	now := s.now()
 	s.seen(now)
-	if r, ok := s.hopeless(t, now); ok {
+	if r, ok := hopeless(t, now); ok {
 		s.reject(t, r)
 		return
 	}
-	p := clamp(t.Priority())
-	f := flowOf(t)
-	if s.atLimit(t, p, f) {
-		s.reject(t, Limited)
-		return
-	}
-	s.admit(t, p, f)
-
+	p, f, c := clamp(t.Priority()), flowOf(t), t.Cost()
+	e := entry{t: t, enq: now, expires: now.Add(s.opts.MaxWait)}
+	var w work
+	s.flows.admit(f)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.drop(t, Refused, 0)
+		s.flows.end(f)
+		s.reject(t, Refused)
 		return
 	}
-	s.arrivals++
+	if s.limits(c) {
+		c.lane.arrivals++
+		if c.lane.n > 0 || !c.lim.room() {
+			ok := s.wait(c, e, p, f, now, &w)
+			s.mu.Unlock()
+			if !ok {
+				s.flows.end(f)
+				c.lim.limited.Add(1)
+				s.reject(t, Limited)
+			}
+			w.do(s)
+			return
+		}
+		c.lane.lastEmpty = now
+	}
+	s.enter(e, p, f, now, &w)
+	s.mu.Unlock()
+	w.do(s)
+}
+
+// limits reports whether c's limit is on: its calls pass its lane.
+// REQUIRES s.mu is held.
+func (s *Scheduler) limits(c *ServiceTime) bool {
+	return c != nil && s.elastic && (c.lim.base() != 0 || c.lane.n > 0)
+}
+
+// wait queues e, of priority p and flow f, in c's lane, where it waits
+// for room under c's limit, and reports whether it was admitted. A call
+// let through at once (the room freed meanwhile) is in w. REQUIRES s.mu
+// is held.
+func (s *Scheduler) wait(c *ServiceTime, e entry, p int, f *Flow, now time.Time, w *work) bool {
+	l := &c.lane
+	if l.winStart.IsZero() {
+		l.init(now)
+	}
+	c.lim.held.Add(1)
+	if c.lim.probing.Load() {
+		// Held back by a probe, for a step of two or three service
+		// times: its wait limit is extended by that much.
+		e.expires = e.expires.Add(2 * time.Duration(c.avg.Load()))
+	}
+	var ok bool
+	w.drops, ok = l.add(e, p, f, now, s.laneSlots(c), &s.opts, &s.flows, w.drops)
+	if !ok {
+		return false
+	}
+	l.queued.Store(int64(l.n))
+	if !l.listed {
+		l.listed = true
+		s.lanes = append(s.lanes, c)
+	}
+	s.release(c, now, false, w) // a call may have ended since room was checked
+	s.arm(now)
+	return true
+}
+
+// laneSlots is what c's lane feeds: its limit's calls, each its service
+// time. During a probe, the lane admits calls as it would at the limit
+// the probe started from, and never enters overload mode: the calls it
+// holds back wait a little longer for the probe's sake, and are not
+// refused for it. REQUIRES s.mu is held.
+func (s *Scheduler) laneSlots(c *ServiceTime) slots {
+	if c.lim.probing.Load() {
+		return slots{limit: int(c.lim.probeBase.Load()), est: c.Estimate(), canGrow: true}
+	}
+	return slots{limit: int(c.lim.limit.Load()), est: c.Estimate()}
+}
+
+// poolSlots is what the pool's queue feeds. REQUIRES s.mu is held.
+func (s *Scheduler) poolSlots() slots {
+	return slots{limit: s.limit, est: s.all.Estimate(), canGrow: s.canGrow()}
+}
+
+// enter admits e, of priority p and flow f, to the pool at now: it starts
+// at once if a slot is free, or is queued under the pool's rules, or is
+// refused. REQUIRES s.mu is held.
+func (s *Scheduler) enter(e entry, p int, f *Flow, now time.Time, w *work) {
+	pooled(e.t)
+	s.q.arrivals++
 	if s.takeSlot(now) {
-		ch := s.takeWorker()
-		s.mu.Unlock()
-		s.recordWait(0)
-		s.hand(t, ch)
+		s.startNow(e, now, w)
 		return
 	}
-	var victim *entry
-	e := entry{t: t, enq: now, expires: now.Add(s.opts.MaxWait)}
-	if s.overloaded(now) {
-		// Admit a call only if the calls that will start before it (those
-		// of its priority or higher) fit its priority's share of the short
-		// queue: a call that would wait too long is refused now, while a
-		// refusal is quick, not after it waited.
-		if share, ahead := s.share(p), s.ahead(p); ahead >= share && !s.flows.spare(f, share, ahead) {
-			s.mu.Unlock()
-			s.drop(t, Refused, 0)
-			return
-		}
-		if p < Levels-1 {
-			// Less important calls should start sooner: they are the
-			// ones pushed back by later arrivals, and the sooner one
-			// that will not start is answered, the better for its
-			// caller. It may be refused only for a short while (the
-			// refusal window, a quarter of the limit); one still
-			// queued after that is kept and runs, so that a refusal
-			// never comes late. The most important calls are bounded
-			// by their share alone: none is shed for a wait the CPU,
-			// not the queue, made longer.
-			limit := s.overloadLimit()
-			e.limit = now.Add(limit * time.Duration(p+1) / Levels)
-			e.commit = now.Add(limit / 4)
-		}
+	var ok bool
+	w.drops, ok = s.q.add(e, p, f, now, s.poolSlots(), &s.opts, &s.flows, w.drops)
+	if !ok {
+		w.drops = append(w.drops, dropped{t: e.t, r: Refused, pooled: true})
+		return
 	}
-	if s.n >= s.opts.QueueSize {
-		victim = s.evictBelow(p)
-		if victim == nil && !s.flows.overShare(f, s.opts.QueueSize) {
-			victim = s.evictOverShare(p, f)
-		}
-		if victim == nil {
-			s.mu.Unlock()
-			s.drop(t, Refused, 0)
-			return
-		}
-	}
-	s.q[p].pushBack(e)
-	s.n++
-	var pushed []dropped
-	if s.overload {
-		pushed = s.pushOut(p, now)
-	}
-	var spilled []handoff
 	if s.elastic {
-		spilled, pushed = s.spill(now, pushed)
+		s.spill(now, w)
 	}
 	s.arm(now)
-	s.mu.Unlock()
-	if victim != nil {
-		s.drop(victim.t, Evicted, now.Sub(victim.enq))
+}
+
+// release lets the calls waiting in c's lane into the pool while its
+// limit has room. They were admitted by the lane, so the pool's rules do
+// not refuse them: each starts at once if a slot is free, or queues; all
+// queue with toQueue set, for the worker about to take its next task.
+// REQUIRES s.mu is held.
+func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work) {
+	l := &c.lane
+	for l.n > 0 && c.lim.room() {
+		e, ok := l.pop(now, s.laneSlots(c), &w.drops)
+		if !ok {
+			break
+		}
+		pooled(e.t)
+		s.q.arrivals++
+		if !toQueue && s.takeSlot(now) {
+			s.startNow(e, now, w)
+			continue
+		}
+		s.q.push(clamp(e.t.Priority()), entry{t: e.t, enq: e.enq, expires: e.expires})
 	}
-	for _, d := range pushed {
-		s.drop(d.t, d.r, d.waited)
-	}
-	for _, h := range spilled {
-		s.hand(h.t, h.ch)
+	l.queued.Store(int64(l.n))
+	if s.q.n > 0 {
+		if !toQueue {
+			s.spill(now, w)
+		}
+		s.arm(now)
 	}
 }
 
-// handoff is a task and the worker it goes to (nil: a new one).
-type handoff struct {
-	t  Task
-	ch chan Task
+// pooled counts t in its method's calls in the pool.
+func pooled(t Task) {
+	if c := t.Cost(); c != nil {
+		c.lim.inflight.Add(1)
+	}
+}
+
+// startNow hands e, which took a slot, to a worker. REQUIRES s.mu is held.
+func (s *Scheduler) startNow(e entry, now time.Time, w *work) {
+	s.recordWait(now.Sub(e.enq))
+	w.starts = append(w.starts, handoff{e.t, s.takeWorker()})
 }
 
 // spill starts queued tasks on new workers while the elastic limit grows
 // for them: the queue formed because workers block, not because the CPU
-// is busy. It returns the tasks to hand to new workers, and drops adds
-// what it found expired on the way. REQUIRES s.mu is held.
-func (s *Scheduler) spill(now time.Time, drops []dropped) ([]handoff, []dropped) {
-	var out []handoff
-	for s.n > 0 && (s.running < s.limit || s.grow(now)) {
-		s.running++
-		t := s.pop(now, &drops)
-		if t == nil {
-			s.running--
+// is busy. REQUIRES s.mu is held.
+func (s *Scheduler) spill(now time.Time, w *work) {
+	for s.q.n > 0 && (s.running < s.limit || s.grow(now)) {
+		e, ok := s.q.pop(now, s.poolSlots(), &w.drops)
+		if !ok {
 			break
 		}
-		out = append(out, handoff{t, s.takeWorker()})
+		s.running++
+		s.startNow(e, now, w)
 	}
-	return out, drops
 }
 
-// atLimit reports whether t, of priority p and flow f, meets its method's
-// adaptive limit and is to be refused at once: its method has as many
-// calls in flight as its limit allows priority p, and f holds its share
-// of the limit or more.
-func (s *Scheduler) atLimit(t Task, p int, f *Flow) bool {
-	c := t.Cost()
-	if c == nil || !s.elastic || s.opts.Disabled {
-		return false // a fixed pool keeps its behaviour from before method limits
-	}
-	ok, n, ahead := c.lim.admits(p)
-	if ok || s.flows.spare(f, int(n), int(ahead)) {
-		return false
-	}
-	c.lim.refused.Add(1)
-	c.lim.limited.Add(1)
-	return true
-}
-
-// admit counts t, of priority p, in flight, for its method's limit and
-// its flow's share.
-func (s *Scheduler) admit(t Task, p int, f *Flow) {
-	if c := t.Cost(); c != nil {
-		c.lim.inflight.Add(1)
-		c.lim.atLevel[p].Add(1)
-	}
-	s.flows.admit(f)
-}
-
-// ended counts t out of flight: it ran for d and ended at end, or (ran
-// false) was dropped.
+// ended counts t, of the pool, out of flight: it ran for d and ended at
+// end, or (ran false) was dropped.
 func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 	if c := t.Cost(); c != nil {
 		if ran {
@@ -245,7 +294,7 @@ func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 			// length too: it says nothing of the method's dependency.
 			ran = end.Add(-d).UnixNano() >= s.pausedUntil.Load()
 		}
-		c.lim.end(clamp(t.Priority()), d, ran, end, time.Duration(s.cpuWait.Load()))
+		c.lim.end(d, ran, end, s.cpuBusy.Load(), s.opts.MaxWait)
 	}
 	s.flows.end(flowOf(t))
 }
@@ -278,70 +327,43 @@ func (s *Scheduler) RunInline(t Task) bool {
 		return false
 	}
 	now := s.now()
-	if _, ok := s.hopeless(t, now); ok {
+	if _, ok := hopeless(t, now); ok {
 		return false // Submit drops it, with the reason
 	}
-	f := flowOf(t)
-	if c := t.Cost(); c != nil && c.lim.limit.Load() != 0 {
-		return false // Submit applies the method's limit
-	}
+	c := t.Cost()
 	s.mu.Lock()
-	if s.closed || !s.takeSlot(now) {
+	if s.closed || s.limits(c) || !s.takeSlot(now) {
 		s.mu.Unlock()
-		return false
+		return false // Submit applies the method's limit, or queues it
 	}
-	s.arrivals++
+	s.q.arrivals++
+	pooled(t)
 	s.mu.Unlock()
-	s.admit(t, clamp(t.Priority()), f)
+	s.flows.admit(flowOf(t))
 	s.recordWait(0)
 	end := s.run(t, now)
-	if next := s.next(end); next != nil {
+	if next, _ := s.nextOrPark(end, nil, c); next != nil {
 		s.start(next) // the slot passes to a worker
 	}
 	return true
 }
 
 // takeSlot takes a worker's slot for a task arriving at now, if the task
-// would start at once: nothing is queued and a slot is free. Callers hold
-// s.mu.
+// would start at once: nothing is queued and a slot is free. REQUIRES
+// s.mu is held.
 func (s *Scheduler) takeSlot(now time.Time) bool {
-	if s.n != 0 || s.running >= s.limit && !s.grow(now) {
+	if s.q.n != 0 || s.running >= s.limit && !s.grow(now) {
 		return false
 	}
 	s.running++
-	s.lastEmpty = now
+	s.q.lastEmpty = now
 	return true
 }
 
-// pushOut evicts, under overload, the calls that a new call of priority p
-// pushed past their own priority's share: they would not start in time,
-// so they are answered now, while their wait is short. The newest of each
-// level goes first. Calls past their refusal window, and those admitted
-// before overload mode began, keep their place: they have waited long
-// already, and answering them now would only make a late refusal. Callers
-// hold s.mu.
-func (s *Scheduler) pushOut(p int, now time.Time) []dropped {
-	var out []dropped
-	for level := p - 1; level >= 0; level-- {
-		for s.q[level].len() > 0 && s.q[level].back().refusable(now) && s.ahead(level) > s.share(level) {
-			e := s.q[level].popBack()
-			out = append(out, dropped{e.t, Evicted, now.Sub(e.enq)})
-			s.n--
-		}
-	}
-	return out
-}
-
 // hopeless reports whether t should be dropped before it runs: its caller
-// left, its deadline passed, or it is closer than the task's usual run
-// time (while its method's limit is on, at most the floor with
-// tolerance: the limit keeps the queue before the dependency short, so a
-// call admitted now runs about that long, whatever the calls before it
-// took), while that estimate is fresh: once no call of its kind has ended
-// for as long as the estimate, calls run again, so that one spell of long
-// runs cannot leave every later call judged hopeless and the estimate
-// never updated.
-func (s *Scheduler) hopeless(t Task, now time.Time) (Reason, bool) {
+// left, its deadline passed, or it is closer than the task's expected run
+// time, while that estimate is fresh (see ServiceTime.stale).
+func hopeless(t Task, now time.Time) (Reason, bool) {
 	if t.Canceled() {
 		return Canceled, true
 	}
@@ -359,107 +381,6 @@ func (s *Scheduler) hopeless(t Task, now time.Time) (Reason, bool) {
 	return 0, false
 }
 
-// overloaded updates and reports the overload mode. The scheduler enters
-// it when the queue has not been empty for Interval, as CoDel does, and
-// leaves it after an Interval in which fewer calls arrived than the
-// workers could have started: a short queue that empties now and then
-// under overload does not flip it back to long waits. Callers hold s.mu.
-func (s *Scheduler) overloaded(now time.Time) bool {
-	if elapsed := now.Sub(s.winStart); elapsed >= s.opts.Interval {
-		if s.overload {
-			avg := s.all.Estimate()
-			could := float64(s.limit) * float64(elapsed) / float64(max(avg, time.Microsecond))
-			if float64(s.arrivals) < 0.95*could || s.canGrow() {
-				s.overload = false
-			}
-		}
-		s.winStart, s.arrivals = now, 0
-	}
-	if !s.overload && !s.canGrow() {
-		if s.n <= s.share(Levels-1) {
-			s.lastShort = now
-		}
-		// CoDel's rule: the queue has not been empty for an Interval. A
-		// queue that has stayed longer than the overload queue for a tenth
-		// of that is a surge: act on it before it turns into long waits.
-		if s.n > 0 && (now.Sub(s.lastEmpty) > s.opts.Interval || now.Sub(s.lastShort) > s.opts.Interval/10) {
-			s.overload = true
-		}
-	}
-	return s.overload
-}
-
-// overloadLimit is the wait limit under overload: Target, or two gaps
-// between task completions if that is longer, so a queued task can still
-// be taken by the next worker to finish. Callers hold s.mu.
-func (s *Scheduler) overloadLimit() time.Duration {
-	gap := s.all.Estimate() / time.Duration(s.limit)
-	return max(s.opts.Target, 2*gap)
-}
-
-// share is how many calls may be queued ahead of a new call of priority
-// p under overload: what the workers start within half the overload wait
-// limit, scaled by priority from a fifth of that for priority 0 to twice
-// that for priority 9, so important calls are refused last. Callers hold
-// s.mu.
-func (s *Scheduler) share(p int) int {
-	avg := s.all.Estimate()
-	if avg <= 0 {
-		return s.opts.QueueSize
-	}
-	c := float64(s.limit) * float64(s.overloadLimit()) / float64(avg) / 2
-	n := int(c * float64(p+1) / 5)
-	if p == Levels-1 {
-		n = max(n, s.limit) // room for a round of the most important calls
-	}
-	return min(max(n, 1), s.opts.QueueSize)
-}
-
-// ahead counts the queued calls that start before a new call of priority
-// p: those of priority p or higher. Callers hold s.mu.
-func (s *Scheduler) ahead(p int) int {
-	n := 0
-	for level := p; level < Levels; level++ {
-		n += s.q[level].len()
-	}
-	return n
-}
-
-// evictBelow removes and returns the newest task of the lowest priority
-// under p, the one that would run last, or nil if every queued task has
-// priority p or higher. Callers hold s.mu.
-func (s *Scheduler) evictBelow(p int) *entry {
-	for level := 0; level < p; level++ {
-		if s.q[level].len() > 0 {
-			s.n--
-			e := s.q[level].popBack()
-			return &e
-		}
-	}
-	return nil
-}
-
-// evictOverShare removes and returns the newest queued task, of priority p
-// or lower, of a flow other than f that holds more than its share of the
-// queue, or nil if there is none: a full queue makes room for a flow
-// within its share at the expense of one above it. REQUIRES s.mu is held.
-func (s *Scheduler) evictOverShare(p int, f *Flow) *entry {
-	if f == nil {
-		return nil
-	}
-	for level := 0; level <= p; level++ {
-		q := &s.q[level]
-		for i := q.len() - 1; i >= 0; i-- {
-			if g := flowOf(q.at(i).t); g != f && s.flows.overShare(g, s.opts.QueueSize) {
-				s.n--
-				e := q.removeAt(i)
-				return &e
-			}
-		}
-	}
-	return nil
-}
-
 // start runs t on a parked worker or a new one.
 func (s *Scheduler) start(t Task) {
 	s.mu.Lock()
@@ -469,7 +390,7 @@ func (s *Scheduler) start(t Task) {
 }
 
 // takeWorker takes the parked worker a task is to go to, or returns nil
-// if there is none and hand is to start one. Callers hold s.mu.
+// if there is none and hand is to start one. REQUIRES s.mu is held.
 func (s *Scheduler) takeWorker() chan Task {
 	s.noPark = false
 	if n := len(s.idle); n > 0 {
@@ -499,7 +420,7 @@ func (s *Scheduler) worker(t Task) {
 		// the next task's.
 		end := s.run(t, s.now())
 		var parked bool
-		if t, parked = s.nextOrPark(end, ch); t != nil {
+		if t, parked = s.nextOrPark(end, ch, t.Cost()); t != nil {
 			continue
 		}
 		if !parked {
@@ -509,7 +430,7 @@ func (s *Scheduler) worker(t Task) {
 	}
 }
 
-// run runs t, starting at start, and returns when it ended, for next.
+// run runs t, starting at start, and returns when it ended.
 func (s *Scheduler) run(t Task, start time.Time) time.Time {
 	var end time.Time
 	if tt, ok := t.(TimedTask); ok {
@@ -526,39 +447,39 @@ func (s *Scheduler) run(t Task, start time.Time) time.Time {
 	return end
 }
 
-// next takes the task a worker should run next, at now, dropping on the
-// way the ones that waited too long or can no longer finish in time. It
-// returns nil, and gives up the worker's slot, when the queue is empty.
-func (s *Scheduler) next(now time.Time) Task {
-	t, _ := s.nextOrPark(now, nil)
-	return t
-}
-
-// nextOrPark is next for a worker whose channel is ch: when the queue is
-// empty, it also parks the worker, in the same critical section, unless
-// workers are to exit (Close, ReleaseIdle) or enough are parked. parked
-// reports that the worker is to wait on ch; with neither a task nor
-// parked, it exits. With a nil ch, nextOrPark is next.
-func (s *Scheduler) nextOrPark(now time.Time, ch chan Task) (t Task, parked bool) {
-	var drops []dropped
-	defer func() {
-		for _, d := range drops {
-			s.drop(d.t, d.r, d.waited)
-		}
-	}()
+// nextOrPark takes the task a worker should run next, at now, when its
+// task, of method c, has ended: the calls waiting in c's lane are let
+// into the pool first, as the end made room under c's limit. It drops on
+// the way the tasks that waited too long or can no longer finish in time.
+// When the queue is empty, it gives up the worker's slot, and parks the
+// worker, in the same critical section, unless workers are to exit
+// (Close, ReleaseIdle) or enough are parked: parked reports that the
+// worker is to wait on ch; with neither a task nor parked, it exits. A
+// nil ch never parks.
+func (s *Scheduler) nextOrPark(now time.Time, ch chan Task, c *ServiceTime) (t Task, parked bool) {
+	var w work
+	defer w.do(s)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cpuCheck(now)
+	if c != nil && c.lane.n > 0 && !s.closed {
+		s.release(c, now, true, &w)
+	}
 	if s.running <= s.limit {
-		if t := s.pop(now, &drops); t != nil {
-			return t, false
+		if e, ok := s.q.pop(now, s.poolSlots(), &w.drops); ok {
+			s.recordWait(now.Sub(e.enq))
+			if s.elastic && s.q.n > 0 {
+				s.spill(now, &w) // more were let in than this worker takes
+				s.arm(now)
+			}
+			return e.t, false
 		}
 	}
 	// The queue is empty, or the elastic limit fell below the tasks
 	// running: the slot goes.
 	s.running--
-	if s.n == 0 {
-		s.lastEmpty = now
+	if s.q.n == 0 {
+		s.q.lastEmpty = now
 	}
 	if ch == nil || s.closed || s.noPark || len(s.idle) >= s.maxParked() {
 		return nil, false
@@ -577,106 +498,13 @@ func (s *Scheduler) maxParked() int {
 	return min(maxIdle, 2*s.running+minCPULimit())
 }
 
-// pop takes the task to run next, at now, for a worker holding a slot,
-// adding to drops the ones that waited too long or can no longer finish
-// in time. It returns nil when the queue is empty. REQUIRES s.mu is held.
-func (s *Scheduler) pop(now time.Time, drops *[]dropped) Task {
-	for {
-		level := s.top()
-		if level < 0 {
-			return nil
-		}
-		e := s.q[level].popFront()
-		s.n--
-		if s.n == 0 {
-			s.lastEmpty = now
-		}
-		wait := now.Sub(e.enq)
-		if e.expired(now) {
-			*drops = append(*drops, dropped{e.t, Expired, wait})
-			continue
-		}
-		if r, ok := s.hopeless(e.t, now); ok {
-			*drops = append(*drops, dropped{e.t, r, wait})
-			continue
-		}
-		s.recordWait(wait)
-		if s.overload {
-			*drops = s.doomed(now, *drops)
-		}
-		return e.t
-	}
-}
-
-// doomed drops, under overload, the queued calls that cannot start by
-// their limit: a call starts once the calls ahead of it and itself have
-// each had a worker's completion, one every average run time divided by
-// the workers. Answering them now, rather than at their limit, makes the
-// refusal as quick as the prediction allows. Only calls in their refusal
-// window are judged; within a level they follow those past it, and the
-// oldest of them is judged first. Callers hold s.mu.
-func (s *Scheduler) doomed(now time.Time, drops []dropped) []dropped {
-	gap := s.all.Estimate() / time.Duration(s.limit)
-	if gap <= 0 {
-		return drops
-	}
-	ahead := 0
-	for level := Levels - 1; level >= 0; level-- {
-		q := &s.q[level]
-		i := 0
-		for i < q.len() && !q.at(i).refusable(now) {
-			i++
-		}
-		for i < q.len() {
-			e := q.at(i)
-			if !e.refusable(now) || !now.Add(time.Duration(ahead+i+1)*gap).After(e.limit) {
-				break
-			}
-			d := q.removeAt(i)
-			s.n--
-			drops = append(drops, dropped{d.t, Expired, now.Sub(d.enq)})
-		}
-		ahead += q.len()
-	}
-	if s.n == 0 {
-		s.lastEmpty = now
-	}
-	return drops
-}
-
-type dropped struct {
-	t      Task
-	r      Reason
-	waited time.Duration
-}
-
-// top returns the highest non-empty priority level, or -1. Callers hold
-// s.mu.
-func (s *Scheduler) top() int {
-	for level := Levels - 1; level >= 0; level-- {
-		if s.q[level].len() > 0 {
-			return level
-		}
-	}
-	return -1
-}
-
 // arm makes sure the sweep timer fires by the time the first queued task
-// at the front of its level expires, so expired tasks are answered even while every worker is
-// busy for a long time. Callers hold s.mu.
+// at the front of a level, of the pool or of a lane, expires, so expired
+// tasks are answered even while every worker is busy for a long time.
+// REQUIRES s.mu is held.
 func (s *Scheduler) arm(now time.Time) {
-	if s.n == 0 {
-		return
-	}
-	var due time.Time
-	for level := range s.q {
-		if s.q[level].len() > 0 {
-			if e := s.q[level].front().due(now); due.IsZero() || e.Before(due) {
-				due = e
-			}
-		}
-	}
-	if s.elastic && s.limit < s.opts.MaxInFlight {
+	due := s.q.due(now)
+	if s.q.n > 0 && s.elastic && s.limit < s.opts.MaxInFlight {
 		// Queued tasks wait for the pool to grow: at the next step, or
 		// at the next reading if the CPU stopped it.
 		wake := s.growAt
@@ -686,63 +514,79 @@ func (s *Scheduler) arm(now time.Time) {
 		if wake.Before(now) {
 			wake = now
 		}
-		if wake.Before(due) {
-			due = wake
-		}
+		due = earliest(due, wake)
 	}
-	if !s.timerAt.IsZero() && !s.timerAt.After(due) {
+	for _, c := range s.lanes {
+		due = earliest(due, c.lane.due(now))
+	}
+	if due.IsZero() || !s.timerAt.IsZero() && !s.timerAt.After(due) {
 		return
 	}
 	s.timerAt = due
 	s.timer.Reset(max(due.Sub(now), 0) + time.Millisecond/20)
 }
 
-// sweep drops the queued tasks that have waited past the limit, and
-// starts those the elastic pool has grown room for since.
+// earliest returns the earlier of a and b, a zero time being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// sweep drops the queued tasks that have waited past the limit, in the
+// pool and in the lanes, and starts those the elastic pool has grown room
+// for since.
 func (s *Scheduler) sweep() {
-	var drops []dropped
+	var w work
 	now := s.now()
 	s.mu.Lock()
 	s.timerAt = time.Time{}
-	for level := range s.q {
-		for s.q[level].len() > 0 {
-			e := s.q[level].front()
-			if !e.expired(now) && !e.t.Canceled() {
-				break
-			}
-			s.q[level].popFront()
-			s.n--
-			r := Expired
-			if e.t.Canceled() {
-				r = Canceled
-			}
-			drops = append(drops, dropped{e.t, r, now.Sub(e.enq)})
+	w.drops = s.q.expire(now, w.drops)
+	lanes := s.lanes[:0]
+	for _, c := range s.lanes {
+		l := &c.lane
+		w.drops = l.expire(now, w.drops)
+		l.queued.Store(int64(l.n))
+		if l.listed = l.n > 0; l.listed {
+			lanes = append(lanes, c)
 		}
 	}
-	if s.n == 0 {
-		s.lastEmpty = now
-	}
-	var spilled []handoff
-	if s.elastic && !s.closed {
-		spilled, drops = s.spill(now, drops)
-	}
+	clear(s.lanes[len(lanes):])
+	s.lanes = lanes
 	if !s.closed {
+		if s.elastic {
+			s.spill(now, &w)
+		}
 		s.arm(now)
 	}
 	s.mu.Unlock()
-	for _, d := range drops {
-		s.drop(d.t, d.r, d.waited)
-	}
-	for _, h := range spilled {
-		s.hand(h.t, h.ch)
-	}
+	w.do(s)
 }
 
-// drop answers t, admitted, without running it; it waited in the queue
-// for waited.
-func (s *Scheduler) drop(t Task, r Reason, waited time.Duration) {
-	s.ended(t, 0, false, time.Time{})
-	s.answer(t, r, waited)
+// drop answers d's task, admitted, without running it.
+func (s *Scheduler) drop(d dropped) {
+	if d.pooled {
+		s.ended(d.t, 0, false, time.Time{})
+		if c := d.t.Cost(); c != nil && c.lane.queued.Load() > 0 {
+			s.refill(c) // its end made room under c's limit
+		}
+	} else {
+		s.flows.end(flowOf(d.t))
+	}
+	s.answer(d.t, d.r, d.waited)
+}
+
+// refill lets the calls waiting in c's lane into the pool, as far as its
+// limit has room.
+func (s *Scheduler) refill(c *ServiceTime) {
+	var w work
+	s.mu.Lock()
+	if !s.closed {
+		s.release(c, s.now(), false, &w)
+	}
+	s.mu.Unlock()
+	w.do(s)
 }
 
 // reject answers t without running it, before it was admitted: its
@@ -769,25 +613,26 @@ func (s *Scheduler) ReleaseIdle() {
 	}
 }
 
-// Close stops the scheduler: queued tasks are dropped as Refused, new
-// ones are refused, parked workers exit and busy ones exit after their
-// task. Close does not wait for running tasks; Wait does.
+// Close stops the scheduler: queued tasks, in the pool and in the lanes,
+// are dropped as Refused, new ones are refused, parked workers exit and
+// busy ones exit after their task. Close does not wait for running tasks;
+// Wait does.
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
-	var drops []dropped
-	for level := range s.q {
-		for s.q[level].len() > 0 {
-			e := s.q[level].popFront()
-			drops = append(drops, dropped{e.t, Refused, time.Since(e.enq)})
-		}
+	now := s.now()
+	drops := s.q.drain(now, Refused, nil)
+	for _, c := range s.lanes {
+		drops = c.lane.drain(now, Refused, drops)
+		c.lane.queued.Store(0)
+		c.lane.listed = false
 	}
-	s.n = 0
+	s.lanes = nil
 	s.timer.Stop()
 	s.timerAt = time.Time{}
 	s.mu.Unlock()
 	for _, d := range drops {
-		s.drop(d.t, d.r, d.waited)
+		s.drop(d)
 	}
 	s.ReleaseIdle()
 }

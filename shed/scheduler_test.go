@@ -86,7 +86,7 @@ func (h *harness) runTime(d time.Duration) {
 // stayed busy for an interval.
 func (h *harness) overloadNow() {
 	h.s.mu.Lock()
-	h.s.overload, h.s.winStart = true, h.s.now()
+	h.s.q.overload, h.s.q.winStart = true, h.s.now()
 	h.s.mu.Unlock()
 }
 
@@ -641,7 +641,7 @@ func TestRunInline(t *testing.T) {
 		// The queued task may or may not have started; while it is queued
 		// an inline run would jump ahead of it.
 		h.s.mu.Lock()
-		queued := h.s.n
+		queued := h.s.q.n
 		h.s.mu.Unlock()
 		ran := h.s.RunInline(h.task("a", 9))
 		if queued > 0 && ran {

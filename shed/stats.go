@@ -97,11 +97,11 @@ func (s *Scheduler) Stats() Stats {
 	var st Stats
 	now := s.now()
 	s.mu.Lock()
-	for level := range s.q {
-		st.Queued[level] = s.q[level].len()
+	for level := range s.q.lv {
+		st.Queued[level] = s.q.lv[level].len()
 	}
 	st.Running = s.running
-	st.Overloaded = s.overloaded(now)
+	st.Overloaded = s.q.overloaded(now, s.poolSlots(), &s.opts)
 	st.Workers = s.limit
 	st.CPUWait, st.Runnable, st.CPUCongested = s.cpu.latency, s.cpu.runnable, s.hot
 	st.Parked = len(s.idle)

@@ -1,0 +1,324 @@
+package shed
+
+import (
+	"testing"
+	"time"
+)
+
+// limitClock drives a methodLimit on a fake clock, with calls that end in
+// order.
+type limitClock struct {
+	l   *methodLimit
+	now time.Time
+	cpu bool // the CPU is congested as calls end
+}
+
+// newLimitClock returns a limitClock on a method whose floor is taken as
+// probed, so that its limit follows the service time alone.
+func newLimitClock() *limitClock {
+	c := &limitClock{l: new(methodLimit), now: time.Now()}
+	c.l.winStart = c.now
+	c.l.lastEnd.Store(c.now.UnixNano())
+	c.l.probed = true
+	return c
+}
+
+// drainTo ends a call that took d, with n calls in flight after it: the
+// probe's step has drained to n.
+func (c *limitClock) drainTo(n int64, d time.Duration) {
+	c.l.inflight.Store(n + 1)
+	c.now = c.now.Add(time.Millisecond)
+	c.l.end(d, true, c.now, false, time.Second)
+}
+
+// probeStep ends n calls that each took d, with the probe's limit in
+// flight, each after the one before (so each started after the calls in
+// flight drained).
+func (c *limitClock) probeStep(n int, d time.Duration) {
+	for range n {
+		c.now = c.now.Add(d + time.Millisecond)
+		c.l.inflight.Store(c.l.probeLimit.Load())
+		c.l.end(d, true, c.now, false, time.Second)
+	}
+}
+
+// window runs n calls that each took d, spread over limitWindow, and
+// ends the window. The calls in flight as each ends are what Little's law
+// gives.
+func (c *limitClock) window(n int, d time.Duration) {
+	c.windowIn(n, d, int64(n)*int64(d)/int64(limitWindow)+1)
+}
+
+// windowIn is window with inflight calls in flight as each ends.
+func (c *limitClock) windowIn(n int, d time.Duration, inflight int64) {
+	for range n {
+		c.l.inflight.Store(inflight)
+		c.now = c.now.Add(limitWindow / time.Duration(n))
+		c.l.end(d, true, c.now, c.cpu, time.Second)
+	}
+}
+
+// congest runs windows at 640 calls/s taking 20ms, then two at 60ms: the
+// limit starts at headroom × 640/s × 20ms = 19.
+func (c *limitClock) congest(t *testing.T) int64 {
+	t.Helper()
+	for range 3 {
+		c.window(64, 20*time.Millisecond)
+	}
+	c.window(64, 60*time.Millisecond)
+	c.window(64, 60*time.Millisecond)
+	if got := c.l.limit.Load(); got != 19 {
+		t.Fatalf("limit %d once congested, want 19 (headroom × 640/s × 20ms)", got)
+	}
+	return 19
+}
+
+// A method's limit stays off while its service time is near its floor,
+// and starts when the service time rises, two windows in a row, at what
+// the dependency serves at the floor with headroom.
+func TestMethodLimitFollowsServiceTime(t *testing.T) {
+	c := newLimitClock()
+	for range 5 {
+		c.window(64, 20*time.Millisecond) // 640 calls/s at 20ms
+	}
+	if c.l.limit.Load() != 0 || c.l.floor != 20*time.Millisecond {
+		t.Fatalf("limit %d, floor %v at the floor; want off, 20ms", c.l.limit.Load(), c.l.floor)
+	}
+	c.window(64, 38*time.Millisecond) // within tolerance
+	if c.l.limit.Load() != 0 {
+		t.Fatalf("limit %d at 1.9× the floor, want off", c.l.limit.Load())
+	}
+	// Three times the floor: one such window may be a hiccup; the
+	// second starts the limit.
+	c.window(64, 60*time.Millisecond)
+	if c.l.limit.Load() != 0 {
+		t.Fatalf("limit %d after one congested window, want off", c.l.limit.Load())
+	}
+	c.window(64, 60*time.Millisecond)
+	if got := c.l.limit.Load(); got != 19 {
+		t.Fatalf("limit %d once congested, want 19 (headroom × 640/s × 20ms)", got)
+	}
+	if c.l.floor != 20*time.Millisecond {
+		t.Fatalf("floor %v after congested windows, want 20ms: a queue must not raise it", c.l.floor)
+	}
+}
+
+// A limit with calls waiting beyond it grows by half while the service
+// time stays near the floor (the dependency has room), holds while it is
+// between that and congestion, and turns off after calm windows in which
+// no call met it.
+func TestMethodLimitGrowsHoldsAndTurnsOff(t *testing.T) {
+	c := newLimitClock()
+	limit := c.congest(t)
+	c.l.held.Add(10)
+	c.window(64, 22*time.Millisecond)
+	if got := c.l.limit.Load(); got != limit+limit/2 {
+		t.Fatalf("limit %d after a window near the floor with calls held, want %d", got, limit+limit/2)
+	}
+	limit = c.l.limit.Load()
+	c.l.held.Add(10)
+	c.window(64, 30*time.Millisecond) // 1.5× the floor: a short queue, as headroom makes
+	if got := c.l.limit.Load(); got != limit {
+		t.Fatalf("limit %d at 1.5× the floor with calls held, want it held at %d", got, limit)
+	}
+	for range calmWindows - 1 {
+		c.window(8, 20*time.Millisecond)
+	}
+	if c.l.limit.Load() == 0 {
+		t.Fatalf("limit off before %d calm windows", calmWindows)
+	}
+	c.window(8, 20*time.Millisecond)
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d after %d calm windows, want off", got, calmWindows)
+	}
+}
+
+// A service time that rises by no more than minExcess is not congestion:
+// a method of microseconds has no dependency to protect. Nor is a rise
+// while the CPU is congested: that is the pool's to limit.
+func TestMethodLimitIgnoresSmallAndCPURises(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Microsecond)
+	}
+	for range 3 {
+		c.window(64, time.Millisecond) // 50× its floor, 1ms more
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d for a 1ms rise, want off", got)
+	}
+	c = newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Millisecond)
+	}
+	c.cpu = true
+	for range 3 {
+		c.window(64, 60*time.Millisecond)
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d for a rise while the CPU was congested, want off", got)
+	}
+	c.cpu = false
+	c.window(64, 60*time.Millisecond)
+	c.window(64, 60*time.Millisecond)
+	if c.l.limit.Load() == 0 {
+		t.Fatal("no limit once the CPU was calm and the service time still high")
+	}
+}
+
+// A dependency that became slower for good: the floor moves. The service
+// time stays far above the old floor for shiftWindows, which brings a
+// probe: the limit halves, and once the calls in flight drained to it,
+// the next calls measure the new floor, from which the limit is fitted.
+func TestMethodLimitProbesANewFloor(t *testing.T) {
+	c := newLimitClock()
+	c.congest(t)
+	for range shiftWindows {
+		if c.l.probing.Load() {
+			break
+		}
+		c.window(16, 200*time.Millisecond)
+	}
+	if !c.l.probing.Load() {
+		t.Fatalf("no probe after %d windows at 10× the floor", shiftWindows)
+	}
+	probe := c.l.probeLimit.Load()
+	if probe != max(minLimit, c.l.limit.Load()/2) || c.l.base() != probe {
+		t.Fatalf("probe limit %d (in force %d) of limit %d, want half", probe, c.l.base(), c.l.limit.Load())
+	}
+	// A call that ends before the calls in flight drained does not count;
+	// then probeSamples calls that started after that end.
+	c.l.inflight.Store(probe + 5)
+	c.now = c.now.Add(time.Millisecond)
+	c.l.end(200*time.Millisecond, true, c.now, false, time.Second)
+	c.l.inflight.Store(probe)
+	c.now = c.now.Add(time.Millisecond)
+	c.l.end(200*time.Millisecond, true, c.now, false, time.Second) // drained here
+	c.probeStep(probeSamples, 200*time.Millisecond)
+	if c.l.probing.Load() || c.l.floor != 200*time.Millisecond {
+		t.Fatalf("after the probe: probing %v, floor %v; want done, 200ms", c.l.probing.Load(), c.l.floor)
+	}
+	if c.l.limit.Load() < probe {
+		t.Fatalf("limit %d after the probe, below the probe's %d", c.l.limit.Load(), probe)
+	}
+}
+
+// A surge starts the method limit before the window ends, once the window
+// has lasted two service times and the calls in flight are ten times
+// what the rate and service time explain: every millisecond more would
+// pile more calls before the dependency.
+func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Millisecond)
+	}
+	// 640 calls/s at 20ms explain about 13 calls in flight; 500 are.
+	for range limitSamples {
+		c.l.inflight.Store(500)
+		c.now = c.now.Add(5 * time.Millisecond)
+		c.l.end(20*time.Millisecond, true, c.now, false, time.Second)
+	}
+	if c.l.limit.Load() == 0 {
+		t.Fatalf("no limit %v into a surge of 500 calls in flight", time.Duration(limitSamples)*5*time.Millisecond)
+	}
+}
+
+// A window does not span an idle spell: the rate it read would be far
+// below the method's, and a few calls in flight after it would look like
+// a surge (a provider whose callers were all stuck on a frozen peer for
+// seconds was limited so).
+func TestMethodLimitWindowSkipsIdleSpells(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 10*time.Millisecond)
+	}
+	c.l.inflight.Store(4)
+	c.l.end(10*time.Millisecond, true, c.now, false, time.Second)
+	c.now = c.now.Add(5 * time.Second) // nothing ends meanwhile
+	// 800 calls/s at 10ms: 9 in flight is no surge.
+	for range 100 {
+		c.l.inflight.Store(9)
+		c.now = c.now.Add(1250 * time.Microsecond)
+		c.l.end(10*time.Millisecond, true, c.now, false, time.Second)
+	}
+	if got := c.l.limit.Load(); got != 0 {
+		t.Fatalf("limit %d after an idle spell, 800 calls/s at 10ms with 9 in flight, want off", got)
+	}
+}
+
+// A congested limit follows the dependency: the most calls completed per
+// second in the last windows, times the floor, with headroom, so a
+// dependency that serves fewer calls gets fewer.
+func TestMethodLimitFitsTheRate(t *testing.T) {
+	c := newLimitClock()
+	c.congest(t)
+	for range rateWindows {
+		c.windowIn(32, 60*time.Millisecond, 19) // 320 calls/s now
+	}
+	if got, want := c.l.limit.Load(), int64(9); got != want {
+		t.Fatalf("limit %d at 320 calls/s, want %d (headroom × 320/s × 20ms)", got, want)
+	}
+}
+
+// A method saturated from its first call shows no rise above the floor
+// it was first seen at: its calls in flight reaching probeConcurrency
+// bring a probe, whose steps halve the limit while the service time falls
+// with it (the calls were queueing before the dependency) and stop where
+// it no longer does, at the true floor. The service time before the probe
+// being congested against that floor, the limit starts.
+func TestMethodLimitProbeFindsTheFloorOfASaturatedMethod(t *testing.T) {
+	c := newLimitClock()
+	c.l.probed = false
+	// 100 callers on 8 slots × 2ms: 4000 calls/s, each 25ms.
+	c.windowIn(400, 25*time.Millisecond, 100)
+	if !c.l.probing.Load() || c.l.probeLimit.Load() != 50 {
+		t.Fatalf("probing %v at %d, want a probe at 50 of the 100 in flight", c.l.probing.Load(), c.l.probeLimit.Load())
+	}
+	// A call at the 100 in flight (25ms) ends as the calls drain to 50,
+	// then 8 take 12.5ms: the service time halved with the calls in
+	// flight. And so on down to the 8 slots and below.
+	prev := 25 * time.Millisecond
+	for _, n := range []int64{50, 25, 12} {
+		c.drainTo(n, prev)
+		prev = time.Duration(n) * 250 * time.Microsecond
+		c.probeStep(probeSamples, prev)
+		if want := max(minLimit, n/2); !c.l.probing.Load() || c.l.probeLimit.Load() != want {
+			t.Fatalf("after the step at %d: probing %v at %d; want a step at %d", n, c.l.probing.Load(), c.l.probeLimit.Load(), want)
+		}
+	}
+	// At 6 of 8 slots the service time is the floor, 2ms, yet down by a
+	// third from 3ms at 12: one more step, at 4, shows it no longer falls.
+	c.drainTo(6, prev)
+	c.probeStep(probeSamples, 2*time.Millisecond)
+	c.drainTo(4, 2*time.Millisecond)
+	c.probeStep(probeSamples, 2*time.Millisecond)
+	if c.l.probing.Load() || c.l.floor != 2*time.Millisecond {
+		t.Fatalf("probing %v, floor %v; want done at 2ms", c.l.probing.Load(), c.l.floor)
+	}
+	if got := c.l.limit.Load(); got != 12 {
+		t.Fatalf("limit %d after the probe, want 12 (headroom × 4000/s × 2ms)", got)
+	}
+}
+
+// A method with many calls in flight whose service time does not fall
+// when they are halved has no queue before its dependency: the probe
+// confirms the floor at its first step, and the limit stays off.
+func TestMethodLimitProbeLeavesAnUnboundedDependencyAlone(t *testing.T) {
+	c := newLimitClock()
+	c.l.probed = false
+	c.windowIn(4000, 50*time.Millisecond, 2000) // 2,000 callers of a 50ms sleep
+	if !c.l.probing.Load() {
+		t.Fatal("no probe at 2,000 calls in flight")
+	}
+	c.drainTo(1000, 50*time.Millisecond)
+	c.probeStep(probeSamples, 50*time.Millisecond)
+	if c.l.probing.Load() || c.l.limit.Load() != 0 || c.l.floor != 50*time.Millisecond {
+		t.Fatalf("probing %v, limit %d, floor %v; want done, off, 50ms", c.l.probing.Load(), c.l.limit.Load(), c.l.floor)
+	}
+	for range 5 {
+		c.windowIn(4000, 50*time.Millisecond, 2000)
+	}
+	if c.l.probing.Load() || c.l.limit.Load() != 0 {
+		t.Fatal("probed or limited again")
+	}
+}
