@@ -229,7 +229,11 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 // decodeReply decodes a Response frame into call.
 func decodeReply(call *Call, f *wire.Frame, h *wire.Header) error {
 	if h.ErrCode != 0 {
-		return &ServerError{Code: Code(h.ErrCode), Message: string(h.ErrMsg)}
+		se := &ServerError{Code: Code(h.ErrCode), Message: string(h.ErrMsg)}
+		if h.Limited && se.Code == CodeOverloaded {
+			return &limitedError{se}
+		}
+		return se
 	}
 	if call.Reply == nil {
 		return nil

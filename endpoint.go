@@ -20,6 +20,12 @@ type endpoint struct {
 	inst     registry.Instance // Network and Address are always set
 	id       string
 	throttle *[MaxPriority + 1]throttler
+	// methods holds, for the methods this server refused at their
+	// adaptive limit (ErrLimited), a throttle of their own: such a
+	// refusal says the method is slow, not the server, which the other
+	// methods' calls go on to.
+	methods  sync.Map // ServiceMethod → *[MaxPriority + 1]throttler
+	limited  atomic.Bool // methods holds any
 	inflight atomic.Int64
 	weight   atomic.Int32 // inst.Weight, which the registry may change
 	stats    callStats    // calls sent to this server
@@ -51,6 +57,23 @@ func newEndpoint(c *Client, inst registry.Instance) *endpoint {
 	}
 	ep.weight.Store(int32(inst.Weight))
 	return ep
+}
+
+// methodThrottle returns method's throttle for priority p on ep, nil if
+// ep never refused the method at its limit; with create, it makes one.
+func (ep *endpoint) methodThrottle(method string, p Priority, create bool) *throttler {
+	if ep.throttle == nil || !create && !ep.limited.Load() {
+		return nil
+	}
+	v, ok := ep.methods.Load(method)
+	if !ok {
+		if !create {
+			return nil
+		}
+		v, _ = ep.methods.LoadOrStore(method, newThrottlers(ep.c.opts.throttle))
+		ep.limited.Store(true)
+	}
+	return &v.(*[MaxPriority + 1]throttler)[p]
 }
 
 // ID, Weight and InFlight make an endpoint a balance.Node.
@@ -247,8 +270,13 @@ func (ep *endpoint) ejectedUntil() time.Time {
 // for overload, or it left a sent call unanswered past the deadline. A
 // provider that refuses a few calls among successes stays, and its
 // throttle sheds load for it; one that refuses every call leaves
-// balancing for a while, so its share goes to the others.
+// balancing for a while, so its share goes to the others. A refusal at a
+// method's adaptive limit (ErrLimited) blames the method, not the
+// provider.
 func providerFault(err error) bool {
+	if errors.Is(err, ErrLimited) {
+		return false // the method is slow, not the provider
+	}
 	var se *ServerError
 	if errors.As(err, &se) {
 		return se.Code == CodeInternal || se.Code == CodeOverloaded

@@ -41,6 +41,14 @@ var (
 	// another server instead of waiting for a timeout. See package shed.
 	ErrOverloaded = errors.New("kiev: server overloaded")
 
+	// ErrLimited means the server refused the call at its method's
+	// adaptive limit: that method's service time rose (its dependency is
+	// likely slow), and its calls that could not start in time are
+	// refused, while the server's other methods are not held. An error
+	// that is ErrLimited is ErrOverloaded too. A client throttles the
+	// method alone for it, and keeps the server in balancing.
+	ErrLimited = errors.New("kiev: method at its adaptive limit")
+
 	// ErrInternal means the handler panicked or its reply could not be
 	// encoded. The server logged the details.
 	ErrInternal = errors.New("kiev: internal server error")
@@ -88,6 +96,13 @@ type ServerError struct {
 
 // Error returns the message as the server sent it.
 func (e *ServerError) Error() string { return e.Message }
+
+// limitedError is an Overloaded ServerError that the server refused at
+// the method's adaptive limit (the wire's Limited field).
+type limitedError struct{ *ServerError }
+
+func (e *limitedError) Is(target error) bool { return target == ErrLimited }
+func (e *limitedError) Unwrap() error        { return e.ServerError }
 
 // Is reports whether the error's code corresponds to target.
 func (e *ServerError) Is(target error) bool {

@@ -199,7 +199,8 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 	}
 	ep := c.single
 	var done func(error)
-	var t *throttler
+	var t, mt *throttler
+	prio := PriorityFrom(ctx)
 	for range len(tried.eps) {
 		if c.group != nil {
 			var err error
@@ -211,12 +212,17 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 		if ep.throttle == nil {
 			break
 		}
-		t = &ep.throttle[PriorityFrom(ctx)]
-		if t.allow(now) {
+		t = &ep.throttle[prio]
+		mt = ep.methodThrottle(call.ServiceMethod, prio, false)
+		ok := t.allow(now)
+		if ok && (mt == nil || mt.allow(now)) {
 			break
 		}
 		if c.group == nil || len(c.group.state.Load().ready) <= tried.n {
-			return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
+			if !ok {
+				return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
+			}
+			return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this method and priority at the method's adaptive limit: %w", ErrOverloaded, ErrLimited)}}
 		}
 	}
 	actx, cancel := ctx, context.CancelFunc(nil)
@@ -250,11 +256,20 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 		ep.stats.record(end, end.Sub(sent), errCode(err))
 	}
 	overloaded := errors.Is(err, ErrOverloaded)
+	limited := overloaded && errors.Is(err, ErrLimited)
 	if overloaded {
 		c.budget.penalize()
 	}
 	if t != nil && (overloaded || err == nil || isServerAnswer(err)) {
-		t.done(!overloaded)
+		// A refusal at the method's limit is the server answering: the
+		// method's own throttle counts it.
+		t.done(!overloaded || limited)
+		if limited && mt == nil {
+			mt = ep.methodThrottle(call.ServiceMethod, prio, true)
+		}
+		if mt != nil {
+			mt.done(!overloaded)
+		}
 	}
 	return err
 }

@@ -262,7 +262,7 @@ func (sc *serverCall) release() {
 
 func (c *serverConn) replyError(id uint64, code Code, msg string) {
 	buf := getBuf(0)
-	b := appendError((*buf)[:0], id, code, msg)
+	b := appendError((*buf)[:0], id, code, msg, false)
 	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err == nil {
 		_ = c.link.send(b)
 	}
@@ -439,7 +439,7 @@ func (sc *serverCall) Drop(r shed.Reason) {
 		return
 	}
 	if msg := sc.m.dropped[r]; msg != "" {
-		sc.replyError(code, msg)
+		sc.replyErr(code, msg, r == shed.Limited)
 	}
 }
 
@@ -452,7 +452,7 @@ func dropMessages(name string) []string {
 	m[shed.Refused] = "kiev: " + name + " was refused: the server is overloaded and its queue is full of calls as important; retry on another server"
 	m[shed.Expired] = "kiev: " + name + " was shed: it waited in the overloaded server's queue past the wait limit; retry on another server"
 	m[shed.Deadline] = "kiev: " + name + " was not run: too little time was left before the caller's deadline"
-	m[shed.Limited] = "kiev: " + name + " was refused: it has as many calls in flight as its adaptive limit allows, as it has slowed down (its dependency is likely slow); retry on another server"
+	m[shed.Limited] = "kiev: " + name + " was refused at its adaptive limit: it has slowed down (its dependency is likely slow), and the call could not start in time; the server's other methods are not held; retry on another server"
 	return m
 }
 
@@ -560,11 +560,15 @@ func (sc *serverCall) reply() {
 
 // replyError answers the call with an error. A message too long for the
 // sink (a datagram, say) is cut short.
-func (sc *serverCall) replyError(code Code, msg string) {
+func (sc *serverCall) replyError(code Code, msg string) { sc.replyErr(code, msg, false) }
+
+// replyErr sends an error Response; limited marks an Overloaded error as
+// the method's, refused at its adaptive limit, not the server's.
+func (sc *serverCall) replyErr(code Code, msg string, limited bool) {
 	buf := getBuf(0)
-	b := appendError(sc.sink.prefix((*buf)[:0]), sc.id, code, msg)
+	b := appendError(sc.sink.prefix((*buf)[:0]), sc.id, code, msg, limited)
 	if sc.sink.send(sc, b) != nil && len(msg) > maxShortError {
-		b = appendError(sc.sink.prefix(b[:0]), sc.id, code, msg[:maxShortError]+"...")
+		b = appendError(sc.sink.prefix(b[:0]), sc.id, code, msg[:maxShortError]+"...", limited)
 		_ = sc.sink.send(sc, b)
 	}
 	*buf = b
@@ -577,11 +581,14 @@ const maxShortError = 256
 
 // appendError appends an error Response frame, without its length, which
 // the sink's send fills in.
-func appendError(b []byte, id uint64, code Code, msg string) []byte {
+func appendError(b []byte, id uint64, code Code, msg string, limited bool) []byte {
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
 	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
 	b = wire.AppendString(b, wire.KeyErrMsg, msg)
+	if limited {
+		b = wire.AppendString(b, wire.KeyLimited, "")
+	}
 	_ = wire.EndHeader(b, start)
 	return b
 }

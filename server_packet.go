@@ -292,7 +292,7 @@ func (ps *packetServer) cancel(k sessionKey, id uint64) {
 func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code Code, msg string) {
 	buf := getBuf(0)
 	defer putBuf(buf)
-	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg)
+	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
 	*buf = b
 	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
 		ps.send(b, peer, addr)

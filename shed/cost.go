@@ -133,8 +133,9 @@ type lane struct {
 // measured in it: at least limitWindow long and limitSamples runs.
 // tolerance is how far above its floor a method's service time may go
 // before it counts as congested, if by more than minExcess; a limit with
-// calls waiting beyond it grows by half while the service time stays
-// within growRatio of the floor. headroom is how many calls the limit
+// calls waiting beyond it grows by a quarter each window while the
+// service time is not congested, and doubles while it is within
+// driftRatio of the floor. headroom is how many calls the limit
 // admits beyond what the dependency serves at its floor latency: a short
 // queue before the dependency keeps it busy. The limit turns off after
 // calmWindows windows in which no call met it.
@@ -152,7 +153,7 @@ type lane struct {
 // flight reach probeConcurrency, in a steady window (as many calls in
 // flight as the rate explains), if it was never probed (a dependency
 // saturated from the first call shows no rise above the floor it was
-// first seen at) or its service time has stayed above growRatio of the
+// first seen at) or its service time has stayed above driftRatio of the
 // floor for shiftWindows windows; a limited one firstProbe after the
 // limit starts; either no sooner than probeEvery or 50 floors after the
 // last.
@@ -163,8 +164,8 @@ const (
 	limitWindow      = 100 * time.Millisecond
 	limitSamples     = 8
 	tolerance        = 2
-	growRatio        = 1.25
 	minExcess        = 5 * time.Millisecond
+	driftRatio       = 1.25
 	headroom         = 1.5
 	minLimit         = 4
 	calmWindows      = 3
@@ -205,13 +206,20 @@ type methodLimit struct {
 	held       atomic.Int64  // calls that met the limit in this window
 	lastEnd    atomic.Int64  // when the last run ended, unix nanoseconds
 	floorNS    atomic.Int64  // floor, for readers without mu
+	gapNS      atomic.Int64  // the time between two calls ending in the last window
+	surgeAt    atomic.Int64  // while off, calls in the pool that make a surge; 0 if unknown
+	surged     atomic.Bool   // the limit started for a surge: its lane is overloaded at once
 
 	mu         sync.Mutex // guards the fields below
 	winStart   time.Time
 	winN       int
 	winSum     time.Duration
-	winCPU     int   // runs in the window that ended while the CPU was congested
-	peak       int64 // the most calls in flight seen in this window
+	idle       bool               // no call was in flight after the last end
+	winCPU     int                // runs in the window that ended while the CPU was congested
+	windows    int                // windows ended
+	peak       int64              // the most calls in flight seen in this window
+	peaks      [rateWindows]int64 // the same in the last windows, by rateAt
+	lastCPU    bool               // the CPU was congested most of the last window
 	rates      [rateWindows]float64
 	rateAt     int
 	floor      time.Duration // 0 until the first window
@@ -225,10 +233,11 @@ type methodLimit struct {
 	drainSum   time.Duration // and their service times
 	probeN     int
 	probeSum   time.Duration
-	probed     bool // a probe has measured the floor
-	bad        int  // windows in a row congested, while off
-	calm       int  // windows in a row no call met the limit
-	high       int  // windows in a row far above the floor
+	probed     bool  // a probe has measured the floor
+	served     int64 // what the last healthy window's rate and service time hold, with headroom
+	bad        int   // windows in a row congested, while off
+	calm       int   // windows in a row no call met the limit
+	high       int   // windows in a row far above the floor
 }
 
 // base is the limit in force: limit, or probeLimit during a probe; 0 if
@@ -261,11 +270,14 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool
 		l.probe(d, in, now)
 		return
 	}
-	if l.winStart.IsZero() || now.UnixNano()-prev > int64(limitWindow) {
-		// The first run, or the first after an idle spell: a window
-		// across the spell would read a rate far below the method's.
+	if l.winStart.IsZero() || l.idle && now.UnixNano()-prev > int64(limitWindow) {
+		// The first run, or the first after an idle spell, when none
+		// was in flight: a window across the spell would read a rate
+		// far below the method's. (A slow dependency's calls may end in
+		// bursts a service time apart: the gaps between are no spell.)
 		l.resetWindow(now)
 	}
+	l.idle = in == 1
 	l.winN++
 	l.winSum += d
 	if cpuBusy {
@@ -274,6 +286,12 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool
 	l.peak = max(l.peak, in)
 	if l.winN < limitSamples {
 		return
+	}
+	if l.floor == 0 {
+		// The first calls to end are the ones that found the dependency
+		// idle: before a queue builds, the best view of its floor.
+		l.floor = l.winSum / time.Duration(l.winN)
+		l.floorNS.Store(int64(l.floor))
 	}
 	if elapsed := now.Sub(l.winStart); elapsed >= limitWindow || elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
 		l.adjust(now, maxWait)
@@ -284,22 +302,60 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool
 // window. REQUIRES l.mu is held.
 func (l *methodLimit) cpuWindow() bool { return 2*l.winCPU > l.winN }
 
+// recentPeak is the most calls in flight in the last windows. REQUIRES
+// l.mu is held.
+func (l *methodLimit) recentPeak() int64 {
+	n := int64(0)
+	for _, p := range l.peaks {
+		n = max(n, p)
+	}
+	return n
+}
+
 // resetWindow starts a window at now. REQUIRES l.mu is held.
 func (l *methodLimit) resetWindow(now time.Time) {
 	l.winStart, l.winN, l.winSum, l.winCPU, l.peak = now, 0, 0, 0, 0
 }
 
-// surging reports whether the window so far, elapsed long, shows calls in
-// flight ten times what its rate and service time explain (Little's law),
-// for a method over minExcess, in a window at least two service times
-// long (before that, calls that started together have not ended yet, and
-// a closed loop starting looks like a surge): a surge, judged at once
-// rather than at the window's end, as every millisecond of it piles more
-// calls before the dependency. REQUIRES l.mu is held.
+// surging reports whether the window so far, elapsed long, shows a surge
+// piling calls before the dependency, to be limited at once rather than
+// after a second window, as every millisecond of it piles more: calls in
+// flight ten times what the window's rate and service time explain
+// (Little's law: arrivals outrun the ends), for a method over minExcess,
+// in a window at least two service times long (before that, calls that
+// started together have not ended yet, and a closed loop starting looks
+// like a surge); or a congested service time with calls in flight ten
+// times what the rate explains at the floor (a queue before the
+// dependency already). In both cases after a first window (whose own
+// ramp looks so), and with half as many calls in flight again as the
+// most of the last windows (a closed loop whose calls stalled for a
+// moment, for a collection or a busy CPU, holds as many as ever). Unlike a congested
+// service time, a surge is judged whatever the CPU's state: calls pile up
+// faster than they end, and a CPU that a flood of arrivals keeps busy is
+// no reason to let more pile. REQUIRES l.mu is held.
 func (l *methodLimit) surging(elapsed time.Duration) bool {
+	if l.windows == 0 {
+		return false // the first window holds the start's own ramp
+	}
 	rtt := l.winSum / time.Duration(l.winN)
-	explained := float64(l.winN) / elapsed.Seconds() * rtt.Seconds()
-	return !l.cpuWindow() && rtt > minExcess && elapsed >= 2*rtt && float64(l.peak) > 10*explained+minLimit
+	rate := float64(l.winN) / elapsed.Seconds()
+	peak := float64(l.peak)
+	if 2*l.peak <= 3*l.recentPeak() {
+		return false // about as many in flight as lately: a stall, not a surge
+	}
+	if l.congested(rtt) && peak > 10*rate*l.floor.Seconds()+minLimit {
+		return true
+	}
+	return rtt > minExcess && elapsed >= 2*rtt && peak > 10*rate*rtt.Seconds()+minLimit
+}
+
+// congested reports whether a service time of rtt is congested against
+// the floor: above it by tolerance, and by more than minExcess (a method
+// that takes microseconds has no dependency to protect, and a hiccup, a
+// collection or a preemption, is many times its floor). REQUIRES l.mu is
+// held.
+func (l *methodLimit) congested(rtt time.Duration) bool {
+	return float64(rtt) > tolerance*float64(l.floor) && rtt-l.floor > minExcess
 }
 
 // adjust sets the limit from the window that ends at now; calls may
@@ -308,36 +364,39 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	rtt := l.winSum / time.Duration(l.winN)
 	elapsed := now.Sub(l.winStart)
 	rate := float64(l.winN) / elapsed.Seconds()
-	// A surge is judged against a floor seen before this window: the
-	// first window after a start holds the start's own ramp.
-	surge := l.limit.Load() == 0 && l.floor != 0 && l.surging(elapsed)
+	surge := l.limit.Load() == 0 && l.surging(elapsed)
+	l.windows++
 	cpu, held, peak := l.cpuWindow(), l.held.Swap(0), l.peak
+	l.lastCPU = cpu
 	l.resetWindow(now)
 	l.latency = rtt
-	l.rates[l.rateAt] = rate
+	l.rates[l.rateAt], l.peaks[l.rateAt] = rate, peak
 	l.rateAt = (l.rateAt + 1) % rateWindows
+	l.gapNS.Store(int64(float64(time.Second) / rate))
+	l.surgeAt.Store(0)
+	defer l.armSurge()
 	switch {
-	case l.floor == 0:
-		l.floor = rtt
 	case rtt < l.floor:
 		// Lower: follow fast, yet not at once, so that one lucky window
 		// does not set a floor the service time never keeps.
 		l.floor -= (l.floor - rtt) / 4
 	}
 	l.floorNS.Store(int64(l.floor))
-	if cpu && l.limit.Load() == 0 {
-		return // the CPU's wait raised the service time: the pool's concern
+	if cpu && !surge && l.limit.Load() == 0 {
+		// The CPU's wait raised the service time: the pool's concern. The
+		// congested windows that start a limit are two in a row that the
+		// CPU does not explain.
+		l.bad = 0
+		return
 	}
-	// A service time up by no more than minExcess is healthy whatever its
-	// floor: a method that takes microseconds has no dependency to
-	// protect, and a hiccup (a collection, a preemption) is many times its
-	// floor.
 	excess := rtt - l.floor
-	congested := float64(rtt) > tolerance*float64(l.floor) && excess > minExcess
+	congested := l.congested(rtt)
 	limit := l.limit.Load()
+	before := limit
 	if limit == 0 {
 		if !congested && !surge {
 			l.bad = 0
+			l.served = int64(headroom * rate * rtt.Seconds())
 			if excess > 0 && 4*excess < l.floor {
 				// Not congested, and within a quarter of the floor: the
 				// floor follows the service time up, slowly. A larger
@@ -352,7 +411,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 			// time stays well above it; only of a method whose service
 			// time is within half the wait limit, as the probe holds
 			// calls back for two or three of them.
-			if float64(rtt) > growRatio*float64(l.floor) {
+			if float64(rtt) > driftRatio*float64(l.floor) {
 				l.high++
 			} else {
 				l.high = 0
@@ -367,22 +426,28 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 		if l.bad++; l.bad < 2 && !surge {
 			return // one such window may be a hiccup
 		}
-		l.limit.Store(l.fit())
-		l.probeAt = now.Add(firstProbe)
-		l.bad, l.calm, l.high = 0, 0, 0
+		l.start(now, surge)
 		return
 	}
 	switch {
 	case congested && !cpu:
-		limit = l.fit()
+		// What the dependency serves at its floor, falling by at most a
+		// quarter at a time: a floor measured too low (a dependency
+		// quicker when nearly idle) does not cut a limit that served to
+		// below the dependency's concurrency, and the calls beyond the
+		// new limit, which the method's next calls wait for, are few.
+		limit = max(l.fit(), limit-limit/4)
 		l.calm = 0
 	case held > 0:
-		l.calm = 0
-		if cpu || float64(rtt) <= growRatio*float64(l.floor) {
-			// Calls wait beyond the limit while the dependency answers
-			// at its floor: it has room.
-			limit = max(limit+limit/2, l.fit())
+		// Calls wait beyond the limit, and the dependency's service time
+		// is not congested: it has room, until it shows congestion. Near
+		// the floor, plainly: the limit doubles.
+		step := max(1, limit/4)
+		if float64(rtt) <= driftRatio*float64(l.floor) {
+			step = limit
 		}
+		limit = max(limit+step, l.fit())
+		l.calm = 0
 	default:
 		if l.calm++; l.calm >= calmWindows {
 			l.limit.Store(0) // no call met it for a while
@@ -398,10 +463,57 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	} else {
 		l.high = 0
 	}
-	if !now.Before(l.probeAt) {
+	if !now.Before(l.probeAt) && l.inflight.Load() <= before {
+		// (With more calls in flight than the limit, a probe would wait
+		// for them to drain first: they queued before the limit started.)
 		l.high = 0
 		l.startProbe(now, limit)
 	}
+}
+
+// armSurge sets, while the limit is off, how many calls in the pool make
+// a surge, seen as they arrive (see admitted): four times what the
+// dependency holds at the last window's rate and the floor, and half as
+// many again as the most the last windows had (a closed loop of many
+// callers, whose service time a busy CPU raised, holds as many calls in
+// flight as ever: no surge). REQUIRES l.mu is held.
+func (l *methodLimit) armSurge() {
+	n := int64(0)
+	if l.limit.Load() == 0 && !l.probing.Load() && l.floor > minExcess && !l.lastCPU {
+		n = max(int64(4*l.rates[(l.rateAt+rateWindows-1)%rateWindows]*l.floor.Seconds())+4*minLimit, 3*l.recentPeak()/2)
+	}
+	l.surgeAt.Store(n)
+}
+
+// admitted counts a call entering the pool, at now, and starts the limit
+// if the calls in the pool reach a surge: a dependency that slowed ends
+// no call for a service time, while calls keep arriving, and a window's
+// end would come too late. Not while the CPU is congested (cpuBusy, or
+// in most of the last window): its stalls make the calls in flight swing,
+// and a window judges a surge then.
+func (l *methodLimit) admitted(now time.Time, cpuBusy bool) {
+	n := l.inflight.Add(1)
+	if at := l.surgeAt.Load(); at == 0 || n < at || cpuBusy {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limit.Load() != 0 || l.probing.Load() || l.surgeAt.Load() == 0 {
+		return
+	}
+	l.surgeAt.Store(0)
+	l.start(now, true)
+}
+
+// start starts the limit at now: what the dependency serves at its floor,
+// and no less than what the last healthy window's rate and service time
+// held (Little's law), with headroom, so that a floor measured too low
+// does not starve a dependency that served as much. REQUIRES l.mu is held.
+func (l *methodLimit) start(now time.Time, surge bool) {
+	l.surged.Store(surge)
+	l.limit.Store(max(l.fit(), l.served))
+	l.probeAt = now.Add(firstProbe)
+	l.bad, l.calm, l.high = 0, 0, 0
 }
 
 // startProbe starts a probe of the floor at now, from n calls in flight.
@@ -478,8 +590,11 @@ func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
 	if floor > 0 {
 		l.floor, l.probed = floor, true
 		l.floorNS.Store(int64(floor))
-		if l.limit.Load() != 0 {
-			l.limit.Store(max(l.probeLimit.Load(), l.fit()))
+		if limit := l.limit.Load(); limit != 0 {
+			// The limit follows a floor found higher (a dependency
+			// slower for good); a lower one acts at the next congested
+			// window, not here: a limit that served is not cut.
+			l.limit.Store(max(limit, l.fit()))
 		} else if float64(l.probeFrom) > tolerance*float64(floor) && l.probeFrom-floor > minExcess {
 			l.limit.Store(max(l.probeLimit.Load(), l.fit()))
 			l.bad, l.calm, l.high = 0, 0, 0

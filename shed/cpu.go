@@ -45,8 +45,9 @@ type cpuReading struct {
 }
 
 const (
-	cpuEvery  = 5 * time.Millisecond
-	growEvery = time.Millisecond
+	cpuEvery     = 5 * time.Millisecond
+	growEvery    = time.Millisecond
+	busyReadings = 4
 )
 
 // minCPULimit is how many idle workers an elastic pool keeps beyond
@@ -109,7 +110,16 @@ func (s *Scheduler) cpuCheck(now time.Time) {
 	r := s.readCPU()
 	s.cpu = r
 	congested := r.latency > s.opts.cpuTarget() && r.runnable > runtime.GOMAXPROCS(0)
-	s.cpuBusy.Store(congested)
+	// For the method limits, a congested reading holds for busyReadings
+	// more: readings over a few milliseconds come and go on a CPU that
+	// other work keeps busy, and a limit must not read a calm moment as
+	// a dependency's congestion.
+	if congested {
+		s.calmReadings = 0
+	} else {
+		s.calmReadings++
+	}
+	s.cpuBusy.Store(s.calmReadings <= busyReadings)
 	// Held for two readings in a row, and with as many goroutines waiting
 	// for a CPU as half the tasks running: the tasks themselves want the
 	// CPU. Tasks that wait on I/O are not runnable, so a CPU busy with

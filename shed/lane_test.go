@@ -113,7 +113,7 @@ func TestLaneRefusesWhatCannotStartInTime(t *testing.T) {
 }
 
 // A call that waits in the lane past the wait limit (the method's calls
-// stopped ending) is answered unrun.
+// stopped ending) is answered unrun, at its method's limit.
 func TestLaneCallExpires(t *testing.T) {
 	h := newHarness(t, Options{MaxWait: 10 * time.Millisecond})
 	h.fakeCPU(cpuReading{})
@@ -123,7 +123,7 @@ func TestLaneCallExpires(t *testing.T) {
 	h.call("stuck", 5, c, nil, release)
 	h.waitStarted(1)
 	h.call("waiting", 5, c, nil, nil)
-	h.expect("waiting:expired")
+	h.expect("waiting:limited") // answered at its method's limit
 	if l := c.Limit(); l.Queued != 0 {
 		t.Fatalf("lane after the expiry: %+v", l)
 	}
@@ -170,7 +170,7 @@ func TestLaneIsFairBetweenFlows(t *testing.T) {
 	h.call("f4", 5, c, &flooder, nil)
 	h.expect("f4:limited")
 	h.call("honest", 5, c, &honest, nil)
-	h.expect("f3:evicted")
+	h.expect("f3:limited") // evicted from the lane: at its method's limit
 	if flooder.InFlight() != 3 || honest.InFlight() != 1 {
 		t.Fatalf("in flight: flooder %d, honest %d; want 3, 1", flooder.InFlight(), honest.InFlight())
 	}

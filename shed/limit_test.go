@@ -95,31 +95,54 @@ func TestMethodLimitFollowsServiceTime(t *testing.T) {
 		t.Fatalf("limit %d after one congested window, want off", c.l.limit.Load())
 	}
 	c.window(64, 60*time.Millisecond)
-	if got := c.l.limit.Load(); got != 19 {
-		t.Fatalf("limit %d once congested, want 19 (headroom × 640/s × 20ms)", got)
+	if got := c.l.limit.Load(); got != 36 {
+		t.Fatalf("limit %d once congested, want 36: above headroom × 640/s × 20ms = 19, what the last healthy window held, headroom × 640/s × 38ms", got)
 	}
 	if c.l.floor != 20*time.Millisecond {
 		t.Fatalf("floor %v after congested windows, want 20ms: a queue must not raise it", c.l.floor)
 	}
 }
 
-// A limit with calls waiting beyond it grows by half while the service
-// time stays near the floor (the dependency has room), holds while it is
-// between that and congestion, and turns off after calm windows in which
-// no call met it.
-func TestMethodLimitGrowsHoldsAndTurnsOff(t *testing.T) {
+// A limit with calls waiting beyond it doubles each window while the
+// service time stays near the floor, and grows by a quarter while it is
+// not congested (a floor measured too low, at a nearly idle dependency,
+// does not pin it); a congested window brings it back to what the
+// dependency serves at its floor, by at most a quarter at a time; it
+// turns off after calm windows in which no call met it.
+func TestMethodLimitGrowsShrinksAndTurnsOff(t *testing.T) {
 	c := newLimitClock()
 	limit := c.congest(t)
-	c.l.held.Add(10)
-	c.window(64, 22*time.Millisecond)
-	if got := c.l.limit.Load(); got != limit+limit/2 {
-		t.Fatalf("limit %d after a window near the floor with calls held, want %d", got, limit+limit/2)
+	c.l.probeAt = c.now.Add(time.Hour) // no probe meanwhile
+	for _, step := range []struct {
+		rtt  time.Duration
+		grow func(int64) int64
+	}{
+		{22 * time.Millisecond, func(n int64) int64 { return 2 * n }},
+		{35 * time.Millisecond, func(n int64) int64 { return n + n/4 }},
+	} {
+		c.l.held.Add(10)
+		c.window(64, step.rtt)
+		if got, want := c.l.limit.Load(), step.grow(limit); got != want {
+			t.Fatalf("limit %d after a window at %v with calls held, want %d", got, step.rtt, want)
+		}
+		limit = c.l.limit.Load()
 	}
-	limit = c.l.limit.Load()
-	c.l.held.Add(10)
-	c.window(64, 30*time.Millisecond) // 1.5× the floor: a short queue, as headroom makes
-	if got := c.l.limit.Load(); got != limit {
-		t.Fatalf("limit %d at 1.5× the floor with calls held, want it held at %d", got, limit)
+	for range 4 {
+		c.l.held.Add(10)
+		c.window(64, 35*time.Millisecond)
+	}
+	if limit = c.l.limit.Load(); limit < 40 {
+		t.Fatalf("limit %d after 6 windows with calls held, want it grown past 40", limit)
+	}
+	c.window(64, 60*time.Millisecond) // congested: falls by a quarter at most
+	if got := c.l.limit.Load(); got != limit-limit/4 {
+		t.Fatalf("limit %d after a congested window from %d, want %d", got, limit, limit-limit/4)
+	}
+	for range 8 {
+		c.window(64, 60*time.Millisecond)
+	}
+	if got := c.l.limit.Load(); got != 19 {
+		t.Fatalf("limit %d after congested windows, want 19, what the dependency serves at its floor", got)
 	}
 	for range calmWindows - 1 {
 		c.window(8, 20*time.Millisecond)
@@ -177,7 +200,7 @@ func TestMethodLimitProbesANewFloor(t *testing.T) {
 		if c.l.probing.Load() {
 			break
 		}
-		c.window(16, 200*time.Millisecond)
+		c.windowIn(16, 200*time.Millisecond, c.l.limit.Load())
 	}
 	if !c.l.probing.Load() {
 		t.Fatalf("no probe after %d windows at 10× the floor", shiftWindows)
@@ -223,18 +246,18 @@ func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
 	}
 }
 
-// A window does not span an idle spell: the rate it read would be far
-// below the method's, and a few calls in flight after it would look like
-// a surge (a provider whose callers were all stuck on a frozen peer for
-// seconds was limited so).
+// A window does not span an idle spell, when no call was in flight: the
+// rate it read would be far below the method's, and a few calls in
+// flight after it would look like a surge (a provider whose callers were
+// all stuck on a frozen peer for seconds was limited so).
 func TestMethodLimitWindowSkipsIdleSpells(t *testing.T) {
 	c := newLimitClock()
 	for range 3 {
 		c.window(64, 10*time.Millisecond)
 	}
-	c.l.inflight.Store(4)
+	c.l.inflight.Store(1) // the last call in flight ends
 	c.l.end(10*time.Millisecond, true, c.now, false, time.Second)
-	c.now = c.now.Add(5 * time.Second) // nothing ends meanwhile
+	c.now = c.now.Add(5 * time.Second) // nothing arrives meanwhile
 	// 800 calls/s at 10ms: 9 in flight is no surge.
 	for range 100 {
 		c.l.inflight.Store(9)
@@ -246,13 +269,35 @@ func TestMethodLimitWindowSkipsIdleSpells(t *testing.T) {
 	}
 }
 
+// A slow dependency's calls may end in bursts a service time apart: with
+// calls in flight meanwhile, the gaps are no idle spell, and the windows
+// that span them see its rate and its service time.
+func TestMethodLimitWindowSpansBurstsOfEnds(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Millisecond)
+	}
+	// The dependency slows to 200ms: 64 calls end together every 200ms,
+	// 600 in flight.
+	for range 4 {
+		c.now = c.now.Add(200 * time.Millisecond)
+		for range 64 {
+			c.l.inflight.Store(600)
+			c.l.end(200*time.Millisecond, true, c.now, false, time.Second)
+		}
+	}
+	if c.l.limit.Load() == 0 || c.l.latency != 200*time.Millisecond {
+		t.Fatalf("limit %d, latency %v after bursts of ends at 200ms; want a limit, 200ms", c.l.limit.Load(), c.l.latency)
+	}
+}
+
 // A congested limit follows the dependency: the most calls completed per
 // second in the last windows, times the floor, with headroom, so a
 // dependency that serves fewer calls gets fewer.
 func TestMethodLimitFitsTheRate(t *testing.T) {
 	c := newLimitClock()
 	c.congest(t)
-	for range rateWindows {
+	for range rateWindows + 3 {
 		c.windowIn(32, 60*time.Millisecond, 19) // 320 calls/s now
 	}
 	if got, want := c.l.limit.Load(), int64(9); got != want {

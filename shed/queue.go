@@ -1,6 +1,9 @@
 package shed
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // queue is ten priority levels of calls waiting for slots, with the rules
 // that keep their wait short (see the package documentation). The
@@ -9,35 +12,59 @@ import "time"
 // Scheduler's mu.
 type queue struct {
 	lv        [Levels]deque
-	n         int       // queued entries
-	lastEmpty time.Time // the last time the queue was empty
-	lastShort time.Time // the last time it was no longer than the overload queue
-	overload  bool      // in overload mode: short wait limit, short queue
-	winStart  time.Time // start of the current measuring window
-	arrivals  int       // calls that arrived in the window
-	pooled    bool      // the pool's queue: its calls count in their methods' calls in the pool
+	n         int             // queued entries
+	lastEmpty time.Time       // the last time the queue was empty
+	lastShort time.Time       // the last time it was no longer than the overload queue
+	overload  bool            // in overload mode: short wait limit, short queue
+	winStart  time.Time       // start of the current measuring window
+	arrivals  int             // calls that arrived in the window
+	byLevel   [Levels]int     // the same by priority
+	rates     [Levels]float64 // calls arriving per second by priority, a moving average over Intervals
+	load      float64         // calls arriving over calls the slots start, a moving average over Intervals
+	pooled    bool            // the pool's queue: its calls count in their methods' calls in the pool
+	fl        flows           // the flows it admits, for fairness
 }
 
-// slots is what a queue feeds: how many calls run at once, how long one
-// runs (0 until known), and whether that number may still grow (the
-// queue then waits for it to grow, which is no sign of overload).
+// slots is what a queue feeds: how many calls run at once, how many run
+// beyond that (a limit lowered below the calls running), the expected
+// time between two of them starting (0 until known), and how the queue
+// enters overload mode: not while the number may still grow (canGrow: the
+// queue then waits for it to grow, which is no sign of overload) or is
+// lowered for a while (hold: a probe); with sustained, only while more
+// calls arrive than the slots start, over a second or so.
 type slots struct {
-	limit   int
-	est     time.Duration
-	canGrow bool
+	limit     int
+	backlog   int // calls running beyond limit, to end before any queued call starts
+	gap       time.Duration
+	canGrow   bool
+	hold      bool
+	sustained bool
 }
 
-// gap is the expected time between two calls starting: one run time
-// divided among the slots.
-func (sl slots) gap() time.Duration {
-	if sl.limit <= 0 {
-		return 0
+// overloadLoad is the load (calls arriving over calls the slots start,
+// averaged over about four Intervals) past which a queue that enters
+// overload mode only under a sustained load does: enough above 1 that a
+// load right at capacity, whose queue comes and goes, does not.
+const overloadLoad = 1.1
+
+// arrive counts a call of priority p arriving at the queue's slots,
+// queued or not.
+func (q *queue) arrive(p int) {
+	q.arrivals++
+	q.byLevel[p]++
+}
+
+// capacity is how many calls the slots start per second; +Inf if
+// unknown.
+func (sl slots) capacity() float64 {
+	if sl.gap <= 0 {
+		return math.Inf(1)
 	}
-	return sl.est / time.Duration(sl.limit)
+	return float64(time.Second) / float64(sl.gap)
 }
 
 func (q *queue) init(now time.Time) {
-	q.lastEmpty, q.lastShort, q.winStart = now, now, now
+	q.lastEmpty, q.lastShort, q.winStart, q.load = now, now, now, 1
 }
 
 // add queues e, of priority p and flow f, at now, or reports that it is
@@ -47,7 +74,7 @@ func (q *queue) init(now time.Time) {
 // lighter than the heaviest takes the place of the heaviest's newest
 // queued call (longest-queue drop), so a flooder gets what the others
 // leave. It appends to drops the calls it pushed out.
-func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options, fl *flows, drops []dropped) ([]dropped, bool) {
+func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options, drops []dropped) ([]dropped, bool) {
 	over := q.overloaded(now, sl, o)
 	var full bool
 	if over {
@@ -55,17 +82,17 @@ func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options
 		// of its priority or higher) fit its priority's share of the short
 		// queue: a call that would wait too long is refused now, while a
 		// refusal is quick, not after it waited.
-		full = q.ahead(p) >= q.share(p, sl, o)
-	} else if gap := sl.gap(); !sl.canGrow && gap > 0 {
+		full = q.ahead(p)+sl.backlog >= q.share(p, sl, o)
+	} else if !sl.canGrow && sl.gap > 0 {
 		// A call predicted to start past the wait limit would only wait
 		// to be refused: refuse it now.
-		full = time.Duration(q.ahead(p)+1)*gap > o.MaxWait
+		full = q.wait(p, sl) > o.MaxWait
 	}
-	light := fl.within(f, sl.limit) // a flow within its share of the slots
+	light := q.fl.light(f, sl.capacity(), now) // a flow within its share of the slots
 	if full {
-		if v := q.evictHeavier(p, f, fl); v != nil {
+		if v := q.evictHeavier(p, f, now); v != nil {
 			drops = append(drops, dropped{t: v.t, r: Evicted, waited: now.Sub(v.enq), pooled: q.pooled})
-		} else if !light || q.n >= q.share(p, sl, o)+sl.limit {
+		} else if !light {
 			return drops, false
 		}
 	}
@@ -85,7 +112,7 @@ func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options
 	if q.n >= o.QueueSize {
 		v := q.evictBelow(p)
 		if v == nil {
-			v = q.evictHeavier(p, f, fl)
+			v = q.evictHeavier(p, f, now)
 		}
 		if v == nil {
 			return drops, false
@@ -93,6 +120,7 @@ func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options
 		drops = append(drops, dropped{t: v.t, r: Evicted, waited: now.Sub(v.enq), pooled: q.pooled})
 	}
 	q.push(p, e)
+	q.fl.admitted(f, now)
 	if over {
 		drops = q.pushOut(p, now, sl, o, drops)
 	}
@@ -108,18 +136,28 @@ func (q *queue) push(p int, e entry) {
 // when it has not been empty for Interval, as CoDel does, and leaves it
 // after an Interval in which fewer calls arrived than the slots could
 // have started: a short queue that empties now and then under overload
-// does not flip it back to long waits.
+// does not flip it back to long waits. A queue that needs a sustained
+// load enters it only while its load is past overloadLoad: at a load
+// right at capacity its queue comes and goes, and the wait limit, not
+// overload mode, bounds it.
 func (q *queue) overloaded(now time.Time, sl slots, o *Options) bool {
 	if elapsed := now.Sub(q.winStart); elapsed >= o.Interval {
+		could := float64(elapsed) / float64(max(sl.gap, time.Nanosecond))
+		if sl.gap > 0 {
+			q.load += (float64(q.arrivals)/could - q.load) / 4
+		}
+		for level, n := range q.byLevel {
+			q.rates[level] += (float64(n)/elapsed.Seconds() - q.rates[level]) / 4
+		}
+		q.byLevel = [Levels]int{}
 		if q.overload {
-			could := float64(sl.limit) * float64(elapsed) / float64(max(sl.est, time.Microsecond))
-			if float64(q.arrivals) < 0.95*could || sl.canGrow {
+			if float64(q.arrivals) < 0.95*could || sl.canGrow || sl.hold {
 				q.overload = false
 			}
 		}
 		q.winStart, q.arrivals = now, 0
 	}
-	if !q.overload && !sl.canGrow {
+	if !q.overload && !sl.canGrow && !sl.hold && (!sl.sustained || q.load > overloadLoad) {
 		if q.n <= q.share(Levels-1, sl, o) {
 			q.lastShort = now
 		}
@@ -137,7 +175,7 @@ func (q *queue) overloaded(now time.Time, sl slots, o *Options) bool {
 // between call starts if that is longer, so a queued call can still be
 // taken by the next slot to free.
 func (q *queue) overloadLimit(sl slots, o *Options) time.Duration {
-	return max(o.Target, 2*sl.gap())
+	return max(o.Target, 2*sl.gap)
 }
 
 // share is how many calls may be queued ahead of a new call of priority
@@ -145,15 +183,33 @@ func (q *queue) overloadLimit(sl slots, o *Options) time.Duration {
 // limit, scaled by priority from a fifth of that for priority 0 to twice
 // that for priority 9, so important calls are refused last.
 func (q *queue) share(p int, sl slots, o *Options) int {
-	if sl.est <= 0 || sl.limit <= 0 {
+	if sl.gap <= 0 {
 		return o.QueueSize
 	}
-	c := float64(sl.limit) * float64(q.overloadLimit(sl, o)) / float64(sl.est) / 2
+	c := float64(q.overloadLimit(sl, o)) / float64(sl.gap) / 2
 	n := int(c * float64(p+1) / 5)
 	if p == Levels-1 {
 		n = max(n, sl.limit) // room for a round of the most important calls
 	}
 	return min(max(n, 1), o.QueueSize)
+}
+
+// wait predicts how long a new call of priority p would wait to start:
+// the calls running beyond the limit end, and the calls queued ahead of
+// it start, one every gap, but only in the share
+// of the slots that the more important calls arriving meanwhile leave it
+// (as in a priority queue's waiting time). With no share left, it would
+// never start.
+func (q *queue) wait(p int, sl slots) time.Duration {
+	above := 0.0
+	for level := p + 1; level < Levels; level++ {
+		above += q.rates[level]
+	}
+	left := 1 - above*sl.gap.Seconds()
+	if left <= 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(float64(time.Duration(q.ahead(p)+sl.backlog+1)*sl.gap) / left)
 }
 
 // ahead counts the queued calls that start before a new call of priority
@@ -195,10 +251,10 @@ func (q *queue) evictBelow(p int) *entry {
 const evictScan = 64
 
 // evictHeavier removes and returns the newest queued call, of priority p
-// or lower, of the heaviest flow, if f is lighter than it by more than
-// one call; nil otherwise.
-func (q *queue) evictHeavier(p int, f *Flow, fl *flows) *entry {
-	h := fl.heavier(f)
+// or lower, of the heaviest flow, if f is admitted at less than half its
+// rate at now; nil otherwise.
+func (q *queue) evictHeavier(p int, f *Flow, now time.Time) *entry {
+	h := q.fl.heavier(f, now)
 	if h == nil {
 		return nil
 	}
@@ -223,7 +279,7 @@ func (q *queue) evictHeavier(p int, f *Flow, fl *flows) *entry {
 // already, and answering them now would only make a late refusal.
 func (q *queue) pushOut(p int, now time.Time, sl slots, o *Options, out []dropped) []dropped {
 	for level := p - 1; level >= 0; level-- {
-		for q.lv[level].len() > 0 && q.lv[level].back().refusable(now) && q.ahead(level) > q.share(level, sl, o) {
+		for q.lv[level].len() > 0 && q.lv[level].back().refusable(now) && q.ahead(level)+sl.backlog > q.share(level, sl, o) {
 			e := q.lv[level].popBack()
 			out = append(out, dropped{t: e.t, r: Evicted, waited: now.Sub(e.enq), pooled: q.pooled})
 			q.n--
@@ -248,7 +304,7 @@ func (q *queue) pop(now time.Time, sl slots, drops *[]dropped) (entry, bool) {
 		}
 		wait := now.Sub(e.enq)
 		if e.expired(now) {
-			*drops = append(*drops, dropped{t: e.t, r: Expired, waited: wait, pooled: q.pooled})
+			*drops = append(*drops, dropped{t: e.t, r: e.reason(now), waited: wait, pooled: q.pooled})
 			continue
 		}
 		if r, ok := hopeless(e.t, now); ok {
@@ -269,11 +325,11 @@ func (q *queue) pop(now time.Time, sl slots, drops *[]dropped) (entry, bool) {
 // calls in their refusal window are judged; within a level they follow
 // those past it, and the oldest of them is judged first.
 func (q *queue) doomed(now time.Time, sl slots, drops []dropped) []dropped {
-	gap := sl.gap()
+	gap := sl.gap
 	if gap <= 0 {
 		return drops
 	}
-	ahead := 0
+	ahead := sl.backlog
 	for level := Levels - 1; level >= 0; level-- {
 		d := &q.lv[level]
 		i := 0
@@ -310,7 +366,7 @@ func (q *queue) expire(now time.Time, drops []dropped) []dropped {
 			}
 			d.popFront()
 			q.n--
-			r := Expired
+			r := e.reason(now)
 			if canceled {
 				r = Canceled
 			}
@@ -358,9 +414,10 @@ type dropped struct {
 	pooled bool
 }
 
-// entry is a queued task, when it was queued, and when it expires: the
-// wait limit in force when it was queued, kept even if the limit changes,
-// so a call admitted to a long queue is not rejected late for it.
+// entry is a queued task, when it was queued, and when it expires: its
+// caller's deadline, or for a call without one the wait limit in force
+// when it was queued, kept even if the limit changes, so a call admitted
+// to a long queue is not rejected late for it.
 //
 // A call of priority below 9 admitted in overload mode also has a refusal
 // window: until commit it may be answered early, pushed out by a more
@@ -384,6 +441,15 @@ func (e entry) refusable(now time.Time) bool { return now.Before(e.commit) }
 // wait limit, or refusable and past the time it should have started.
 func (e entry) expired(now time.Time) bool {
 	return now.After(e.expires) || e.refusable(now) && now.After(e.limit)
+}
+
+// reason is why e, expired at now, is dropped: Deadline if its caller's
+// deadline passed, Expired otherwise.
+func (e entry) reason(now time.Time) Reason {
+	if d, ok := e.t.Deadline(); ok && !now.Before(d) {
+		return Deadline
+	}
+	return Expired
 }
 
 // due returns when, after now, e next becomes expired.

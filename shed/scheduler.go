@@ -24,30 +24,30 @@ type Scheduler struct {
 	now     func() time.Time  // time.Now; tests swap it
 	readCPU func() cpuReading // runtimeCPU(); tests swap it
 	elastic bool              // Options.Workers was left zero
-	flows   flows
-	cpuBusy atomic.Bool // the last reading found the CPU congested, for the method limits
+	cpuBusy atomic.Bool       // a reading found the CPU congested lately, for the method limits
 
 	// Pause detection, for the method limits: the last arrival or end,
 	// and until when runs are to be ignored (unix nanoseconds).
 	lastSeen, pausedUntil atomic.Int64
 
-	mu         sync.Mutex // guards the fields below, and every method's lane
-	q          queue      // tasks waiting for a worker
-	running    int        // tasks running
-	limit      int        // how many may run: Workers, or the elastic limit
-	cpuAt      time.Time  // the next CPU reading, elastic only
-	cpu        cpuReading
-	hot        bool           // the CPU is congested by the tasks: the pool stops growing
-	congested  bool           // the last reading found the CPU congested
-	growAt     time.Time      // when growBudget is renewed
-	growBudget int            // how much the elastic limit may still grow until growAt
-	lanes      []*ServiceTime // methods whose lane has held tasks since the last sweep
-	timer      *time.Timer
-	timerAt    time.Time // when timer fires; zero if not armed
-	closed     bool
-	noPark     bool        // set by ReleaseIdle until new work comes
-	idle       []chan Task // parked workers, newest last
-	wg         sync.WaitGroup
+	mu           sync.Mutex // guards the fields below, and every method's lane
+	q            queue      // tasks waiting for a worker
+	running      int        // tasks running
+	limit        int        // how many may run: Workers, or the elastic limit
+	cpuAt        time.Time  // the next CPU reading, elastic only
+	cpu          cpuReading
+	hot          bool           // the CPU is congested by the tasks: the pool stops growing
+	congested    bool           // the last reading found the CPU congested
+	calmReadings int            // readings in a row that found it not
+	growAt       time.Time      // when growBudget is renewed
+	growBudget   int            // how much the elastic limit may still grow until growAt
+	lanes        []*ServiceTime // methods whose lane has held tasks since the last sweep
+	timer        *time.Timer
+	timerAt      time.Time // when timer fires; zero if not armed
+	closed       bool
+	noPark       bool        // set by ReleaseIdle until new work comes
+	idle         []chan Task // parked workers, newest last
+	wg           sync.WaitGroup
 
 	all ServiceTime // run time of every task, for the throughput estimate
 
@@ -123,23 +123,23 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	p, f, c := clamp(t.Priority()), flowOf(t), t.Cost()
-	e := entry{t: t, enq: now, expires: now.Add(s.opts.MaxWait)}
+	e := entry{t: t, enq: now, expires: s.expiry(t, now)}
 	var w work
-	s.flows.admit(f)
+	f.begin()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.flows.end(f)
+		f.end()
 		s.reject(t, Refused)
 		return
 	}
 	if s.limits(c) {
-		c.lane.arrivals++
+		c.lane.arrive(p)
 		if c.lane.n > 0 || !c.lim.room() {
 			ok := s.wait(c, e, p, f, now, &w)
 			s.mu.Unlock()
 			if !ok {
-				s.flows.end(f)
+				f.end()
 				c.lim.limited.Add(1)
 				s.reject(t, Limited)
 			}
@@ -147,10 +147,24 @@ func (s *Scheduler) Submit(t Task) {
 			return
 		}
 		c.lane.lastEmpty = now
+		c.lane.fl.admitted(f, now)
 	}
 	s.enter(e, p, f, now, &w)
 	s.mu.Unlock()
 	w.do(s)
+}
+
+// expiry is when t, queued at now, is dropped if it has not started: its
+// deadline, or for a call without one, MaxWait after now. A call
+// predicted to start past MaxWait is refused on arrival; one admitted
+// that waits longer, as the slots slowed meanwhile, still runs while it
+// can finish in time (a refusal after a wait would only waste the wait),
+// and is dropped when it no longer can (see hopeless).
+func (s *Scheduler) expiry(t Task, now time.Time) time.Time {
+	if d, ok := t.Deadline(); ok {
+		return d
+	}
+	return now.Add(s.opts.MaxWait)
 }
 
 // limits reports whether c's limit is on: its calls pass its lane.
@@ -168,14 +182,19 @@ func (s *Scheduler) wait(c *ServiceTime, e entry, p int, f *Flow, now time.Time,
 	if l.winStart.IsZero() {
 		l.init(now)
 	}
+	if c.lim.surged.Swap(false) {
+		// Calls arrive far faster than they end: the lane's queue would
+		// only grow, so its overload rules hold from the start.
+		l.overload, l.winStart, l.arrivals, l.load = true, now, 0, max(l.load, 2*overloadLoad)
+	}
 	c.lim.held.Add(1)
-	if c.lim.probing.Load() {
+	if _, ok := e.t.Deadline(); !ok && c.lim.probing.Load() {
 		// Held back by a probe, for a step of two or three service
-		// times: its wait limit is extended by that much.
-		e.expires = e.expires.Add(2 * time.Duration(c.avg.Load()))
+		// times: its wait limit is extended by two, at most by itself.
+		e.expires = e.expires.Add(min(2*time.Duration(c.avg.Load()), s.opts.MaxWait))
 	}
 	var ok bool
-	w.drops, ok = l.add(e, p, f, now, s.laneSlots(c), &s.opts, &s.flows, w.drops)
+	w.drops, ok = l.add(e, p, f, now, s.laneSlots(c), &s.opts, w.drops)
 	if !ok {
 		return false
 	}
@@ -189,35 +208,46 @@ func (s *Scheduler) wait(c *ServiceTime, e entry, p int, f *Flow, now time.Time,
 	return true
 }
 
-// laneSlots is what c's lane feeds: its limit's calls, each its service
-// time. During a probe, the lane admits calls as it would at the limit
-// the probe started from, and never enters overload mode: the calls it
-// holds back wait a little longer for the probe's sake, and are not
-// refused for it. REQUIRES s.mu is held.
+// laneSlots is what c's lane feeds: its limit's calls, one starting as
+// each of its calls in the pool ends, at the rate they ended in the last
+// window, once those beyond the limit (a limit that started or fell below
+// the calls in the pool) have ended. It enters overload mode only under a sustained load: a
+// dependency served right at its capacity has a queue that comes and
+// goes, which its wait limit bounds. During a probe, the lane admits
+// calls as it would at the limit the probe started from, and never
+// enters overload mode: the calls it holds back wait a little longer for
+// the probe's sake, and are not refused for it. REQUIRES s.mu is held.
 func (s *Scheduler) laneSlots(c *ServiceTime) slots {
-	if c.lim.probing.Load() {
-		return slots{limit: int(c.lim.probeBase.Load()), est: c.Estimate(), canGrow: true}
+	limit := c.lim.limit.Load()
+	gap := time.Duration(c.lim.gapNS.Load())
+	if gap == 0 && limit > 0 {
+		gap = c.Estimate() / time.Duration(limit)
 	}
-	return slots{limit: int(c.lim.limit.Load()), est: c.Estimate()}
+	inflight := c.lim.inflight.Load()
+	if c.lim.probing.Load() {
+		base := c.lim.probeBase.Load()
+		return slots{limit: int(base), backlog: int(max(inflight-base, 0)), gap: gap, hold: true, sustained: true}
+	}
+	return slots{limit: int(limit), backlog: int(max(inflight-limit, 0)), gap: gap, sustained: true}
 }
 
 // poolSlots is what the pool's queue feeds. REQUIRES s.mu is held.
 func (s *Scheduler) poolSlots() slots {
-	return slots{limit: s.limit, est: s.all.Estimate(), canGrow: s.canGrow()}
+	return slots{limit: s.limit, gap: s.all.Estimate() / time.Duration(s.limit), canGrow: s.canGrow()}
 }
 
 // enter admits e, of priority p and flow f, to the pool at now: it starts
 // at once if a slot is free, or is queued under the pool's rules, or is
 // refused. REQUIRES s.mu is held.
 func (s *Scheduler) enter(e entry, p int, f *Flow, now time.Time, w *work) {
-	pooled(e.t)
-	s.q.arrivals++
+	s.pooled(e.t, now)
+	s.q.arrive(p)
 	if s.takeSlot(now) {
 		s.startNow(e, now, w)
 		return
 	}
 	var ok bool
-	w.drops, ok = s.q.add(e, p, f, now, s.poolSlots(), &s.opts, &s.flows, w.drops)
+	w.drops, ok = s.q.add(e, p, f, now, s.poolSlots(), &s.opts, w.drops)
 	if !ok {
 		w.drops = append(w.drops, dropped{t: e.t, r: Refused, pooled: true})
 		return
@@ -240,13 +270,14 @@ func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work
 		if !ok {
 			break
 		}
-		pooled(e.t)
-		s.q.arrivals++
+		p := clamp(e.t.Priority())
+		s.pooled(e.t, now)
+		s.q.arrive(p)
 		if !toQueue && s.takeSlot(now) {
 			s.startNow(e, now, w)
 			continue
 		}
-		s.q.push(clamp(e.t.Priority()), entry{t: e.t, enq: e.enq, expires: e.expires})
+		s.q.push(p, entry{t: e.t, enq: e.enq, expires: e.expires})
 	}
 	l.queued.Store(int64(l.n))
 	if s.q.n > 0 {
@@ -257,10 +288,11 @@ func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work
 	}
 }
 
-// pooled counts t in its method's calls in the pool.
-func pooled(t Task) {
+// pooled counts t, entering the pool at now, in its method's calls in
+// the pool.
+func (s *Scheduler) pooled(t Task, now time.Time) {
 	if c := t.Cost(); c != nil {
-		c.lim.inflight.Add(1)
+		c.lim.admitted(now, s.cpuBusy.Load())
 	}
 }
 
@@ -296,7 +328,7 @@ func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 		}
 		c.lim.end(d, ran, end, s.cpuBusy.Load(), s.opts.MaxWait)
 	}
-	s.flows.end(flowOf(t))
+	flowOf(t).end()
 }
 
 // pauseGap is how long the scheduler may see no arrival and no end,
@@ -336,10 +368,10 @@ func (s *Scheduler) RunInline(t Task) bool {
 		s.mu.Unlock()
 		return false // Submit applies the method's limit, or queues it
 	}
-	s.q.arrivals++
-	pooled(t)
+	s.q.arrive(clamp(t.Priority()))
+	s.pooled(t, now)
 	s.mu.Unlock()
-	s.flows.admit(flowOf(t))
+	flowOf(t).begin()
 	s.recordWait(0)
 	end := s.run(t, now)
 	if next, _ := s.nextOrPark(end, nil, c); next != nil {
@@ -572,7 +604,10 @@ func (s *Scheduler) drop(d dropped) {
 			s.refill(c) // its end made room under c's limit
 		}
 	} else {
-		s.flows.end(flowOf(d.t))
+		flowOf(d.t).end()
+		if d.r == Evicted || d.r == Expired {
+			d.r = Limited // its method's lane could not start it in time
+		}
 	}
 	s.answer(d.t, d.r, d.waited)
 }

@@ -236,9 +236,10 @@ const (
 	Deadline
 	// Canceled: its caller gave up while it waited. It gets no answer.
 	Canceled
-	// Limited: its method had as many calls in flight as its adaptive
-	// limit allows, as its service time rose above its floor (its
-	// dependency is slow); it was refused on arrival.
+	// Limited: its method's adaptive limit was on, as its service time
+	// rose above its floor (its dependency is slow), and the call could
+	// not start in time: refused on arrival, or answered while it waited
+	// in the method's lane (pushed out, or past its time).
 	Limited
 
 	numReasons

@@ -61,6 +61,7 @@ const (
 	KeyErrMsg   Key = 7 // Response: error text
 	KeySession  Key = 8 // Request, Cancel in a datagram: uvarint, the client socket's random session id
 	KeyAckFloor Key = 9 // Request in a datagram: uvarint, every call of the session below this id is done
+	KeyLimited  Key = 10 // Response: present on an Overloaded error refused at the method's limit, not the server's
 )
 
 const (
@@ -215,6 +216,7 @@ type Header struct {
 	MetaCount   int    // number of KeyMeta fields; read them with EachMeta
 	Session     uint64 // 0 if absent
 	AckFloor    uint64 // 0 if absent
+	Limited     bool   // KeyLimited is present
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -250,6 +252,8 @@ func ParseHeader(raw []byte, h *Header) error {
 			h.ErrCode = c
 		case KeyErrMsg:
 			h.ErrMsg = v
+		case KeyLimited:
+			h.Limited = true
 		case KeySession, KeyAckFloor:
 			x, n := binary.Uvarint(v)
 			if n <= 0 {

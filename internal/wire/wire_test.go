@@ -33,6 +33,7 @@ func TestConstants(t *testing.T) {
 		{"KeyErrMsg", int(KeyErrMsg), 7},
 		{"KeySession", int(KeySession), 8},
 		{"KeyAckFloor", int(KeyAckFloor), 9},
+		{"KeyLimited", int(KeyLimited), 10},
 		{"Version", Version, 1},
 		{"PrefaceLen", PrefaceLen, 5},
 		{"HeaderSize", HeaderSize, 16},
@@ -182,6 +183,24 @@ func TestParseHeaderResets(t *testing.T) {
 	}
 	if h.Method != nil || h.HasTimeout || h.ErrCode != 0 || h.MetaCount != 0 {
 		t.Fatalf("header after empty parse = %+v, want zero", h)
+	}
+}
+
+// Limited marks an Overloaded error refused at the method's limit; any
+// value is taken, as an older peer would skip the field whatever it held.
+func TestParseHeaderLimited(t *testing.T) {
+	for _, v := range []string{"", "x"} {
+		var raw []byte
+		raw = AppendUvarint(raw, KeyErrCode, 8)
+		raw = AppendString(raw, KeyLimited, v)
+		var h Header
+		if err := ParseHeader(raw, &h); err != nil || !h.Limited || h.ErrCode != 8 {
+			t.Fatalf("value %q: header %+v, err %v; want Limited", v, h, err)
+		}
+	}
+	var h Header
+	if err := ParseHeader(AppendUvarint(nil, KeyErrCode, 8), &h); err != nil || h.Limited {
+		t.Fatalf("without the field: header %+v, err %v", h, err)
 	}
 }
 
