@@ -24,7 +24,7 @@ type endpoint struct {
 	// adaptive limit (ErrLimited), a throttle of their own: such a
 	// refusal says the method is slow, not the server, which the other
 	// methods' calls go on to.
-	methods  sync.Map // ServiceMethod → *[MaxPriority + 1]throttler
+	methods  sync.Map    // ServiceMethod → *[MaxPriority + 1]throttler
 	limited  atomic.Bool // methods holds any
 	inflight atomic.Int64
 	weight   atomic.Int32 // inst.Weight, which the registry may change

@@ -52,15 +52,15 @@ type Key uint8
 
 // Header field keys. Values are part of the protocol and never change.
 const (
-	KeyMethod   Key = 1 // Request: "Service.Method"
-	KeyCodec    Key = 2 // Request, Response: codec name of the body
-	KeyTimeout  Key = 3 // Request: uvarint microseconds left until the caller's deadline
-	KeyMeta     Key = 4 // Request: one metadata pair, uvarint key length, key, value
-	KeyPriority Key = 5 // Request: one byte, 0 (shed first) to 9 (shed last)
-	KeyErrCode  Key = 6 // Response: uvarint error code; absent means success
-	KeyErrMsg   Key = 7 // Response: error text
-	KeySession  Key = 8 // Request, Cancel in a datagram: uvarint, the client socket's random session id
-	KeyAckFloor Key = 9 // Request in a datagram: uvarint, every call of the session below this id is done
+	KeyMethod   Key = 1  // Request: "Service.Method"
+	KeyCodec    Key = 2  // Request, Response: codec name of the body
+	KeyTimeout  Key = 3  // Request: uvarint microseconds left until the caller's deadline
+	KeyMeta     Key = 4  // Request: one metadata pair, uvarint key length, key, value
+	KeyPriority Key = 5  // Request: one byte, 0 (shed first) to 9 (shed last)
+	KeyErrCode  Key = 6  // Response: uvarint error code; absent means success
+	KeyErrMsg   Key = 7  // Response: error text
+	KeySession  Key = 8  // Request, Cancel in a datagram: uvarint, the client socket's random session id
+	KeyAckFloor Key = 9  // Request in a datagram: uvarint, every call of the session below this id is done
 	KeyLimited  Key = 10 // Response: present on an Overloaded error refused at the method's limit, not the server's
 )
 
