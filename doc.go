@@ -154,17 +154,20 @@ workers is elastic: it grows while handlers wait on databases and other
 services and the CPU keeps up, and stops growing when the calls running
 want the CPU (set shed.Options.Workers for a fixed cap instead). Each
 method has an adaptive concurrency limit: when its service time rises
-well above its floor (its dependency is slow), calls past the limit are
-refused at once with ErrOverloaded, and other methods go on unhindered.
+well above its floor (its dependency is slow), its calls past the limit
+wait in a queue of the method's own, those that cannot start in time are
+refused at once with ErrLimited (which is also ErrOverloaded), and other
+methods go on unhindered; a client throttles such a method alone.
 shed.Options.MaxInFlight is a hard ceiling on calls running at once. Each
 connection gets a fair share of a binding limit, so one client flooding
 cannot crowd out the others, and WithPriorityPolicy decides what priority
 a caller may claim. What cannot start waits in a queue with 10
-priorities. When the queue is full, a new call
-takes the place of a less important one, and both the evicted call and a
-call with nothing less important to evict are answered ErrOverloaded at
-once. Calls that waited too long, or whose caller's deadline has passed or
-is nearer than the method's usual run time, are answered without running.
+priorities; a call predicted to start too late is refused on arrival.
+When the queue is full, a new call takes the place of a less important
+one, and both the evicted call and a call with nothing less important to
+evict are answered ErrOverloaded at once. Calls whose caller's deadline
+has passed or is nearer than the method's usual run time are answered
+without running.
 Under sustained overload the queue shrinks to about a millisecond of work,
 each priority gets a share of it, and a call that will not start in time
 is refused on arrival rather than after a wait: a queued call is refused

@@ -32,7 +32,9 @@ var (
 	descMethodLimit = prometheus.NewDesc("kiev_server_method_concurrency_limit",
 		"A method's adaptive concurrency limit, by method; 0 while it is off.", []string{"method"}, nil)
 	descMethodInFlight = prometheus.NewDesc("kiev_server_method_in_flight",
-		"A method's calls queued or running, by method.", []string{"method"}, nil)
+		"A method's calls past its adaptive limit, waiting for a worker or running, by method.", []string{"method"}, nil)
+	descMethodQueued = prometheus.NewDesc("kiev_server_method_queued",
+		"A method's calls waiting for room under its adaptive limit, by method.", []string{"method"}, nil)
 	descOverloaded = prometheus.NewDesc("kiev_server_overloaded",
 		"1 while the overload scheduler is in overload mode.", nil, nil)
 	descUDPDuplicates = prometheus.NewDesc("kiev_server_udp_duplicates_total",
@@ -92,7 +94,7 @@ type serverCollector struct{ s *Server }
 
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerCalls, descServerDuration, descServerInFlight, descServerConns,
-		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descUDPDuplicates, descUDPMalformed} {
+		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descMethodQueued, descUDPDuplicates, descUDPMalformed} {
 		ch <- d
 	}
 }
@@ -117,6 +119,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		lim := m.cost.Limit()
 		ch <- prometheus.MustNewConstMetric(descMethodLimit, prometheus.GaugeValue, float64(lim.Limit), m.name)
 		ch <- prometheus.MustNewConstMetric(descMethodInFlight, prometheus.GaugeValue, float64(lim.InFlight), m.name)
+		ch <- prometheus.MustNewConstMetric(descMethodQueued, prometheus.GaugeValue, float64(lim.Queued), m.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
 	ch <- prometheus.MustNewConstMetric(descServerConns, prometheus.GaugeValue, float64(conns))

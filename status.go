@@ -42,11 +42,14 @@ type MethodStatus struct {
 	Rate        float64 `json:"rate"` // calls per second over the last minute
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
-	// InFlight is how many of its calls are queued or running; Limit its
-	// adaptive concurrency limit (0 while off), driven by its service time
-	// (LatencyMs, the last window's average) against its floor (FloorMs);
-	// Limited counts the calls refused at the limit.
+	// InFlight is how many of its calls are past its limit (waiting for
+	// a worker or running), and Queued how many wait in its lane for room
+	// under the limit; Limit is its adaptive concurrency limit (0 while
+	// off), driven by its service time (LatencyMs, the last window's
+	// average) against its floor (FloorMs); Limited counts the calls
+	// refused at the limit (ErrLimited).
 	InFlight  int     `json:"in_flight"`
+	Queued    int     `json:"queued"`
 	Limit     int     `json:"limit"`
 	FloorMs   float64 `json:"floor_ms"`
 	LatencyMs float64 `json:"latency_ms"`
@@ -125,7 +128,7 @@ func (s *Server) Status(ctx context.Context) Status {
 				Name: mname, Calls: m.stats.calls.Load(), Errors: m.stats.errors.Load(),
 				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
-				InFlight: lim.InFlight, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
+				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
 			})
 		}
 		slices.SortFunc(ss.Methods, func(a, b MethodStatus) int { return strings.Compare(a.Name, b.Name) })

@@ -218,6 +218,7 @@ type methodLimit struct {
 	winCPU     int                // runs in the window that ended while the CPU was congested
 	windows    int                // windows ended
 	peak       int64              // the most calls in flight seen in this window
+	winFirst   int64              // the calls in flight as its first call ended
 	peaks      [rateWindows]int64 // the same in the last windows, by rateAt
 	lastCPU    bool               // the CPU was congested most of the last window
 	rates      [rateWindows]float64
@@ -278,6 +279,9 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool
 		l.resetWindow(now)
 	}
 	l.idle = in == 1
+	if l.winN == 0 {
+		l.winFirst = in
+	}
 	l.winN++
 	l.winSum += d
 	if cpuBusy {
@@ -322,27 +326,27 @@ func (l *methodLimit) resetWindow(now time.Time) {
 // after a second window, as every millisecond of it piles more: calls in
 // flight ten times what the window's rate and service time explain
 // (Little's law: arrivals outrun the ends), for a method over minExcess,
-// in a window at least two service times long (before that, calls that
-// started together have not ended yet, and a closed loop starting looks
-// like a surge); or a congested service time with calls in flight ten
-// times what the rate explains at the floor (a queue before the
-// dependency already). In both cases after a first window (whose own
-// ramp looks so), and with half as many calls in flight again as the
-// most of the last windows (a closed loop whose calls stalled for a
-// moment, for a collection or a busy CPU, holds as many as ever). Unlike a congested
-// service time, a surge is judged whatever the CPU's state: calls pile up
-// faster than they end, and a CPU that a flood of arrivals keeps busy is
-// no reason to let more pile. REQUIRES l.mu is held.
+// in a window at least two service times long; or a congested service
+// time with calls in flight ten times what the rate explains at the
+// floor (a queue before the dependency already). In both cases the calls
+// in flight must have grown to more than twice what they were as the
+// window's first call ended, and to half as many again as the most of
+// the last windows. Unlike a congested service time, a surge is judged
+// whatever the CPU's state: calls pile up faster than they end, and a
+// CPU that a flood of arrivals keeps busy is no reason to let more pile.
+// REQUIRES l.mu is held.
 func (l *methodLimit) surging(elapsed time.Duration) bool {
-	if l.windows == 0 {
-		return false // the first window holds the start's own ramp
+	if l.floor == 0 || l.peak <= 2*l.winFirst || 2*l.peak <= 3*l.recentPeak() {
+		// The calls in flight did not grow in the window (a closed loop
+		// of many callers starting together holds as many from its first
+		// end on), or are about as many as lately (a closed loop whose
+		// calls stalled for a moment, for a collection or a busy CPU):
+		// no surge.
+		return false
 	}
 	rtt := l.winSum / time.Duration(l.winN)
 	rate := float64(l.winN) / elapsed.Seconds()
 	peak := float64(l.peak)
-	if 2*l.peak <= 3*l.recentPeak() {
-		return false // about as many in flight as lately: a stall, not a surge
-	}
 	if l.congested(rtt) && peak > 10*rate*l.floor.Seconds()+minLimit {
 		return true
 	}

@@ -333,3 +333,103 @@ func TestPausedRunsAreLeftOutOfTheLimit(t *testing.T) {
 		t.Fatalf("%d runs counted in the method's window, want 1: the one after the pause", n)
 	}
 }
+
+// A call's predicted start counts the calls running beyond the limit (a
+// limit that fell below the calls in the pool), which end before any
+// queued call starts, and the share of the slots the more important calls
+// arriving take: the least important are refused first, at once.
+func TestLanePredictionCountsBacklogAndMoreImportantCalls(t *testing.T) {
+	h := newHarness(t, Options{MaxWait: 100 * time.Millisecond})
+	h.fakeClock()
+	h.fakeCPU(cpuReading{})
+	c := limited(4)
+	c.lim.gapNS.Store(int64(10 * time.Millisecond)) // a call starts every 10ms
+	release := make(chan struct{})
+	defer close(release)
+	for i := range 4 {
+		h.call(fmt.Sprint("run", i), 9, c, nil, release)
+	}
+	h.waitStarted(4)
+	// The limit falls to 2: two calls must end before one waiting starts.
+	c.lim.limit.Store(2)
+	for i := range 8 { // up to (2 + 7 + 1) × 10ms = 100ms: all admitted
+		h.call(fmt.Sprint("q", i), 5, c, nil, nil)
+	}
+	h.call("late", 5, c, nil, nil) // (2 + 8 + 1) × 10ms = 110ms
+	h.expect("late:limited")
+	// Priority 9 calls arriving at 50 a second take half the slots' starts
+	// (10ms each): a priority-5 call now waits twice as long.
+	h.s.mu.Lock()
+	c.lane.rates[9] = 50
+	h.s.mu.Unlock()
+	h.call("p0", 0, c, nil, nil)
+	h.expect("p0:limited")
+	h.call("p9", 9, c, nil, nil) // ahead of the others: (2 + 1) × 10ms
+	if l := c.Limit(); l.Queued != 9 {
+		t.Fatalf("lane: %+v; want the 8 calls and the priority-9 one queued", l)
+	}
+}
+
+// A queued call with a deadline waits while it can finish by it, past
+// MaxWait: the lane's calls started more slowly than predicted, and a
+// refusal after the wait would only waste it. One without a deadline is
+// dropped at MaxWait.
+func TestQueuedCallWaitsUntilItsDeadline(t *testing.T) {
+	h := newHarness(t, Options{MaxWait: 10 * time.Millisecond})
+	now, advance := h.fakeClock()
+	h.fakeCPU(cpuReading{})
+	c := limited(1)
+	release := make(chan struct{})
+	h.call("run", 5, c, nil, release)
+	h.waitStarted(1)
+	dl := h.task("deadline", 5)
+	dl.cost, dl.deadline = c, now().Add(time.Second)
+	h.s.Submit(dl)
+	h.call("none", 5, c, nil, nil)
+	advance(50 * time.Millisecond)
+	h.s.sweep()
+	h.expect("none:limited")
+	close(release)
+	h.expect("run:ran", "deadline:ran")
+}
+
+// A method's lane enters overload mode (a short queue) only under a
+// sustained load: a dependency served right at its capacity has a queue
+// that comes and goes, which the wait limit bounds.
+func TestLaneOverloadNeedsASustainedLoad(t *testing.T) {
+	h := newHarness(t, Options{MaxWait: time.Second, Interval: 100 * time.Millisecond})
+	_, advance := h.fakeClock()
+	h.fakeCPU(cpuReading{})
+	c := limited(1)
+	c.lim.gapNS.Store(int64(10 * time.Millisecond)) // 100 calls a second
+	release := make(chan struct{})
+	defer close(release)
+	h.call("run", 5, c, nil, release)
+	h.waitStarted(1)
+	overloaded := func() bool {
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		return c.lane.overload
+	}
+	// 100 calls a second, the lane's capacity, for five Intervals: the
+	// queue stays busy, yet no overload mode.
+	for range 5 {
+		for i := range 10 {
+			h.call(fmt.Sprint("at", i), 5, c, nil, nil)
+			advance(10 * time.Millisecond)
+		}
+	}
+	if overloaded() {
+		t.Fatal("overload mode at a load right at capacity")
+	}
+	// Twice that: overload mode.
+	for range 3 {
+		for i := range 20 {
+			h.call(fmt.Sprint("over", i), 5, c, nil, nil)
+			advance(5 * time.Millisecond)
+		}
+	}
+	if !overloaded() {
+		t.Fatal("no overload mode at twice the capacity, sustained")
+	}
+}

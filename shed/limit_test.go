@@ -227,17 +227,18 @@ func TestMethodLimitProbesANewFloor(t *testing.T) {
 }
 
 // A surge starts the method limit before the window ends, once the window
-// has lasted two service times and the calls in flight are ten times
-// what the rate and service time explain: every millisecond more would
-// pile more calls before the dependency.
+// has lasted two service times and the calls in flight, growing within
+// it, are ten times what the rate and service time explain: every
+// millisecond more would pile more calls before the dependency.
 func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
 	c := newLimitClock()
 	for range 3 {
 		c.window(64, 20*time.Millisecond)
 	}
-	// 640 calls/s at 20ms explain about 13 calls in flight; 500 are.
-	for range limitSamples {
-		c.l.inflight.Store(500)
+	// 640 calls/s at 20ms explain about 13 calls in flight; they grow to
+	// 500.
+	for i := range limitSamples {
+		c.l.inflight.Store(int64(13 + i*70))
 		c.now = c.now.Add(5 * time.Millisecond)
 		c.l.end(20*time.Millisecond, true, c.now, false, time.Second)
 	}
@@ -365,5 +366,46 @@ func TestMethodLimitProbeLeavesAnUnboundedDependencyAlone(t *testing.T) {
 	}
 	if c.l.probing.Load() || c.l.limit.Load() != 0 {
 		t.Fatal("probed or limited again")
+	}
+}
+
+// A dependency that slows down ends no call for a service time, while
+// calls keep arriving: the limit starts as they arrive, once the calls in
+// the pool reach four times what the last window's rate held at the
+// floor and half as many again as the most the last windows had, not at
+// the next window's end. Not while the CPU is congested.
+func TestMethodLimitStartsAsASurgeArrives(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(64, 20*time.Millisecond) // 640 calls/s at 20ms: 13 in flight
+	}
+	at := c.l.surgeAt.Load()
+	if want := int64(51 + 4*minLimit); at < want-1 || at > want+1 { // 4 × 640/s × 20ms + 16
+		t.Fatalf("surge threshold %d, want about %d", at, want)
+	}
+	c.l.inflight.Store(at - 2)
+	c.l.admitted(c.now, true) // the CPU is congested: no surge
+	if c.l.limit.Load() != 0 {
+		t.Fatal("limit started as calls arrived while the CPU was congested")
+	}
+	c.l.admitted(c.now, false)
+	if c.l.limit.Load() == 0 || !c.l.surged.Load() {
+		t.Fatalf("no limit with %d calls in the pool, past the threshold %d", c.l.inflight.Load(), at)
+	}
+}
+
+// Many callers of a closed loop starting together hold their calls in
+// flight from the first end on, at whatever rate a busy CPU lets them
+// end: no surge, as the calls in flight do not grow.
+func TestMethodLimitClosedLoopStartIsNoSurge(t *testing.T) {
+	c := newLimitClock()
+	c.cpu = true
+	// 400 callers of a 20ms sleep, which a starved CPU lets end at 1,000
+	// calls a second: Little's law explains 20 in flight, yet no more
+	// than 400 ever are.
+	c.windowIn(100, 20*time.Millisecond, 400)
+	c.windowIn(100, 20*time.Millisecond, 400)
+	if c.l.limit.Load() != 0 {
+		t.Fatalf("limit %d for a closed loop of 400 callers", c.l.limit.Load())
 	}
 }

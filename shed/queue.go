@@ -353,24 +353,30 @@ func (q *queue) doomed(now time.Time, sl slots, drops []dropped) []dropped {
 	return drops
 }
 
-// expire removes the calls at the front of each level that waited past
-// their limit or whose caller left, adding them to drops.
+// expire removes the queued calls that waited past their limit or whose
+// caller left, adding them to drops. Limits differ (a deadline, MaxWait),
+// so it looks at every call, not only each level's oldest.
 func (q *queue) expire(now time.Time, drops []dropped) []dropped {
 	for level := range q.lv {
 		d := &q.lv[level]
-		for d.len() > 0 {
-			e := d.front()
+		kept := 0
+		for i := range d.len() {
+			e := *d.at(i)
 			canceled := e.t.Canceled()
 			if !canceled && !e.expired(now) {
-				break
+				*d.at(kept) = e
+				kept++
+				continue
 			}
-			d.popFront()
-			q.n--
 			r := e.reason(now)
 			if canceled {
 				r = Canceled
 			}
 			drops = append(drops, dropped{t: e.t, r: r, waited: now.Sub(e.enq), pooled: q.pooled})
+		}
+		for d.len() > kept {
+			d.popBack()
+			q.n--
 		}
 	}
 	if q.n == 0 {
@@ -391,19 +397,28 @@ func (q *queue) drain(now time.Time, r Reason, drops []dropped) []dropped {
 	return drops
 }
 
-// due returns when the first call at the front of a level next becomes
-// expired; zero if the queue is empty.
+// due returns when the queue should next be swept for expired calls:
+// when the oldest call of a level next becomes expired, and no later
+// than sweepEvery from now while calls are queued (a call behind the
+// oldest may expire first: limits differ). Zero if the queue is empty.
 func (q *queue) due(now time.Time) time.Time {
-	var due time.Time
+	if q.n == 0 {
+		return time.Time{}
+	}
+	due := now.Add(sweepEvery)
 	for level := range q.lv {
 		if q.lv[level].len() > 0 {
-			if e := q.lv[level].front().due(now); due.IsZero() || e.Before(due) {
+			if e := q.lv[level].front().due(now); e.Before(due) {
 				due = e
 			}
 		}
 	}
 	return due
 }
+
+// sweepEvery bounds how late a queued call is answered past its limit,
+// when an older call of its level has a later one.
+const sweepEvery = 20 * time.Millisecond
 
 // dropped is a call to answer without running, why, and how long it
 // waited; pooled if it was counted in its method's calls in the pool.

@@ -19,67 +19,88 @@
 //     instead. Idle workers are kept for reuse, so calls rarely grow a
 //     fresh goroutine's stack, and their number falls back after a burst.
 //   - A method's dependency: each method has an adaptive concurrency
-//     limit, a bulkhead (see ServiceTime). While its service time stays
-//     near its floor it is off. When the service time rises well above
-//     the floor (the dependency saturated or slowed), the limit becomes
-//     what the dependency serves at its floor latency, by Little's law
-//     the calls completed per second times the floor, with headroom; the
-//     method's calls past it are refused at once (Reason Limited), and
-//     other methods are not held. Probes measure the floor again, so that
-//     a dependency that became slower for good is served at its new pace.
-//     Method limits act in the elastic pool; a fixed pool (Workers set)
-//     works as it did before them.
+//     limit, a bulkhead (see ServiceTime), in the family of brpc's auto
+//     concurrency limiter, Netflix's concurrency-limits and BBR. While
+//     the method's service time stays near its floor it is off. When the
+//     service time rises well above the floor (the dependency saturated
+//     or slowed), two windows in a row, or its calls in flight surge, the
+//     limit is what the dependency serves at its floor latency: by
+//     Little's law, the calls completed per second times the floor, with
+//     headroom. The method's calls beyond it wait in the method's own
+//     queue, its lane, under the queue rules below, and those that cannot
+//     start in time are refused at once (Reason Limited). Other methods
+//     are not held. The limit grows while calls wait beyond it and the
+//     service time is not congested, and probes (the limit halved, then
+//     halved again while the service time keeps falling with it) find
+//     the floor again, so that a dependency that became slower for good
+//     is served at its new pace, and one saturated from its first call is
+//     found out. A window in which the CPU was congested does not start
+//     or lower a limit: a busy CPU raises every method's service time,
+//     and it is the pool's to limit. Method limits act in the elastic
+//     pool; a fixed pool (Workers set) works as it did before them.
 //   - Memory and goroutines: Options.MaxInFlight is a hard ceiling on the
 //     calls running at once, whatever the other limits say.
-//   - Fairness between clients: each connection is a Flow. Where a limit
-//     would refuse a call, a flow holding far less than the heaviest one
-//     passes (see Flow), so a flooding client gets what the others leave.
+//   - Fairness between clients: each connection is a Flow. Each queue
+//     weighs the flows by the rate it admits their calls, and where its
+//     rules would refuse the call of a light flow, the heaviest flow's
+//     newest queued call gives way instead (see Flow), so a flooding
+//     client gets what the others leave.
 //
-// Stats shows the current limits; ServiceTime.Limit a method's.
+// Stats shows the pool's limit; ServiceTime.Limit a method's.
 //
-// # The queue
+// # The queues
 //
-// The scheduler runs as many calls at once as its limit allows and queues
-// the rest in 10 priority levels, 9 the most important. It keeps a service
-// answering the calls that matter when offered more work than it can do:
+// The pool's queue, and each method's lane, hold the calls that cannot
+// start yet in 10 priority levels, 9 the most important. They keep a
+// service answering the calls that matter when offered more work than it
+// can do:
 //
-//   - Workers take the highest-priority queued call first, oldest first
-//     within a priority.
-//   - When the queue is full, a new call evicts the newest queued call of
-//     the lowest priority below its own; if there is none, the new call is
-//     refused. Both get an immediate answer (kiev.ErrOverloaded).
-//   - A call that waited longer than the wait limit, or whose caller's
-//     deadline has passed or is closer than the method's recent service
-//     time, is answered without running.
+//   - Calls start highest priority first, oldest first within a
+//     priority.
+//   - A call predicted to start later than Options.MaxWait is refused on
+//     arrival: the calls running beyond the limit end, and the calls
+//     queued ahead of it (of its priority or higher) start, one every
+//     service time divided by the slots, but only in the share of the
+//     slots the more important calls arriving meanwhile leave it.
+//   - When a queue is full, a new call evicts the newest queued call of
+//     the lowest priority below its own; if there is none, the new call
+//     is refused. Both get an immediate answer (kiev.ErrOverloaded).
+//   - A queued call whose caller's deadline has passed, or is closer
+//     than the method's recent service time, is answered without running;
+//     one without a deadline, once it waited MaxWait.
 //
-// Under overload the scheduler changes mode, so that queueing delay stays
-// a few milliseconds and nearly every call that will not run is told so
-// on arrival, not after a wait:
+// Under overload a queue changes mode, so that queueing delay stays a
+// few milliseconds and nearly every call that will not run is told so on
+// arrival, not after a wait:
 //
-//   - It enters overload mode when the queue has not been empty for
+//   - It enters overload mode when it has not been empty for
 //     Options.Interval (CoDel's rule, as Facebook applies it to RPC
 //     queues), or has stayed longer than the overload queue below for a
 //     tenth of that (a surge). It leaves after an Interval in which fewer
-//     calls arrived than the workers could start.
+//     calls arrived than the slots could have started. A method's lane
+//     enters it only while more calls arrive than its limit starts,
+//     averaged over a few Intervals: a dependency served right at its
+//     capacity has a queue that comes and goes, which MaxWait bounds.
 //   - In overload mode a call is admitted only if the calls that will
 //     start before it, those of its priority or higher, are fewer than
-//     its priority's share of a short queue: what the workers start in
+//     its priority's share of a short queue: what the slots start in
 //     half of Options.Target, scaled from a fifth of that for priority 0
 //     to twice that for priority 9. Others are refused at once. A call
 //     of priority p below 9 admitted in overload mode should start
 //     within (p+1)/10 of Target: the less important calls are the ones
 //     later arrivals push back, and one that will not start is best
-//     answered soon. Priority 9 has room for at least a round of Workers
+//     answered soon. Priority 9 has room for at least a round of slots
 //     and is bounded by its share alone, never shed for a wait.
 //   - An admitted call pushes out the newest queued calls of lower
 //     priority that it leaves with more calls ahead of them than their
 //     share, as they would not start in time.
 //   - A call admitted in overload mode can be refused only within a
 //     quarter of Target of its arrival (its refusal window): pushed out,
-//     or found unable to start by its time when a worker frees up. One
-//     still queued after that is kept and runs, within MaxWait. A refusal
-//     is thus always quick, never the end of a wait: the caller learns
-//     at once to go elsewhere, and a call that waited is served.
+//     or found unable to start by its time when a slot frees up. One
+//     still queued after that is kept and runs while it can finish in
+//     time. A refusal is thus always quick, never the end of a wait: the
+//     caller learns at once to go elsewhere, and a call that waited is
+//     served.
 //
 // Calls are served first in, first out within a priority. Facebook's
 // adaptive LIFO serves the newest first under overload; with the queue
@@ -148,8 +169,10 @@ type Options struct {
 	// QueueSize is how many calls may wait (DefaultQueueSize, 1024).
 	QueueSize int
 
-	// MaxWait is the longest a call may wait in the queue while the
-	// service keeps up (DefaultMaxWait, 100ms).
+	// MaxWait is the longest a call is let wait (DefaultMaxWait, 100ms):
+	// a call predicted to start later is refused on arrival, and a queued
+	// call without a deadline is dropped once it waited this long. A call
+	// with a deadline that was admitted waits while it can finish by it.
 	MaxWait time.Duration
 
 	// Target is the wait limit in overload mode, CoDel's target delay
