@@ -134,8 +134,7 @@ type lane struct {
 // tolerance is how far above its floor a method's service time may go
 // before it counts as congested, if by more than minExcess; a limit with
 // calls waiting beyond it grows by a quarter each window while the
-// service time is not congested, and doubles while it is within
-// driftRatio of the floor. headroom is how many calls the limit
+// service time is not congested. headroom is how many calls the limit
 // admits beyond what the dependency serves at its floor latency: a short
 // queue before the dependency keeps it busy. The limit turns off after
 // calmWindows windows in which no call met it.
@@ -166,6 +165,7 @@ const (
 	tolerance        = 2
 	minExcess        = 5 * time.Millisecond
 	driftRatio       = 1.25
+	cpuExplains      = 4
 	headroom         = 1.5
 	minLimit         = 4
 	calmWindows      = 3
@@ -191,11 +191,15 @@ const (
 // the dependency serves at its floor latency: by Little's law, the most
 // calls completed per second in the last rateWindows windows, times the
 // floor, with headroom. Beyond it, calls wait in the method's lane. A
-// limit with calls waiting while the service time stays near the floor
-// grows by half each window; one that no call met for calmWindows turns
-// off. A window in which the CPU was congested most of the time neither
-// starts nor lowers the limit, and one with calls held grows it: a busy
-// CPU raises every method's service time, and it is the pool's to limit.
+// congested window brings the limit down toward that, in proportion to
+// how far the service time is over its tolerance, by at most half at a
+// time; a limit with calls waiting grows while the service time is
+// not congested, doubling near the floor; one that no call met for
+// calmWindows turns off. A window whose service time the CPU's wait explains (a rise no
+// larger than cpuExplains times how long goroutines waited for a
+// congested CPU) neither starts nor lowers the limit, and one with calls
+// held grows it: a busy CPU raises every method's service time, and it is
+// the pool's to limit.
 type methodLimit struct {
 	inflight   atomic.Int64  // calls in the pool: waiting for a worker or running
 	limit      atomic.Int64  // 0: not limiting
@@ -215,12 +219,12 @@ type methodLimit struct {
 	winN       int
 	winSum     time.Duration
 	idle       bool               // no call was in flight after the last end
-	winCPU     int                // runs in the window that ended while the CPU was congested
+	winCPU     time.Duration      // the CPU's wait as each run of the window ended, summed
 	windows    int                // windows ended
 	peak       int64              // the most calls in flight seen in this window
 	winFirst   int64              // the calls in flight as its first call ended
 	peaks      [rateWindows]int64 // the same in the last windows, by rateAt
-	lastCPU    bool               // the CPU was congested most of the last window
+	lastCPU    bool               // the CPU's wait explained the last window's service time
 	rates      [rateWindows]float64
 	rateAt     int
 	floor      time.Duration // 0 until the first window
@@ -257,9 +261,10 @@ func (l *methodLimit) room() bool {
 }
 
 // end counts the end of a call in the pool, which ran for d (ran false:
-// it was dropped unrun) and ended at now; cpuBusy says whether the CPU
-// was congested then, and maxWait is the longest a call may wait.
-func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool, maxWait time.Duration) {
+// it was dropped unrun) and ended at now; cpuWait is how long goroutines
+// waited for a congested CPU lately (0 if it is not), and maxWait the
+// longest a call may wait.
+func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait, maxWait time.Duration) {
 	in := l.inflight.Add(-1) + 1 // in flight with this call
 	if !ran {
 		return
@@ -284,9 +289,7 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool
 	}
 	l.winN++
 	l.winSum += d
-	if cpuBusy {
-		l.winCPU++
-	}
+	l.winCPU += cpuWait
 	l.peak = max(l.peak, in)
 	if l.winN < limitSamples {
 		return
@@ -297,14 +300,21 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuBusy bool
 		l.floor = l.winSum / time.Duration(l.winN)
 		l.floorNS.Store(int64(l.floor))
 	}
-	if elapsed := now.Sub(l.winStart); elapsed >= limitWindow || elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
+	// A window lasts two floors at least, so that most calls that end
+	// in it started under the limit it judges.
+	if elapsed := now.Sub(l.winStart); elapsed >= max(limitWindow, 2*l.floor) || elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
 		l.adjust(now, maxWait)
 	}
 }
 
-// cpuWindow reports whether the CPU was congested for most of the
-// window. REQUIRES l.mu is held.
-func (l *methodLimit) cpuWindow() bool { return 2*l.winCPU > l.winN }
+// cpuWindow reports whether the CPU's wait explains the window's service
+// time, rtt: its rise above the floor is no more than cpuExplains times
+// how long goroutines waited for a CPU as its runs ended (a handler may
+// wait for one a few times). REQUIRES l.mu is held.
+func (l *methodLimit) cpuWindow(rtt time.Duration) bool {
+	wait := l.winCPU / time.Duration(l.winN)
+	return wait > 0 && rtt-l.floor <= cpuExplains*wait
+}
 
 // recentPeak is the most calls in flight in the last windows. REQUIRES
 // l.mu is held.
@@ -326,7 +336,8 @@ func (l *methodLimit) resetWindow(now time.Time) {
 // after a second window, as every millisecond of it piles more: calls in
 // flight ten times what the window's rate and service time explain
 // (Little's law: arrivals outrun the ends), for a method over minExcess,
-// in a window at least two service times long; or a congested service
+// in a window at least two service times long, after a first window (in
+// which many callers may still be starting); or a congested service
 // time with calls in flight ten times what the rate explains at the
 // floor (a queue before the dependency already). In both cases the calls
 // in flight must have grown to more than twice what they were as the
@@ -350,7 +361,9 @@ func (l *methodLimit) surging(elapsed time.Duration) bool {
 	if l.congested(rtt) && peak > 10*rate*l.floor.Seconds()+minLimit {
 		return true
 	}
-	return rtt > minExcess && elapsed >= 2*rtt && peak > 10*rate*rtt.Seconds()+minLimit
+	// In a first window (before one ended), only a congested service
+	// time tells a surge from callers that are still starting.
+	return l.windows > 0 && rtt > minExcess && elapsed >= 2*rtt && peak > 10*rate*rtt.Seconds()+minLimit
 }
 
 // congested reports whether a service time of rtt is congested against
@@ -370,7 +383,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	rate := float64(l.winN) / elapsed.Seconds()
 	surge := l.limit.Load() == 0 && l.surging(elapsed)
 	l.windows++
-	cpu, held, peak := l.cpuWindow(), l.held.Swap(0), l.peak
+	cpu, held, peak := l.cpuWindow(rtt), l.held.Swap(0), l.peak
 	l.lastCPU = cpu
 	l.resetWindow(now)
 	l.latency = rtt
@@ -435,22 +448,18 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	}
 	switch {
 	case congested && !cpu:
-		// What the dependency serves at its floor, falling by at most a
-		// quarter at a time: a floor measured too low (a dependency
-		// quicker when nearly idle) does not cut a limit that served to
-		// below the dependency's concurrency, and the calls beyond the
-		// new limit, which the method's next calls wait for, are few.
-		limit = max(l.fit(), limit-limit/4)
+		// Down by as much as the service time is over its tolerance (a
+		// limit twice the dependency's concurrency doubles it), at most
+		// by half and to what the dependency serves at its floor: a
+		// floor measured too low (a dependency quicker when nearly idle)
+		// does not cut a limit that served to below the dependency's
+		// concurrency.
+		limit = max(l.fit(), limit/2, int64(float64(limit)*tolerance*float64(l.floor)/float64(rtt)))
 		l.calm = 0
 	case held > 0:
 		// Calls wait beyond the limit, and the dependency's service time
-		// is not congested: it has room, until it shows congestion. Near
-		// the floor, plainly: the limit doubles.
-		step := max(1, limit/4)
-		if float64(rtt) <= driftRatio*float64(l.floor) {
-			step = limit
-		}
-		limit = max(limit+step, l.fit())
+		// is not congested: it has room, until it shows congestion.
+		limit = max(limit+max(1, limit/4), l.fit())
 		l.calm = 0
 	default:
 		if l.calm++; l.calm >= calmWindows {
@@ -492,12 +501,12 @@ func (l *methodLimit) armSurge() {
 // admitted counts a call entering the pool, at now, and starts the limit
 // if the calls in the pool reach a surge: a dependency that slowed ends
 // no call for a service time, while calls keep arriving, and a window's
-// end would come too late. Not while the CPU is congested (cpuBusy, or
-// in most of the last window): its stalls make the calls in flight swing,
-// and a window judges a surge then.
-func (l *methodLimit) admitted(now time.Time, cpuBusy bool) {
+// end would come too late. Not while the CPU's wait explained the last
+// window (see armSurge): its stalls make the calls in flight swing, and a
+// window judges a surge then.
+func (l *methodLimit) admitted(now time.Time) {
 	n := l.inflight.Add(1)
-	if at := l.surgeAt.Load(); at == 0 || n < at || cpuBusy {
+	if at := l.surgeAt.Load(); at == 0 || n < at {
 		return
 	}
 	l.mu.Lock()
@@ -592,6 +601,14 @@ func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
 // was congested against the floor found. REQUIRES l.mu is held.
 func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
 	if floor > 0 {
+		if float64(floor) > driftRatio*float64(l.floor) || driftRatio*float64(floor) < float64(l.floor) {
+			// The dependency changed: the rates of the windows before it
+			// say nothing of it now. Keep the last window's alone.
+			last := l.rates[(l.rateAt+rateWindows-1)%rateWindows]
+			for i := range l.rates {
+				l.rates[i] = last
+			}
+		}
 		l.floor, l.probed = floor, true
 		l.floorNS.Store(int64(floor))
 		if limit := l.limit.Load(); limit != 0 {

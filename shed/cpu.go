@@ -110,16 +110,20 @@ func (s *Scheduler) cpuCheck(now time.Time) {
 	r := s.readCPU()
 	s.cpu = r
 	congested := r.latency > s.opts.cpuTarget() && r.runnable > runtime.GOMAXPROCS(0)
-	// For the method limits, a congested reading holds for busyReadings
-	// more: readings over a few milliseconds come and go on a CPU that
-	// other work keeps busy, and a limit must not read a calm moment as
-	// a dependency's congestion.
+	// For the method limits, the CPU's wait is the most of the last
+	// busyReadings congested readings: readings over a few milliseconds
+	// come and go on a CPU that other work keeps busy, and a limit must
+	// not read a calm moment as a dependency's congestion.
+	s.waits[s.waitAt] = 0
 	if congested {
-		s.calmReadings = 0
-	} else {
-		s.calmReadings++
+		s.waits[s.waitAt] = r.latency
 	}
-	s.cpuBusy.Store(s.calmReadings <= busyReadings)
+	s.waitAt = (s.waitAt + 1) % len(s.waits)
+	wait := time.Duration(0)
+	for _, w := range s.waits {
+		wait = max(wait, w)
+	}
+	s.cpuWait.Store(int64(wait))
 	// Held for two readings in a row, and with as many goroutines waiting
 	// for a CPU as half the tasks running: the tasks themselves want the
 	// CPU. Tasks that wait on I/O are not runnable, so a CPU busy with

@@ -24,30 +24,31 @@ type Scheduler struct {
 	now     func() time.Time  // time.Now; tests swap it
 	readCPU func() cpuReading // runtimeCPU(); tests swap it
 	elastic bool              // Options.Workers was left zero
-	cpuBusy atomic.Bool       // a reading found the CPU congested lately, for the method limits
+	cpuWait atomic.Int64      // how long goroutines waited for a CPU lately (nanoseconds), for the method limits
 
 	// Pause detection, for the method limits: the last arrival or end,
 	// and until when runs are to be ignored (unix nanoseconds).
 	lastSeen, pausedUntil atomic.Int64
 
-	mu           sync.Mutex // guards the fields below, and every method's lane
-	q            queue      // tasks waiting for a worker
-	running      int        // tasks running
-	limit        int        // how many may run: Workers, or the elastic limit
-	cpuAt        time.Time  // the next CPU reading, elastic only
-	cpu          cpuReading
-	hot          bool           // the CPU is congested by the tasks: the pool stops growing
-	congested    bool           // the last reading found the CPU congested
-	calmReadings int            // readings in a row that found it not
-	growAt       time.Time      // when growBudget is renewed
-	growBudget   int            // how much the elastic limit may still grow until growAt
-	lanes        []*ServiceTime // methods whose lane has held tasks since the last sweep
-	timer        *time.Timer
-	timerAt      time.Time // when timer fires; zero if not armed
-	closed       bool
-	noPark       bool        // set by ReleaseIdle until new work comes
-	idle         []chan Task // parked workers, newest last
-	wg           sync.WaitGroup
+	mu         sync.Mutex // guards the fields below, and every method's lane
+	q          queue      // tasks waiting for a worker
+	running    int        // tasks running
+	limit      int        // how many may run: Workers, or the elastic limit
+	cpuAt      time.Time  // the next CPU reading, elastic only
+	cpu        cpuReading
+	hot        bool                        // the CPU is congested by the tasks: the pool stops growing
+	congested  bool                        // the last reading found the CPU congested
+	waits      [busyReadings]time.Duration // the CPU's wait at the last readings, 0 if not congested
+	waitAt     int
+	growAt     time.Time      // when growBudget is renewed
+	growBudget int            // how much the elastic limit may still grow until growAt
+	lanes      []*ServiceTime // methods whose lane has held tasks since the last sweep
+	timer      *time.Timer
+	timerAt    time.Time // when timer fires; zero if not armed
+	closed     bool
+	noPark     bool        // set by ReleaseIdle until new work comes
+	idle       []chan Task // parked workers, newest last
+	wg         sync.WaitGroup
 
 	all ServiceTime // run time of every task, for the throughput estimate
 
@@ -292,7 +293,7 @@ func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work
 // the pool.
 func (s *Scheduler) pooled(t Task, now time.Time) {
 	if c := t.Cost(); c != nil {
-		c.lim.admitted(now, s.cpuBusy.Load())
+		c.lim.admitted(now)
 	}
 }
 
@@ -326,7 +327,7 @@ func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 			// length too: it says nothing of the method's dependency.
 			ran = end.Add(-d).UnixNano() >= s.pausedUntil.Load()
 		}
-		c.lim.end(d, ran, end, s.cpuBusy.Load(), s.opts.MaxWait)
+		c.lim.end(d, ran, end, time.Duration(s.cpuWait.Load()), s.opts.MaxWait)
 	}
 	flowOf(t).end()
 }

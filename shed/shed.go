@@ -34,9 +34,10 @@
 //     halved again while the service time keeps falling with it) find
 //     the floor again, so that a dependency that became slower for good
 //     is served at its new pace, and one saturated from its first call is
-//     found out. A window in which the CPU was congested does not start
-//     or lower a limit: a busy CPU raises every method's service time,
-//     and it is the pool's to limit. Method limits act in the elastic
+//     found out. A rise in service time that the CPU's wait explains (a
+//     few times how long goroutines waited for a congested CPU) does not
+//     start or lower a limit: a busy CPU raises every method's service
+//     time, and it is the pool's to limit. Method limits act in the elastic
 //     pool; a fixed pool (Workers set) works as it did before them.
 //   - Memory and goroutines: Options.MaxInFlight is a hard ceiling on the
 //     calls running at once, whatever the other limits say.
