@@ -176,7 +176,6 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 		return false
 	}
 	sc.req.TLS = c.tls
-	sc.flow = &c.flow
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()
@@ -411,7 +410,6 @@ type serverCall struct {
 	ctx        callContext // the handler's context
 	callerGone atomic.Bool // the caller canceled, or the connection died
 	req        Request
-	flow       *shed.Flow // its connection's, for fairness; nil over UDP and HTTP
 }
 
 // Priority, Deadline, Canceled, Cost, Run and Drop make a serverCall a
@@ -422,7 +420,16 @@ func (sc *serverCall) Priority() int               { return int(sc.ctx.priority)
 func (sc *serverCall) Deadline() (time.Time, bool) { return sc.ctx.Deadline() }
 func (sc *serverCall) Canceled() bool              { return sc.callerGone.Load() }
 func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
-func (sc *serverCall) Flow() *shed.Flow            { return sc.flow }
+
+// Flow is the call's connection's, for fairness; nil over UDP and HTTP.
+// (Derived from the sink, not held: a field would take serverCall past
+// its allocation size class.)
+func (sc *serverCall) Flow() *shed.Flow {
+	if c, ok := sc.sink.(*serverConn); ok {
+		return &c.flow
+	}
+	return nil
+}
 
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {

@@ -434,7 +434,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 				l.high = 0
 			}
 			steady := float64(peak) <= 3*rate*rtt.Seconds()+minLimit
-			if steady && peak >= probeConcurrency && 2*rtt <= maxWait && !now.Before(l.probeAt) && (!l.probed || l.high >= shiftWindows) {
+			if steady && peak >= probeConcurrency && l.floor > minExcess && 2*rtt <= maxWait && !now.Before(l.probeAt) && (!l.probed || l.high >= shiftWindows) {
 				l.high = 0
 				l.startProbe(now, peak)
 			}

@@ -107,6 +107,9 @@ func (s *Scheduler) cpuCheck(now time.Time) {
 		return
 	}
 	s.cpuAt = now.Add(cpuEvery)
+	if now.Sub(s.peakAt) >= peakSpan {
+		s.peaks[1], s.peaks[0], s.peakAt = s.peaks[0], s.running, now
+	}
 	r := s.readCPU()
 	s.cpu = r
 	congested := r.latency > s.opts.cpuTarget() && r.runnable > runtime.GOMAXPROCS(0)

@@ -292,7 +292,7 @@ func (q *queue) pushOut(p int, now time.Time, sl slots, o *Options, out []droppe
 // that waited too long or can no longer finish in time. It reports false
 // when the queue is empty.
 func (q *queue) pop(now time.Time, sl slots, drops *[]dropped) (entry, bool) {
-	for {
+	for q.n > 0 {
 		level := q.top()
 		if level < 0 {
 			return entry{}, false
@@ -316,6 +316,7 @@ func (q *queue) pop(now time.Time, sl slots, drops *[]dropped) (entry, bool) {
 		}
 		return e, true
 	}
+	return entry{}, false
 }
 
 // doomed drops, under overload, the queued calls that cannot start by

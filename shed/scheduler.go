@@ -33,6 +33,8 @@ type Scheduler struct {
 	mu         sync.Mutex // guards the fields below, and every method's lane
 	q          queue      // tasks waiting for a worker
 	running    int        // tasks running
+	peaks      [2]int     // the most running in this peakSpan and the one before
+	peakAt     time.Time  // when this peakSpan began
 	limit      int        // how many may run: Workers, or the elastic limit
 	cpuAt      time.Time  // the next CPU reading, elastic only
 	cpu        cpuReading
@@ -85,8 +87,9 @@ func (s *Scheduler) Options() Options { return s.opts }
 // work is what a critical section leaves to do once the lock is released:
 // tasks to answer unrun, and tasks to hand to workers.
 type work struct {
-	drops  []dropped
-	starts []handoff
+	drops []dropped
+	first handoff   // the first task to hand over (t nil: none), sparing starts' allocation
+	more  []handoff // the others
 }
 
 // handoff is a task and the worker it goes to (nil: a new one).
@@ -95,11 +98,17 @@ type handoff struct {
 	ch chan Task
 }
 
+// busy reports whether w has anything to do.
+func (w *work) busy() bool { return len(w.drops) > 0 || w.first.t != nil }
+
 func (w *work) do(s *Scheduler) {
 	for _, d := range w.drops {
 		s.drop(d)
 	}
-	for _, h := range w.starts {
+	if w.first.t != nil {
+		s.hand(w.first.t, w.first.ch)
+	}
+	for _, h := range w.more {
 		s.hand(h.t, h.ch)
 	}
 }
@@ -124,7 +133,6 @@ func (s *Scheduler) Submit(t Task) {
 		return
 	}
 	p, f, c := clamp(t.Priority()), flowOf(t), t.Cost()
-	e := entry{t: t, enq: now, expires: s.expiry(t, now)}
 	var w work
 	f.begin()
 	s.mu.Lock()
@@ -137,7 +145,7 @@ func (s *Scheduler) Submit(t Task) {
 	if s.limits(c) {
 		c.lane.arrive(p)
 		if c.lane.n > 0 || !c.lim.room() {
-			ok := s.wait(c, e, p, f, now, &w)
+			ok := s.wait(c, s.entry(t, now), p, f, now, &w)
 			s.mu.Unlock()
 			if !ok {
 				f.end()
@@ -150,22 +158,22 @@ func (s *Scheduler) Submit(t Task) {
 		c.lane.lastEmpty = now
 		c.lane.fl.admitted(f, now)
 	}
-	s.enter(e, p, f, now, &w)
+	s.enter(t, p, f, now, &w)
 	s.mu.Unlock()
 	w.do(s)
 }
 
-// expiry is when t, queued at now, is dropped if it has not started: its
-// deadline, or for a call without one, MaxWait after now. A call
-// predicted to start past MaxWait is refused on arrival; one admitted
-// that waits longer, as the slots slowed meanwhile, still runs while it
-// can finish in time (a refusal after a wait would only waste the wait),
-// and is dropped when it no longer can (see hopeless).
-func (s *Scheduler) expiry(t Task, now time.Time) time.Time {
+// entry returns t, queued at now, with when it is dropped if it has not
+// started: its deadline, or for a call without one, MaxWait after now. A
+// call predicted to start past MaxWait is refused on arrival; one
+// admitted that waits longer, as the slots slowed meanwhile, still runs
+// while it can finish in time (a refusal after a wait would only waste
+// the wait), and is dropped when it no longer can (see hopeless).
+func (s *Scheduler) entry(t Task, now time.Time) entry {
 	if d, ok := t.Deadline(); ok {
-		return d
+		return entry{t: t, enq: now, expires: d}
 	}
-	return now.Add(s.opts.MaxWait)
+	return entry{t: t, enq: now, expires: now.Add(s.opts.MaxWait)}
 }
 
 // limits reports whether c's limit is on: its calls pass its lane.
@@ -240,17 +248,17 @@ func (s *Scheduler) poolSlots() slots {
 // enter admits e, of priority p and flow f, to the pool at now: it starts
 // at once if a slot is free, or is queued under the pool's rules, or is
 // refused. REQUIRES s.mu is held.
-func (s *Scheduler) enter(e entry, p int, f *Flow, now time.Time, w *work) {
-	s.pooled(e.t, now)
+func (s *Scheduler) enter(t Task, p int, f *Flow, now time.Time, w *work) {
+	s.pooled(t, now)
 	s.q.arrive(p)
 	if s.takeSlot(now) {
-		s.startNow(e, now, w)
+		s.startNow(t, 0, w)
 		return
 	}
 	var ok bool
-	w.drops, ok = s.q.add(e, p, f, now, s.poolSlots(), &s.opts, w.drops)
+	w.drops, ok = s.q.add(s.entry(t, now), p, f, now, s.poolSlots(), &s.opts, w.drops)
 	if !ok {
-		w.drops = append(w.drops, dropped{t: e.t, r: Refused, pooled: true})
+		w.drops = append(w.drops, dropped{t: t, r: Refused, pooled: true})
 		return
 	}
 	if s.elastic {
@@ -275,7 +283,7 @@ func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work
 		s.pooled(e.t, now)
 		s.q.arrive(p)
 		if !toQueue && s.takeSlot(now) {
-			s.startNow(e, now, w)
+			s.startNow(e.t, now.Sub(e.enq), w)
 			continue
 		}
 		s.q.push(p, entry{t: e.t, enq: e.enq, expires: e.expires})
@@ -298,9 +306,14 @@ func (s *Scheduler) pooled(t Task, now time.Time) {
 }
 
 // startNow hands e, which took a slot, to a worker. REQUIRES s.mu is held.
-func (s *Scheduler) startNow(e entry, now time.Time, w *work) {
-	s.recordWait(now.Sub(e.enq))
-	w.starts = append(w.starts, handoff{e.t, s.takeWorker()})
+func (s *Scheduler) startNow(t Task, wait time.Duration, w *work) {
+	s.recordWait(wait)
+	h := handoff{t, s.takeWorker()}
+	if w.first.t == nil {
+		w.first = h
+		return
+	}
+	w.more = append(w.more, h)
 }
 
 // spill starts queued tasks on new workers while the elastic limit grows
@@ -312,8 +325,8 @@ func (s *Scheduler) spill(now time.Time, w *work) {
 		if !ok {
 			break
 		}
-		s.running++
-		s.startNow(e, now, w)
+		s.start1()
+		s.startNow(e.t, now.Sub(e.enq), w)
 	}
 }
 
@@ -325,7 +338,7 @@ func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 			s.seen(end)
 			// A run that started before a pause ended took the pause's
 			// length too: it says nothing of the method's dependency.
-			ran = end.Add(-d).UnixNano() >= s.pausedUntil.Load()
+			ran = end.UnixNano()-int64(d) >= s.pausedUntil.Load()
 		}
 		c.lim.end(d, ran, end, time.Duration(s.cpuWait.Load()), s.opts.MaxWait)
 	}
@@ -388,9 +401,16 @@ func (s *Scheduler) takeSlot(now time.Time) bool {
 	if s.q.n != 0 || s.running >= s.limit && !s.grow(now) {
 		return false
 	}
-	s.running++
+	s.start1()
 	s.q.lastEmpty = now
 	return true
+}
+
+// start1 counts a task starting, and the most running lately (see
+// cpuCheck). REQUIRES s.mu is held.
+func (s *Scheduler) start1() {
+	s.running++
+	s.peaks[0] = max(s.peaks[0], s.running)
 }
 
 // hopeless reports whether t should be dropped before it runs: its caller
@@ -491,18 +511,27 @@ func (s *Scheduler) run(t Task, start time.Time) time.Time {
 // nil ch never parks.
 func (s *Scheduler) nextOrPark(now time.Time, ch chan Task, c *ServiceTime) (t Task, parked bool) {
 	var w work
-	defer w.do(s)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	t, parked = s.nextLocked(now, ch, c, &w)
+	s.mu.Unlock()
+	if w.busy() {
+		w.do(s)
+	}
+	return t, parked
+}
+
+// nextLocked is nextOrPark under s.mu, leaving what follows to w.
+// REQUIRES s.mu is held.
+func (s *Scheduler) nextLocked(now time.Time, ch chan Task, c *ServiceTime, w *work) (Task, bool) {
 	s.cpuCheck(now)
 	if c != nil && c.lane.n > 0 && !s.closed {
-		s.release(c, now, true, &w)
+		s.release(c, now, true, w)
 	}
-	if s.running <= s.limit {
+	if s.q.n > 0 && s.running <= s.limit {
 		if e, ok := s.q.pop(now, s.poolSlots(), &w.drops); ok {
 			s.recordWait(now.Sub(e.enq))
 			if s.elastic && s.q.n > 0 {
-				s.spill(now, &w) // more were let in than this worker takes
+				s.spill(now, w) // more were let in than this worker takes
 				s.arm(now)
 			}
 			return e.t, false
@@ -522,14 +551,20 @@ func (s *Scheduler) nextOrPark(now time.Time, ch chan Task, c *ServiceTime) (t T
 }
 
 // maxParked is how many idle workers are kept: maxIdle, and for an
-// elastic pool no more than twice the tasks running plus its floor, so
-// that the pool shrinks when a burst is over. REQUIRES s.mu is held.
+// elastic pool no more than the most tasks that ran at once lately (over
+// one to two peakSpans) plus its floor, so that the pool shrinks once a
+// burst is over, while a load that comes and goes finds its workers, and
+// their grown stacks, parked. REQUIRES s.mu is held.
 func (s *Scheduler) maxParked() int {
 	if !s.elastic {
 		return maxIdle
 	}
-	return min(maxIdle, 2*s.running+minCPULimit())
+	return min(maxIdle, max(s.peaks[0], s.peaks[1])+minCPULimit())
 }
+
+// peakSpan is how long the most tasks running at once is remembered for,
+// for the workers an elastic pool keeps parked.
+const peakSpan = time.Second
 
 // arm makes sure the sweep timer fires by the time the first queued task
 // at the front of a level, of the pool or of a lane, expires, so expired
