@@ -302,7 +302,10 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait, max
 	}
 	// A window lasts two floors at least, so that most calls that end
 	// in it started under the limit it judges.
-	if elapsed := now.Sub(l.winStart); elapsed >= max(limitWindow, 2*l.floor) || elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
+	// (A surge is looked for at every limitSamples-th end: often enough,
+	// and cheap.)
+	if elapsed := time.Duration(now.UnixNano() - l.winStart.UnixNano()); elapsed >= max(limitWindow, 2*l.floor) ||
+		l.winN%limitSamples == 0 && elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
 		l.adjust(now, maxWait)
 	}
 }
