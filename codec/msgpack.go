@@ -118,6 +118,9 @@ func msgpackUnmarshal(data []byte, v any) error {
 		err = plan.decodeInto(d, v) // plain structs: see msgpack_fast.go
 	} else {
 		err = decodeMsgpack(d.lib(), v)
+		if t := reflect.TypeOf(v).Elem(); err == nil && t.Kind() == reflect.Struct {
+			err = checkStructKeys(t, data)
+		}
 	}
 	d.r.Reset(nil)
 	if err != nil {

@@ -63,8 +63,15 @@ func msgpackPlanOf(v any) *msgpackPlan {
 
 // decodeInto decodes the value loaded in d into v, a pointer to the type
 // the plan was built for.
+// Like gob, which fails when "no fields matched", it refuses a map that
+// has keys but none that names a field of the struct: the caller sent a
+// value of another type.
 func (p *msgpackPlan) decodeInto(d *msgpackDecoder, v any) error {
-	return p.decode(d, reflect.ValueOf(v).UnsafePointer())
+	unmatched, err := p.decodeStruct(d, reflect.ValueOf(v).UnsafePointer())
+	if err == nil && unmatched && len(p.byName) > 0 {
+		return noFieldMatched(p.typ, p.names())
+	}
+	return err
 }
 
 // A decodeFunc decodes the next value in d into the Go value at p, whose
@@ -110,56 +117,65 @@ type embedStep struct {
 // decode decodes a struct sent as a map (or nil) or as an array, as the
 // library's decodeStructValue does.
 func (p *msgpackPlan) decode(d *msgpackDecoder, ptr unsafe.Pointer) error {
+	_, err := p.decodeStruct(d, ptr)
+	return err
+}
+
+// decodeStruct is decode that also reports whether the struct came as a
+// map with keys, none of which named a field.
+func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmatched bool, err error) {
 	c, err := d.peekCode()
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch {
 	case c == msgpcode.Nil || msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
 		n, err := d.mapLen()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n == -1 {
 			p.zero(ptr)
-			return nil
+			return false, nil
 		}
+		matched := 0
 		for i := range n {
 			f, err := p.readKey(d, i)
 			if err != nil {
-				return fmt.Errorf("reading a key of %s: %w", p.typ, err)
+				return false, fmt.Errorf("reading a key of %s: %w", p.typ, err)
 			}
 			if f == nil { // unknown fields are skipped
 				if err := d.lib().Skip(); err != nil {
-					return err
+					return false, err
 				}
 				continue
 			}
+			matched++
 			if err := f.decodeIn(d, ptr); err != nil {
-				return inField(f.name, err)
+				return false, inField(f.name, err)
 			}
 		}
-		return nil
+		return n > 0 && matched == 0, nil
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
 		n, err := d.arrayLen()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n == 0 {
 			p.zero(ptr)
-			return nil
+			return false, nil
 		}
 		if n != len(p.list) {
-			return fmt.Errorf("msgpack: %s has %d fields but the array it is decoded from has %d values", p.typ, len(p.list), n)
+			return false, fmt.Errorf("msgpack: %s has %d fields but the array it is decoded from has %d values", p.typ, len(p.list), n)
 		}
 		for _, f := range p.list {
 			if err := f.decodeIn(d, ptr); err != nil {
-				return inField(f.name, err)
+				return false, inField(f.name, err)
 			}
 		}
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("msgpack: unexpected code=%x decoding %s: want a map or an array", c, p.typ)
+	return false, fmt.Errorf("msgpack: unexpected code=%x decoding %s: want a map or an array", c, p.typ)
 }
 
 // zero sets the struct at ptr to its zero value, as a nil or an empty

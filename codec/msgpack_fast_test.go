@@ -276,7 +276,13 @@ func libraryUnmarshal(data []byte, v any) error {
 	dec := msgpack.NewDecoder(bytes.NewReader(data))
 	dec.SetCustomStructTag("json")
 	dec.UseLooseInterfaceDecoding(true)
-	return decodeMsgpack(dec, v)
+	if err := decodeMsgpack(dec, v); err != nil {
+		return err
+	}
+	if t := reflect.TypeOf(v).Elem(); t.Kind() == reflect.Struct {
+		return checkStructKeys(t, data)
+	}
+	return nil
 }
 
 var fastCmpOpts = cmp.Options{

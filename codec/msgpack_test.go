@@ -43,6 +43,52 @@ func TestMsgpackIgnoresUnknownFields(t *testing.T) {
 	}
 }
 
+// TestMsgpackRefusesAnotherType checks that a map none of whose keys names
+// a field is an error that says so, as gob's "no fields matched": it is a
+// value of another type, such as net/rpc's "Bad type" case, which passes
+// the reply where the arguments go. It decoded as a zero struct. A map
+// that shares one key, an empty map and a struct inside the value that
+// matches nothing still decode, so either peer may add or drop fields.
+func TestMsgpackRefusesAnotherType(t *testing.T) {
+	type reply struct{ C int }
+	type args struct{ A, B int }
+	type withMap struct { // decoded by the library, not a plan
+		A, B int
+		M    map[string]int
+	}
+	type outer struct {
+		In   args
+		Name string
+	}
+	enc := func(v any) []byte {
+		b, err := codec.Msgpack.Marshal(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, into := range []any{new(args), new(withMap)} {
+		err := codec.Msgpack.Unmarshal(enc(&reply{C: 3}), into)
+		if err == nil || !strings.Contains(err.Error(), "keys name none of the fields of type") ||
+			!strings.Contains(err.Error(), "(A, B") {
+			t.Errorf("decoding a reply into %T: %v; want an error that names the type and its fields", into, err)
+		}
+		for _, v := range []any{
+			map[string]int{"C": 3, "B": 2}, // one key in common
+			map[string]int{},               // nothing sent
+			struct{ A, Z int }{1, 2},       // a newer peer's struct
+		} {
+			if err := codec.Msgpack.Unmarshal(enc(v), into); err != nil {
+				t.Errorf("decoding %#v into %T: %v", v, into, err)
+			}
+		}
+	}
+	var o outer
+	if err := codec.Msgpack.Unmarshal(enc(map[string]any{"In": reply{C: 1}, "Name": "x"}), &o); err != nil || o.Name != "x" {
+		t.Errorf("a struct inside the value that matches nothing: %+v, %v; want it decoded as before", o, err)
+	}
+}
+
 func TestMsgpackRejectsMalformed(t *testing.T) {
 	for _, c := range []struct {
 		name string
