@@ -146,7 +146,7 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 	}}
 	conn, events, err := zk.Connect(opts.Servers, session,
 		zk.WithHostProvider(hosts), // resolves the names before the first dial
-		zk.WithLogger(zkconn.Logger{Logger: logger, Level: slog.LevelDebug}),
+		zk.WithLogger(zkconn.Logger{Logger: logger}),
 		zk.WithDialer(s.dialer.Dial),
 		zk.WithEventCallback(s.onEvent))
 	if err != nil {

@@ -120,15 +120,21 @@ func (c boundedConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-// Logger passes the client library's messages to a slog.Logger at Level.
+// Logger passes the client library's messages to a slog.Logger at Debug
+// level (zk.WithLogger(zkconn.Logger{Logger: l})). The library logs
+// through one Printf, whatever happened: every connection, session and
+// clean Close is a line ("connected to", "authenticated", "recv loop
+// terminated: EOF"), and so are its failures. What matters to a user
+// (a lost connection, an expired session, rejected credentials) reaches
+// kiev's ZooKeeper clients as session events, which they log at the level
+// it deserves; the library's own lines are detail for debugging.
 type Logger struct {
 	Logger *slog.Logger
-	Level  slog.Level
 }
 
-// Printf logs one message of the library's.
+// Printf logs one message of the library's at Debug level.
 func (z Logger) Printf(format string, args ...any) {
-	if z.Logger.Enabled(context.Background(), z.Level) {
-		z.Logger.Log(context.Background(), z.Level, "zk: "+fmt.Sprintf(format, args...))
+	if z.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		z.Logger.Debug("zk: " + fmt.Sprintf(format, args...))
 	}
 }

@@ -112,7 +112,9 @@ func (w *watcher) run() {
 		up := w.r.sessionUp()
 		set, event, err := w.read()
 		if err != nil {
-			if w.r.conn.State() == zk.StateHasSession {
+			// A read cut short by Close (the watch had just fired) is
+			// no failure; one cut by a lost session is told by onEvent.
+			if !w.ended() && w.r.conn.State() == zk.StateHasSession {
 				w.r.log.Warn("kiev/registry/zookeeper: reading providers", "service", w.service, "err", err)
 			}
 			t := time.NewTimer(backoff)

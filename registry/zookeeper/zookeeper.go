@@ -123,8 +123,9 @@ type Config struct {
 	Digest string
 
 	// Logger receives the registry's warnings (skipped malformed nodes,
-	// failed attempts to publish) and the ZooKeeper client library's own
-	// messages. Nil discards them.
+	// failed attempts to publish, an expired session) and, at Debug
+	// level, its session changes and the ZooKeeper client library's own
+	// messages. A clean Close logs nothing above Debug. Nil discards them.
 	Logger *slog.Logger
 }
 
@@ -224,7 +225,7 @@ func New(cfg Config) (*Registry, error) {
 		r.acl = append(zk.DigestACL(zk.PermAll, user, password), zk.WorldACL(zk.PermRead)...)
 	}
 	conn, events, err := zk.Connect(cfg.Servers, timeout,
-		zk.WithLogger(zkconn.Logger{Logger: logger, Level: slog.LevelInfo}),
+		zk.WithLogger(zkconn.Logger{Logger: logger}),
 		zk.WithHostProvider(r.hosts),
 		zk.WithDialer(r.dialer.Dial),
 		zk.WithEventCallback(r.onEvent))
@@ -404,6 +405,11 @@ func (r *Registry) onEvent(ev zk.Event) {
 	case zk.StateAuthFailed:
 		r.log.Error("kiev/registry/zookeeper: ZooKeeper rejected the Digest credentials", "server", ev.Server)
 	case zk.StateDisconnected:
-		r.log.Debug("kiev/registry/zookeeper: disconnected", "server", ev.Server)
+		select {
+		case <-r.done: // Close ends the connection
+			r.log.Debug("kiev/registry/zookeeper: disconnected", "server", ev.Server)
+		default:
+			r.log.Warn("kiev/registry/zookeeper: lost the connection to ZooKeeper; reconnecting, and keeping the providers last read", "server", ev.Server)
+		}
 	}
 }
