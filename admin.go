@@ -1,12 +1,17 @@
 package kiev
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"html/template"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,14 +52,17 @@ func (s *Server) registerMetrics() {
 // AdminHandler returns the server's admin pages, to mount on your own
 // mux:
 //
+//   - /: the status page, as at /debug/kiev, with links to the rest;
 //   - /metrics: Prometheus metrics of the server, of the process's
 //     Clients, and of the default Prometheus registry (the Go runtime, and
 //     kiev's database clients unless told otherwise);
-//   - /debug/kiev: a live status page, with no external assets: services
-//     and methods with calls, errors, rate and p50/p99 latency over the
-//     last minute; the scheduler's queue by priority and drops by reason;
-//     the providers of every dialed service with their balancer's view;
-//     health checks (see RegisterHealth);
+//   - /debug/kiev: the status page, rendered on the server with no
+//     external assets (its script only refreshes it every 2 seconds):
+//     health checks (see RegisterHealth); services and methods with
+//     calls, errors, rate and p50/p99 latency over the last minute, and
+//     each method's adaptive limit; the scheduler's queue by priority and
+//     drops by reason; the providers of every dialed service with their
+//     balancer's view;
 //   - /debug/kiev?format=json: the same as JSON (see Status), for tools
 //     such as the kiev command's stat.
 func (s *Server) AdminHandler() http.Handler {
@@ -68,25 +76,63 @@ func (s *Server) AdminHandler() http.Handler {
 		gatherers = append(gatherers, prometheus.DefaultGatherer)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{ErrorLog: nil}))
-	mux.HandleFunc("GET /debug/kiev", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("format") == "json" {
-			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-			defer cancel()
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(s.Status(ctx))
-			return
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write(statusPage)
-	})
+	mux.Handle("GET /debug/kiev", statusHandler{s, "../"})
+	mux.Handle("GET /{$}", statusHandler{s, ""})
 	return mux
 }
 
+// statusHandler serves the status page and its JSON twin.
+type statusHandler struct {
+	s    *Server
+	base string // the way from the page to the admin root: "" or "../"
+}
+
+func (h statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	st := h.s.Status(ctx)
+	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Query().Get("format") == "json" {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return
+	}
+	var b bytes.Buffer
+	if err := statusPage.Execute(&b, statusPageData{st, h.base, healthOK(st.Health)}); err != nil {
+		http.Error(w, "kiev: rendering the status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+// statusPageData is what the status page shows.
+type statusPageData struct {
+	Status
+	Base     string // the admin root, relative to the page
+	HealthOK bool   // every health check passes, as with none
+}
+
+// healthOK tells whether every check passed.
+func healthOK(checks []HealthStatus) bool {
+	for _, c := range checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
 //go:embed admin.html
-var statusPage []byte
+var statusPageHTML string
+
+var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
+	"num":    figure,
+	"uptime": func(sec float64) string { return (time.Duration(sec) * time.Second).String() },
+	"clock":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") },
+}).Parse(statusPageHTML))
 
 // startAdmin starts the admin HTTP server of WithAdmin, once.
 func (s *Server) startAdmin() {
@@ -128,4 +174,23 @@ func (s *Server) AdminAddr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.adminAddr
+}
+
+// figure formats a number of the status page with fewer decimals the larger
+// it is: 1234, 12.5, 1.25, 0.125.
+func figure(f float64) string {
+	d := 3
+	switch a := math.Abs(f); {
+	case a >= 100:
+		d = 0
+	case a >= 10:
+		d = 1
+	case a >= 1:
+		d = 2
+	}
+	s := strconv.FormatFloat(f, 'f', d, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
 }

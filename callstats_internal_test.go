@@ -3,6 +3,7 @@ package kiev
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestCallStatsWindow(t *testing.T) {
@@ -16,20 +17,107 @@ func TestCallStatsWindow(t *testing.T) {
 	if w.Calls != 100 || w.Errors != 1 {
 		t.Fatalf("summary = %+v; want 100 calls, 1 error", w)
 	}
-	// 100µs falls in the bucket [80µs, 160µs); 50ms in [40.96ms, 81.92ms).
-	if w.P50 != 160*time.Microsecond || w.P99 != 160*time.Microsecond {
-		t.Errorf("p50, p99 = %v, %v; want 160µs for both (one slow call in 100 is the 100th percentile)", w.P50, w.P99)
+	// One slow call in 100 is the 100th percentile: p99 stays in the
+	// bucket of 100µs, [100µs, 110µs).
+	if !near(w.P50, 100*time.Microsecond) || !near(w.P99, 100*time.Microsecond) {
+		t.Errorf("p50, p99 = %v, %v; want 100µs for both", w.P50, w.P99)
 	}
 	s.record(now, 50*time.Millisecond, CodeApplication)
-	if w := s.summary(now); w.P99 != 81920*time.Microsecond {
-		t.Errorf("p99 with two slow calls in 101 = %v; want 81.92ms", w.P99)
+	if w := s.summary(now); !near(w.P99, 50*time.Millisecond) {
+		t.Errorf("p99 with two slow calls in 101 = %v; want 50ms", w.P99)
 	}
 	// A minute later the window is empty; totals stay.
-	if w := s.summary(now.Add(61 * time.Second)); w.Calls != 0 {
-		t.Errorf("a minute later the window holds %d calls", w.Calls)
+	if w := s.summary(now.Add(61 * time.Second)); w.Calls != 0 || w.P99 != 0 {
+		t.Errorf("a minute later the window holds %d calls, p99 %v", w.Calls, w.P99)
 	}
 	s.record(now.Add(61*time.Second), time.Millisecond, CodeOK)
-	if w := s.summary(now.Add(61 * time.Second)); w.Calls != 1 || s.calls.Load() != 102 {
-		t.Errorf("after the slot was reused: window %d calls, total %d; want 1 and 102", w.Calls, s.calls.Load())
+	if w := s.summary(now.Add(61 * time.Second)); w.Calls != 1 || s.calls.Load() != 102 || !near(w.P99, time.Millisecond) {
+		t.Errorf("after the slot was reused: window %d calls, p99 %v, total %d; want 1, 1ms and 102", w.Calls, w.P99, s.calls.Load())
+	}
+}
+
+// near reports whether got is within 10% of want.
+func near(got, want time.Duration) bool {
+	return got >= want*9/10 && got <= want*11/10
+}
+
+// TestPercentiles checks the status page's percentiles against the truth.
+// Before they were interpolated, they were the upper bounds of power-of-two
+// buckets: a method that always took 100ms showed p50 = p99 = 163.84ms.
+func TestPercentiles(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		samples  map[time.Duration]int // latency: how many calls took it
+		p50, p99 time.Duration
+	}{
+		{"fixed 100ms", map[time.Duration]int{100 * ms: 1000}, 100 * ms, 100 * ms},
+		{"fixed 100.4ms", map[time.Duration]int{100*ms + 400*time.Microsecond: 1000}, 100 * ms, 100 * ms},
+		{"fixed 1ms", map[time.Duration]int{ms: 1000}, ms, ms},
+		{"fixed 15µs", map[time.Duration]int{15 * time.Microsecond: 1000}, 15 * time.Microsecond, 15 * time.Microsecond},
+		{"fixed 3s", map[time.Duration]int{3 * time.Second: 10}, 3 * time.Second, 3 * time.Second},
+		{"fixed 20s", map[time.Duration]int{20 * time.Second: 10}, 20 * time.Second, 20 * time.Second},
+		{"one call", map[time.Duration]int{100 * ms: 1}, 100 * ms, 100 * ms},
+		{"1ms and 100ms, 95:5", map[time.Duration]int{ms: 950, 100 * ms: 50}, ms, 100 * ms},
+		{"1ms and 100ms, 40:60", map[time.Duration]int{ms: 400, 100 * ms: 600}, 100 * ms, 100 * ms},
+		{"1 to 100ms evenly", spread(ms, 100*ms, 1000), 50 * ms, 99 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s callStats
+			now := time.Unix(1_000_000, 0)
+			for d, n := range tc.samples {
+				for range n {
+					s.record(now, d, CodeOK)
+				}
+			}
+			w := s.summary(now)
+			if !near(w.P50, tc.p50) || !near(w.P99, tc.p99) {
+				t.Errorf("p50, p99 = %v, %v; want %v, %v within 10%%", w.P50, w.P99, tc.p50, tc.p99)
+			}
+		})
+	}
+}
+
+// spread returns n latencies evenly from lo to hi.
+func spread(lo, hi time.Duration, n int) map[time.Duration]int {
+	m := make(map[time.Duration]int, n)
+	for i := range n {
+		m[lo+(hi-lo)*time.Duration(i)/time.Duration(n-1)]++
+	}
+	return m
+}
+
+// TestLatBuckets checks that the buckets tile the latencies with no gap,
+// each at most an eighth of its lower bound wide.
+func TestLatBuckets(t *testing.T) {
+	for i := range latBuckets - 1 {
+		lo, hi := latLower(i), latLower(i+1)
+		if got := latBucket(lo); got != i {
+			t.Errorf("latBucket(%v) = %d; want %d", lo, got, i)
+		}
+		if got := latBucket(hi - 1); got != i {
+			t.Errorf("latBucket(%v) = %d; want %d", hi-1, got, i)
+		}
+		if i >= latSub && hi-lo > lo/latSub {
+			t.Errorf("bucket %d, [%v, %v), is over an eighth of its lower bound wide", i, lo, hi)
+		}
+	}
+	if last := latLower(latBuckets - 1); last != latBase<<latOctaves || latBucket(time.Hour) != latBuckets-1 || latBucket(last) != latBuckets-1 {
+		t.Errorf("the last bucket starts at %v, holds an hour in %d; want %v, %d", last, latBucket(time.Hour), latBase<<latOctaves, latBuckets-1)
+	}
+}
+
+// TestCallStatsSize guards the footprint of a method's statistics.
+func TestCallStatsSize(t *testing.T) {
+	if size := unsafe.Sizeof(callStats{}); size > 16<<10 {
+		t.Errorf("a callStats takes %d bytes; want at most 16 KiB", size)
+	}
+}
+
+func TestCallStatsRecordAllocs(t *testing.T) {
+	var s callStats
+	now := time.Now()
+	if n := testing.AllocsPerRun(100, func() { s.record(now, time.Millisecond, CodeOK) }); n != 0 {
+		t.Errorf("record allocates %v times", n)
 	}
 }

@@ -201,12 +201,15 @@ Every Server keeps Prometheus metrics of its calls (count by method and
 code, latency histograms), its scheduler (queue by priority, drops by
 reason) and connections, and of the process's Clients (calls by target,
 by provider, retries, retry budget, ejected providers).
-Server.AdminHandler serves them at /metrics, a live status page at
-/debug/kiev and its JSON twin at /debug/kiev?format=json; WithAdmin
+Server.AdminHandler serves them at /metrics, a status page at
+/debug/kiev (and at its root, /), rendered on the server and refreshed
+by its script, and its JSON twin at /debug/kiev?format=json; WithAdmin
 serves them on an address of their own, and WithMetrics registers the
-metrics with a registry of yours. RegisterHealth adds dependency checks
-that the page shows, and OnShutdown closes dependencies once the calls in
-flight have ended.
+metrics with a registry of yours. The page shows each method's p50 and
+p99 latency over the last minute, interpolated within buckets an eighth
+of a doubling wide. RegisterHealth adds dependency checks that the page
+shows, and OnShutdown closes dependencies once the calls in flight have
+ended.
 
 Every Server also serves kiev.Reflection (ReflectionService), which lists
 its services and describes each method's argument and reply types; the

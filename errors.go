@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Errors returned by kiev. Match them with errors.Is: calls wrap them with
@@ -76,12 +77,15 @@ const (
 
 var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge", "Unauthenticated"}
 
-// String returns the code's name, or "Code(N)" for a user code.
+// String returns the name of one of kiev's codes, such as "NotFound", or
+// the number of any other code, such as "404", so that a handler's own
+// code prints as the handler wrote it: in errors, logs, the HTTP front's
+// Kiev-Error-Code header and the kiev command.
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
 		return codeNames[c]
 	}
-	return fmt.Sprintf("Code(%d)", uint32(c))
+	return strconv.FormatUint(uint64(c), 10)
 }
 
 // ServerError is a failure reported by the server: the error a handler

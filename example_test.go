@@ -148,7 +148,7 @@ func ExampleServerInterceptor() {
 	err = c.Call(ctx, "Greeter.Hello", GreetArgs{Name: "x"}, &reply)
 	fmt.Println(reply, err)
 	// Output:
-	// Code(401) unauthenticated: send a token
+	// 401 unauthenticated: send a token
 	// hello, x <nil>
 }
 

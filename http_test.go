@@ -89,7 +89,7 @@ func webCases(big int) []httpCase {
 		{name: "bad timeout", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Kiev-Timeout": "soon"}, status: 400, code: "BadRequest"},
 		{name: "too large", method: "POST", path: "/Web.Hello", body: `{"Name":"` + strings.Repeat("x", big) + `"}`, status: 413, code: "TooLarge"},
 		{name: "handler error", method: "POST", path: "/Web.Fail", body: `{"Name":"ann"}`, status: 500, code: "Application", contains: "cannot greet ann"},
-		{name: "handler status", method: "POST", path: "/Web.Fail", body: `{"Name":"ann","Count":404}`, status: 404, code: "Code(404)", contains: "ann not found"},
+		{name: "handler status", method: "POST", path: "/Web.Fail", body: `{"Name":"ann","Count":404}`, status: 404, code: "404", contains: "ann not found"},
 		{name: "deadline", method: "POST", path: "/Web.Hold", body: `{}`, header: map[string]string{"Kiev-Timeout": "50ms"}, status: 504, code: "DeadlineExceeded"},
 		{name: "large body", method: "POST", path: "/Web.Hello", body: `{"Tags":["` + strings.Repeat("y", 500_000) + `"]}`, status: 200, contains: `"Bytes":500000`},
 	}

@@ -60,7 +60,7 @@ var (
 		"1 while a provider is out of balancing.", []string{"target", "provider"}, nil)
 )
 
-// codeLabel names a callStats.codes slot.
+// codeLabel names a callTotals.codes slot.
 func codeLabel(i int) string {
 	if i == numCodes {
 		return "User"
@@ -68,20 +68,23 @@ func codeLabel(i int) string {
 	return Code(i).String()
 }
 
-// histogram turns callStats' latency buckets into a Prometheus histogram.
-func histogram(desc *prometheus.Desc, s *callStats, labels ...string) prometheus.Metric {
-	buckets := make(map[float64]uint64, latBuckets-1)
+// histogram turns latency buckets into a Prometheus histogram, with a
+// bound at each doubling of latBase: 10µs, 20µs, ... about 42s. The
+// finer buckets between them serve the status page's percentiles.
+func histogram(desc *prometheus.Desc, s *callTotals, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, latOctaves+1)
 	var n uint64
-	for i := range latBuckets - 1 {
+	for i := range latBuckets {
+		if i >= latSub && i%latSub == 0 { // a doubling of latBase
+			buckets[latLower(i).Seconds()] = n
+		}
 		n += uint64(s.lat[i].Load())
-		buckets[(latBase << i).Seconds()] = n
 	}
-	n += uint64(s.lat[latBuckets-1].Load())
 	return prometheus.MustNewConstHistogram(desc, n, time.Duration(s.latSum.Load()).Seconds(), buckets, labels...)
 }
 
-// codeCounters sends one counter per code a callStats has seen.
-func codeCounters(ch chan<- prometheus.Metric, desc *prometheus.Desc, s *callStats, labels ...string) {
+// codeCounters sends one counter per code a callTotals has seen.
+func codeCounters(ch chan<- prometheus.Metric, desc *prometheus.Desc, s *callTotals, labels ...string) {
 	for i := range s.codes {
 		if n := s.codes[i].Load(); n > 0 {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(n), append(labels, codeLabel(i))...)
@@ -114,8 +117,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	conns := len(s.conns)
 	s.mu.Unlock()
 	for _, m := range methods {
-		codeCounters(ch, descServerCalls, &m.stats, m.name)
-		ch <- histogram(descServerDuration, &m.stats, m.name)
+		codeCounters(ch, descServerCalls, &m.stats.callTotals, m.name)
+		ch <- histogram(descServerDuration, &m.stats.callTotals, m.name)
 		lim := m.cost.Limit()
 		ch <- prometheus.MustNewConstMetric(descMethodLimit, prometheus.GaugeValue, float64(lim.Limit), m.name)
 		ch <- prometheus.MustNewConstMetric(descMethodInFlight, prometheus.GaugeValue, float64(lim.InFlight), m.name)
@@ -173,11 +176,11 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 				same = append(same, o)
 			}
 		}
-		var total callStats
+		var total callTotals
 		var retries int64
 		var budget float64
 		for _, o := range same {
-			total.add(&o.stats)
+			total.add(&o.stats.callTotals)
 			retries += o.retries.Load()
 			budget += float64(o.budget.balance.Load()) / 1000
 		}
@@ -189,7 +192,7 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		now := time.Now()
-		provs := map[string]*callStats{}
+		provs := map[string]*callTotals{}
 		inflight := map[string]int{}
 		ejected := map[string]bool{}
 		for _, o := range same {
@@ -198,9 +201,9 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 			o.group.mu.Unlock()
 			for _, ep := range eps {
 				if provs[ep.id] == nil {
-					provs[ep.id] = new(callStats)
+					provs[ep.id] = new(callTotals)
 				}
-				provs[ep.id].add(&ep.stats)
+				provs[ep.id].add(&ep.stats.callTotals)
 				inflight[ep.id] += ep.InFlight()
 				ejected[ep.id] = ejected[ep.id] || ep.ejectedUntil().After(now)
 			}
@@ -218,8 +221,8 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// add adds o's totals (not its window) to s.
-func (s *callStats) add(o *callStats) {
+// add adds o's counts to s.
+func (s *callTotals) add(o *callTotals) {
 	s.calls.Add(o.calls.Load())
 	s.errors.Add(o.errors.Load())
 	for i := range s.codes {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,8 +233,8 @@ func TestStatusJSON(t *testing.T) {
 	if len(st.Scheduler.Queued) != 10 || st.Scheduler.Ran < 4 {
 		t.Errorf("scheduler %+v", st.Scheduler)
 	}
-	if len(st.Health) != 2 || !st.Health[0].OK || st.Health[1].OK || st.Health[1].Error != "db: connection refused" {
-		t.Errorf("health %+v", st.Health)
+	if h := st.Health; len(h) != 2 || !h[0].OK || h[1].OK || h[1].Error != "db: connection refused" {
+		t.Errorf("health %+v; want failing, cache ok and db refused", st.Health)
 	}
 	found := false
 	for _, c := range st.Clients {
@@ -246,34 +247,55 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
+// TestStatusPageInBrowser loads the status page in headless Chromium,
+// which runs its script: the page renders on the server, and the script
+// refreshes it. A call made after the page loaded shows after a refresh.
 func TestStatusPageInBrowser(t *testing.T) {
 	chromium := os.Getenv("KIEV_CHROMIUM")
 	if chromium == "" {
 		t.Skip("KIEV_CHROMIUM is not set; run scripts/services.sh up and eval \"$(scripts/services.sh env)\" to test the status page in headless Chromium")
 	}
-	hs, _ := observedServer(t)
+	hs, addr := observedServer(t)
+	admin := hs.Config.Handler
+	c := dial(t, addr)
+	var pages atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/debug/kiev" && pages.Add(1) == 2 { // the first refresh
+			if err := c.Call(r.Context(), "Arith.Add", Args{1, 2}, &Reply{}); err != nil {
+				t.Error(err)
+			}
+		}
+		admin.ServeHTTP(w, r)
+	}))
+	defer front.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu",
 		"--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(),
-		"--virtual-time-budget=5000", "--dump-dom", hs.URL+"/debug/kiev").Output()
+		"--virtual-time-budget=5000", "--dump-dom", front.URL+"/debug/kiev").Output()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
 	dom := string(out)
-	if !strings.Contains(dom, `data-rendered="true"`) {
-		t.Fatalf("the page's script did not render the status:\n%s", dom)
+	if !strings.Contains(dom, `data-rendered="true"`) || !strings.Contains(dom, "refreshed every 2 s") {
+		t.Fatalf("the page did not render, or its script did not run:\n%s", dom)
+	}
+	if pages.Load() < 2 {
+		t.Errorf("the page was fetched %d times in 5 seconds; want a refresh every 2", pages.Load())
 	}
 	for _, re := range []string{
-		`data-method="Arith.Add"><td>Arith.Add</td><td class="calls">3</td><td class="errors">0</td>`,
+		`data-method="Arith.Add"><td>Arith.Add</td><td class="calls">4</td><td class="errors">0</td>`, // 3, and 1 since the page loaded
 		`data-method="Arith.Div"><td>Arith.Div</td><td class="calls">1</td><td class="errors bad">1</td>`,
 		`data-check="db"><td>db</td><td class="state bad">db: connection refused</td>`,
 		`data-check="cache"><td>cache</td><td class="state ok">ok</td>`,
 		`data-reason="refused"><td>refused</td><td( class="")?>0</td>`,
 	} {
 		if !regexp.MustCompile(re).MatchString(dom) {
-			t.Errorf("the rendered page lacks %s", re)
+			t.Errorf("the page lacks %s", re)
 		}
+	}
+	if !strings.Contains(dom, `<div id="error"></div>`) {
+		t.Errorf("the page shows a refresh error:\n%s", dom)
 	}
 }
 

@@ -24,10 +24,13 @@ var callCommand = &command{
 	help: `
 Call sends the JSON arguments (or null if there are none; "-" reads them
 from standard input) to Service.Method on the target and prints the reply
-as indented JSON. The arguments travel as msgpack, so a JSON object
-decodes into the server's argument struct by field name (the json tag, if
-the field has one): see 'kiev describe' for the names and types a method
-takes. A JSON argument that starts with "-" goes after "--".
+as indented JSON. The arguments travel as msgpack. Call matches the keys
+of each JSON object to the fields of the struct it fills as encoding/json
+does: by field name (the msgpack or json tag, if the field has one),
+exactly or else without regard to case, and a key that names no field is
+an error that lists the fields there are. See 'kiev describe' for the
+names and types a method takes. A JSON argument that starts with "-" goes
+after "--".
 
 Examples:
   kiev call 127.0.0.1:7000 Arith.Add '{"A": 7, "B": 8}'
@@ -87,6 +90,15 @@ func (c *callCmd) run(ctx context.Context, cl *cli, args []string) error {
 	}
 	callCtx, cancel := withTimeout(callCtx, c.timeout)
 	defer cancel()
+	shape, err := argShape(callCtx, client, method)
+	if err != nil {
+		return callFailed(ctx, target, method, c.timeout, err)
+	}
+	if shape != nil {
+		if callArgs, err = fitArgs(callArgs, *shape); err != nil {
+			return usagef("call", "%s: %v", method, err)
+		}
+	}
 	var reply any
 	if err := client.Call(callCtx, method, callArgs, &reply); err != nil {
 		return callFailed(ctx, target, method, c.timeout, err)
@@ -175,7 +187,7 @@ func callFailed(ctx context.Context, target, method string, timeout time.Duratio
 	}
 	var se *kiev.ServerError
 	if errors.As(err, &se) {
-		return fmt.Errorf("%s: %v: %s", method, se.Code, strings.TrimPrefix(se.Message, "kiev: "))
+		return fmt.Errorf("%s: %s: %s", method, codeText(se.Code), strings.TrimPrefix(se.Message, "kiev: "))
 	}
 	msg := strings.TrimPrefix(err.Error(), "kiev: ")
 	msg = strings.TrimPrefix(msg, "call "+method+": ")
@@ -187,6 +199,16 @@ func callFailed(ctx context.Context, target, method string, timeout time.Duratio
 		return fmt.Errorf("%s: no reply within the deadline of %v; %s", method, timeout, hint)
 	}
 	return fmt.Errorf("%s: %s", method, msg)
+}
+
+// codeText names a code in a message: one of kiev's by its name, such as
+// NotFound, and a handler's own as "code 404".
+func codeText(c kiev.Code) string {
+	s := c.String()
+	if s == strconv.FormatUint(uint64(c), 10) {
+		return "code " + s
+	}
+	return s
 }
 
 // parseJSONArgs decodes one JSON value for msgpack: numbers become int64

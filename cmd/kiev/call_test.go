@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kievrpc/kiev"
 )
 
 func TestCall(t *testing.T) {
@@ -68,7 +71,7 @@ func TestCallErrors(t *testing.T) {
 	}{
 		{exitFailed, []string{"call", addr, "Shop.Nope", "{}"}, []string{`kiev call: Shop.Nope: NotFound: service "Shop" has no method "Nope"`}},
 		{exitFailed, []string{"call", addr, "Nope.Place", "{}"}, []string{`NotFound: unknown service "Nope"`}},
-		{exitFailed, []string{"call", addr, "Shop.Place", "{}"}, []string{"kiev call: Shop.Place: Code(100): order has no id"}},
+		{exitFailed, []string{"call", addr, "Shop.Place", "{}"}, []string{"kiev call: Shop.Place: code 100: order has no id"}},
 		{exitFailed, []string{"call", addr, "Shop.Place", `{"id": "x"}`}, []string{"Shop.Place: BadRequest:"}},
 		{exitUsage, []string{"call", addr, "Shop.Place", `{"id": 1,}`}, []string{"not valid JSON", "line 1, column 10", `{"id": 1,}`, "         ^"}},
 		{exitUsage, []string{"call", addr, "Shop.Place", "{\"id\": 1,\n \"items\": [}"}, []string{"line 2, column 12"}},
@@ -102,4 +105,95 @@ func TestJSONable(t *testing.T) {
 	if want := `{"l":["+Inf"],"m":{"1":"a"},"nan":"NaN"}`; string(b) != want {
 		t.Errorf("jsonable gives %s; want %s", b, want)
 	}
+}
+
+// TestCallKeysIgnoreCase checks that JSON keys find their fields as with
+// encoding/json: exactly, or else without regard to case. The keys went
+// to the server as they were, and a key in another case filled nothing.
+func TestCallKeysIgnoreCase(t *testing.T) {
+	addr := serve(t)
+	stdout, stderr := wantRun(t, exitOK, nil, nil, "call", addr, "Shop.Place",
+		`{"ID": 42, "Customer": {"name": "Ada", "address": {"City": "Kyiv"}},
+		  "ITEMS": [{"Sku": "a", "Qty": 2, "PRICE": 1.5}], "notes": {"Gift": "yes"}}`)
+	if stderr != "" {
+		t.Errorf("stderr: %s", stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+	}
+	if got["order_id"] != 42.0 || got["total"] != 3.0 || got["city"] != "Kyiv" {
+		t.Errorf("reply %v; want order_id 42, total 3, city Kyiv", got)
+	}
+
+	stdout, _ = wantRun(t, exitOK, nil, nil, "call", addr, "Shop.Tree", `{"name": "a", "KIDS": [{"NAME": "b"}]}`)
+	if want := `{"Name":"a","kids":[{"Name":"b"}]}`; compact(t, stdout) != want {
+		t.Errorf("Shop.Tree replied %s; want %s", compact(t, stdout), want)
+	}
+}
+
+// TestCallUnknownKeys checks that a key that names no field is an error
+// that lists the fields; it was dropped without a word.
+func TestCallUnknownKeys(t *testing.T) {
+	addr := serve(t)
+	for _, tc := range []struct {
+		json string
+		want string
+	}{
+		{`{"id": 1, "nmae": "x"}`, `kiev call: Shop.Place: the JSON arguments have a key "nmae", which is no field of the arguments (Order); its fields are id, customer, items, Notes, discount`},
+		{`{"id": 1, "customer": {"Nmae": "x"}}`, `key "Nmae", which is no field of customer (Customer); its fields are Name, Address`},
+		{`{"id": 1, "items": [{"sku": "a"}, {"skus": "b"}]}`, `key "skus", which is no field of items[1] (Item); its fields are sku, qty, price`},
+		{`{"id": 1, "ID": 2}`, `the JSON arguments fill field id twice, with "ID" and "id"; keep one`},
+	} {
+		wantRun(t, exitUsage, nil, []string{tc.want}, "call", addr, "Shop.Place", tc.json)
+	}
+	wantRun(t, exitUsage, nil, []string{`key "nam", which is no field of kids[0].kids[0] (Node); its fields are Name, kids`},
+		"call", addr, "Shop.Tree", `{"Name": "a", "kids": [{"kids": [{"nam": "c"}]}]}`)
+	wantRun(t, exitUsage, nil, []string{`key "x", but the arguments (struct) has no fields; pass {}`}, "call", addr, "Shop.Wait", `{"x": 1}`)
+}
+
+func TestFitArgs(t *testing.T) {
+	str := kiev.TypeShape{Type: "string", Kind: "string"}
+	shape := kiev.TypeShape{Type: "main.T", Kind: "struct", Fields: []kiev.FieldShape{
+		{Name: "ID", Shape: kiev.TypeShape{Type: "int", Kind: "int"}},
+		{Name: "Id", Shape: str}, // encoding/json gives a key "id" to the first
+		{Name: "Any", Shape: kiev.TypeShape{Type: "interface {}", Kind: "any"}},
+		{Name: "Deep", Shape: kiev.TypeShape{Type: "main.D", Kind: "truncated"}},
+		{Name: "ByKey", Shape: kiev.TypeShape{Type: "map[string]main.T", Kind: "map", Key: &str,
+			Elem: &kiev.TypeShape{Type: "main.T", Kind: "recursive"}}},
+	}}
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{`{"ID": 1, "Id": "a"}`, `{"ID": 1, "Id": "a"}`},
+		{`{"id": 1}`, `{"ID": 1}`},
+		{`{"any": {"whatever": 1}, "DEEP": {"as": "is"}}`, `{"Any": {"whatever": 1}, "Deep": {"as": "is"}}`},
+		{`{"bykey": {"K": {"id": 2}}}`, `{"ByKey": {"K": {"ID": 2}}}`},
+		{`null`, `null`},
+		{`[1, 2]`, `[1, 2]`}, // the server says what is wrong
+	} {
+		in, err := parseJSONArgs([]byte(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fitArgs(in, shape)
+		if err != nil {
+			t.Errorf("fitArgs(%s): %v", tc.in, err)
+			continue
+		}
+		want, _ := parseJSONArgs([]byte(tc.want))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("fitArgs(%s) differs (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// compact returns the JSON text s without its spaces.
+func compact(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return b.String()
 }
