@@ -21,8 +21,12 @@ func TestUnknownServiceAndMethod(t *testing.T) {
 	c := dial(t, newArithServer(t, nil))
 	for _, tc := range []struct{ name, want string }{
 		{"Nope.Add", `unknown service "Nope"`},
+		{"Nope.Add", "the server has Arith"},
+		{"arith.Add", `(did you mean "Arith"?)`},
 		{"Arith.Nope", `service "Arith" has no method "Nope"`},
-		{"Arith.add", `has no method "add"`},
+		{"Arith.Nope", "it has Add, Big, Block, "},
+		{"Arith.add", `has no method "add" (did you mean "Add"?)`},
+		{"Arith.Ad", `(did you mean "Add"?)`},
 		{"NoDot", "not of the form Service.Method"},
 	} {
 		err := c.Call(context.Background(), tc.name, Args{}, &Reply{})
@@ -30,6 +34,47 @@ func TestUnknownServiceAndMethod(t *testing.T) {
 			t.Errorf("Call(%q) = %v; want ErrNotFound saying %q", tc.name, err, tc.want)
 		}
 	}
+	err := c.Call(context.Background(), "Arith.Zzzzzz", Args{}, &Reply{})
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("Call of a name like none = %v; want no suggestion", err)
+	}
+}
+
+// A reply that cannot hold the answer is refused before the call is sent,
+// so the handler's side effects never happen for a reply that is lost.
+func TestReplyCheckedBeforeSending(t *testing.T) {
+	svc := &Tally{}
+	srv := kiev.NewServer()
+	if err := srv.Register(svc); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv))
+	var r Reply
+	for _, reply := range []any{r, 42, (*Reply)(nil)} {
+		err := c.Call(context.Background(), "Tally.Add", Args{1, 2}, reply)
+		if err == nil || !strings.Contains(err.Error(), "not a pointer") || !strings.Contains(err.Error(), "not sent") {
+			t.Errorf("Call with reply %T = %v; want an error saying it is not a pointer and was not sent", reply, err)
+		}
+		call := <-c.Go(context.Background(), "Tally.Add", Args{1, 2}, reply, nil).Done
+		if call.Error == nil || !strings.Contains(call.Error.Error(), "not a pointer") {
+			t.Errorf("Go with reply %T = %v; want an error saying it is not a pointer", reply, call.Error)
+		}
+	}
+	if n := svc.calls.Load(); n != 0 {
+		t.Errorf("the handler ran %d times for calls whose reply could not be stored", n)
+	}
+	if err := c.Call(context.Background(), "Tally.Add", Args{1, 2}, nil); err != nil || svc.calls.Load() != 1 {
+		t.Errorf("Call with a nil reply (discarded) = %v, ran %d times", err, svc.calls.Load())
+	}
+}
+
+// Tally counts its calls: side effects a lost reply must not come after.
+type Tally struct{ calls atomic.Int64 }
+
+func (t *Tally) Add(args Args, reply *Reply) error {
+	t.calls.Add(1)
+	reply.C = args.A + args.B
+	return nil
 }
 
 // One slow call must not hold up others on the same connection, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ func (call *Call) complete() {
 		call.signal <- call
 		return
 	}
+	call.Error = shutdownErr(call.Error)
 	select {
 	case call.Done <- call:
 	default:
@@ -57,9 +59,13 @@ type Client struct {
 	invoke Invoker
 	budget *retryBudget
 	direct bool // Go may send without a goroutine: one server, no interceptors, retries or throttle
+	// noRedial is set by NewClient: the client's one connection was made
+	// elsewhere, and once it fails, calls fail with ErrShutdown.
+	noRedial bool
 
-	single *endpoint // the server of Dial(address); nil when dialing a service
-	group  *group    // the providers of Dial(service)
+	single *endpoint    // the server of Dial(address); nil when dialing a service
+	group  *group       // the providers of Dial(service)
+	rpcc   *codecClient // the codec of NewClientWithCodec; then single and group are nil
 
 	mu     sync.Mutex
 	closed bool
@@ -88,8 +94,13 @@ type Client struct {
 //     session timeout.
 //
 // A service client is returned at once, before any provider is known;
-// calls wait within their context for one to register, or fail at once
-// with WithFailFast. Calls that surely did not run are retried on another
+// calls wait within their context for one to register, for at most
+// WithProviderWait (DefaultProviderWait, 10s), or fail at once with
+// WithFailFast. On the in-memory default registry, which only this
+// process's servers join, a bare target that reads as a host (an IP
+// address, localhost, or a lower-case DNS name no local server
+// registered) is refused at once with an error that says to write
+// "host:PORT". Calls that surely did not run are retried on another
 // provider within a budget (see RetryPolicy), and the client throttles
 // itself while a server keeps refusing (see Throttle).
 func Dial(target string, opts ...DialOption) (*Client, error) {
@@ -121,6 +132,11 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 		return c, nil
 	}
 	reg, own := c.opts.registry, false
+	if reg == nil && t.zookeeper == nil && defaultRegistry.Load() == nil {
+		if err := hostLike(target); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case t.zookeeper != nil:
 		if reg, err = openZooKeeper(t.zookeeper, c.opts.logger); err != nil {
@@ -155,11 +171,37 @@ func (c *Client) Providers() []Provider {
 // ctx ends first, Call returns at once with ctx's error and tells the
 // server to cancel the handler.
 func (c *Client) Call(ctx context.Context, serviceMethod string, args, reply any) error {
+	if err := checkReply(serviceMethod, reply); err != nil {
+		return err
+	}
 	call := callPool.Get().(*Call)
 	call.ServiceMethod, call.Args, call.Reply = serviceMethod, args, reply
 	err := c.invoke(ctx, call)
 	*call = Call{signal: call.signal}
 	callPool.Put(call)
+	return shutdownErr(err)
+}
+
+// checkReply says why reply cannot take a call's reply, before the call is
+// sent: found after the round trip, the mistake would come after the
+// handler's side effects.
+func checkReply(serviceMethod string, reply any) error {
+	if reply == nil {
+		return nil // the reply is discarded
+	}
+	if v := reflect.ValueOf(reply); v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("kiev: %s: reply is %T, not a pointer the reply can be stored in; the call was not sent: pass a pointer (&reply), or nil to discard the reply", serviceMethod, reply)
+	}
+	return nil
+}
+
+// shutdownErr returns ErrShutdown itself for a call that failed because
+// its client was closed, so that err == ErrShutdown holds, as in net/rpc;
+// other errors as they are.
+func shutdownErr(err error) error {
+	if err != nil && err != ErrShutdown && errors.Is(err, errClientClosed) {
+		return ErrShutdown
+	}
 	return err
 }
 
@@ -178,7 +220,16 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 		panic("kiev: Client.Go: done channel is unbuffered; give it room for the calls it will receive")
 	}
 	call := &Call{ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
+	if err := checkReply(serviceMethod, reply); err != nil {
+		call.Error = err
+		call.complete()
+		return call
+	}
 	if !c.direct {
+		if c.rpcc == nil && len(c.opts.interceptors) == 0 {
+			c.goSent(ctx, call)
+			return call
+		}
 		go func() {
 			call.signal = make(chan *Call, 1)
 			err := c.invoke(ctx, call)
@@ -201,6 +252,11 @@ func (c *Client) roundTrip(ctx context.Context, ep *endpoint, call *Call) error 
 	if err != nil {
 		return err
 	}
+	return c.wait(ctx, cc, call)
+}
+
+// wait waits for the end of call, sent on cc.
+func (c *Client) wait(ctx context.Context, cc *clientConn, call *Call) error {
 	done := ctx.Done()
 	if done == nil { // a context that never ends: skip the select's cost
 		<-call.signal
@@ -241,7 +297,9 @@ func (c *Client) start(ctx context.Context, ep *endpoint, call *Call, async bool
 
 // Close closes the client's connections and stops following the
 // registry. Calls in flight fail with ErrShutdown, as do calls made after
-// Close. Close waits for the client's goroutines.
+// Close: the error is ErrShutdown itself, so err == kiev.ErrShutdown
+// holds, as in net/rpc. Close waits for the client's goroutines; closing
+// a closed client returns ErrShutdown.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -251,10 +309,13 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	untrackClient(c)
-	if c.single != nil {
+	switch {
+	case c.single != nil:
 		c.single.close(errClientClosed, false)
-	} else {
+	case c.group != nil:
 		c.group.close()
+	default:
+		c.rpcc.close()
 	}
 	c.wg.Wait()
 	return nil

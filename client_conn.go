@@ -196,6 +196,37 @@ func (cc *clientConn) abandon(call *Call, err error) bool {
 	return true
 }
 
+// cancelPending tells the server, as the client closes, that nobody waits
+// for these calls any more, so that their handlers are canceled: a server
+// lets a connection's calls finish when the client ends its stream, as
+// net/rpc's does for a client that half-closes. The frames are given a
+// moment to leave, no more: a peer that does not read gets none.
+func (cc *clientConn) cancelPending(pending map[uint64]*Call) {
+	if cc.link.backlog.Load() > maxQueued/2 {
+		return // the peer is not reading; it would not read these either
+	}
+	b := make([]byte, 0, len(pending)*wire.HeaderSize)
+	for id := range pending {
+		start := len(b)
+		b = wire.BeginFrame(b, wire.TypeCancel, id)
+		_ = wire.EndFrame(b, start, cc.c.opts.maxFrame)
+	}
+	if cc.link.send(b) != nil {
+		return
+	}
+	cc.link.flushAndStop()
+	t := time.NewTimer(cancelFlushWait)
+	defer t.Stop()
+	select {
+	case <-cc.link.done:
+	case <-t.C:
+	}
+}
+
+// cancelFlushWait bounds how long a closing client waits for its Cancel
+// frames to be written.
+const cancelFlushWait = 100 * time.Millisecond
+
 func (cc *clientConn) readLoop(r *wire.Reader) {
 	var h wire.Header
 	for {
@@ -247,6 +278,13 @@ func decodeReply(call *Call, f *wire.Frame, h *wire.Header) error {
 	return nil
 }
 
+// failure returns the error that killed the connection, or nil.
+func (cc *clientConn) failure() error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.err
+}
+
 // fail kills the connection once and fails every pending call with an
 // error that matches ErrShutdown and carries the cause.
 func (cc *clientConn) fail(cause error) {
@@ -273,6 +311,9 @@ func (cc *clientConn) fail(cause error) {
 		cc.c.opts.logger.Info("kiev: server closed the connection after draining", "addr", cc.ep.inst.Address, "failed_calls", len(pending))
 	default:
 		cc.c.opts.logger.Warn("kiev: connection lost", "addr", cc.ep.inst.Address, "err", cause, "failed_calls", len(pending))
+	}
+	if errors.Is(cause, errClientClosed) && len(pending) > 0 {
+		cc.cancelPending(pending)
 	}
 	cc.link.stop(cc.err)
 	cc.nc.Close()

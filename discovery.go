@@ -277,6 +277,7 @@ func (g *group) refresh(st *pickState) {
 // call has tried if another is ready. While no provider is known it waits
 // within ctx, unless the client fails fast.
 func (g *group) pick(ctx context.Context, call *Call, tried *triedSet) (*endpoint, func(error), error) {
+	var bound <-chan time.Time // the provider wait, set when the wait starts
 	for {
 		st := g.state.Load()
 		if st.expires != 0 && time.Now().UnixNano() >= st.expires {
@@ -290,11 +291,18 @@ func (g *group) pick(ctx context.Context, call *Call, tried *triedSet) (*endpoin
 			if st.resolved && g.c.opts.failFast {
 				return nil, nil, notSent{fmt.Errorf("%w: no provider of service %s is registered (fail-fast client)", ErrUnavailable, g.service)}
 			}
+			if bound == nil && g.c.opts.providerWait > 0 {
+				t := time.NewTimer(g.c.opts.providerWait)
+				defer t.Stop()
+				bound = t.C
+			}
 			select {
 			case <-st.changed:
 				continue
 			case <-ctx.Done():
-				return nil, nil, fmt.Errorf("%w while waiting for a provider of service %s to register", ctx.Err(), g.service)
+				return nil, nil, fmt.Errorf("%w while waiting for a provider of service %s to register %s", ctx.Err(), g.service, g.where())
+			case <-bound:
+				return nil, nil, fmt.Errorf("%w: no provider of service %s registered within %v (WithProviderWait) %s; start a server that registers it, or if %q is a host, Dial \"host:port\"", ErrUnavailable, g.service, g.c.opts.providerWait, g.where(), g.service)
 			}
 		}
 		info := balance.Info{ServiceMethod: call.ServiceMethod}
@@ -375,4 +383,12 @@ func (t *triedSet) has(ep *endpoint) bool {
 		}
 	}
 	return false
+}
+
+// where names the registry a group follows, for its errors.
+func (g *group) where() string {
+	if g.reg == memoryDefault() {
+		return "in this process's in-memory default registry (only servers in this process register there: to find servers elsewhere, use WithRegistry, SetDefaultRegistry or a zookeeper:// target)"
+	}
+	return fmt.Sprintf("in its registry (%T)", g.reg)
 }

@@ -97,6 +97,11 @@ func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
 			ep.mu.Unlock()
 			return cc, nil
 		}
+		if ep.c.noRedial {
+			cc := ep.cc
+			ep.mu.Unlock()
+			return nil, fmt.Errorf("%w: the connection given to NewClient has failed (%v), and a client made by NewClient does not redial; make a new one, or use Dial", ErrShutdown, cc.failure())
+		}
 		if ch := ep.dialing; ch != nil {
 			ep.mu.Unlock()
 			select {

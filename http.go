@@ -23,7 +23,7 @@ const (
 	HeaderPriority   = "Kiev-Priority"   // 0 to 9; DefaultPriority if absent
 	HeaderTimeout    = "Kiev-Timeout"    // a Go duration, e.g. 250ms; WithHTTPTimeout's default if absent
 	HeaderMetaPrefix = "Kiev-Meta-"      // Kiev-Meta-Trace-Id: x becomes metadata trace-id: x
-	HeaderCode       = "Kiev-Error-Code" // on errors: the kiev Code's name
+	HeaderCode       = "Kiev-Error-Code" // on errors: the Code as Code.String gives it, "NotFound" or "404"
 )
 
 // Defaults of the HTTP front.
@@ -54,7 +54,9 @@ func WithHTTPTimeout(d time.Duration) ServerOption {
 // lower-cased, is the key).
 //
 // Errors are answered with a JSON body {"error": "...", "code": "..."},
-// the code's name also in the Kiev-Error-Code header, and the status:
+// the code (Code.String: a name such as "NotFound", or the number of a
+// handler's own code, such as "404") also in the Kiev-Error-Code header,
+// and the status:
 //
 //	unknown service or method                  404
 //	a method other than POST                   405 (Allow: POST)
@@ -81,6 +83,7 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	s.startAdmin()
+	s.logServing(" FastCGI", l.Addr())
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, l)

@@ -288,6 +288,8 @@ type args struct{}
 
 type PtrOnly struct{}
 
+type Bare struct{ N int }
+
 func (*PtrOnly) Add(args Args, reply *Reply) error { return nil }
 
 func TestRegisterErrorsSayHowToFix(t *testing.T) {
@@ -298,6 +300,9 @@ func TestRegisterErrorsSayHowToFix(t *testing.T) {
 		want []string
 	}{
 		{"nil", nil, []string{"service is nil"}},
+		{"a number", 42, []string{"42 (int) is not a service", "Register(new(Arith))"}},
+		{"a slice", []int{1}, []string{"[1] ([]int) is not a service"}},
+		{"no methods at all", &Bare{}, []string{"type *kiev_test.Bare has no methods"}},
 		{"unexported type", &noMethods{}, []string{"not exported"}},
 		{"no good methods", OnlyBad{}, []string{
 			"NoReplyPtr: reply type kiev_test.Reply is not a pointer",
@@ -321,6 +326,9 @@ func TestRegisterErrorsSayHowToFix(t *testing.T) {
 			}
 		}
 	}
+	if err := srv.RegisterName("Num", 42); err == nil || !strings.Contains(err.Error(), "is not a service") {
+		t.Errorf(`RegisterName("Num", 42) = %v; want "is not a service"`, err)
+	}
 	if err := srv.Register(Plain(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -330,14 +338,31 @@ func TestRegisterErrorsSayHowToFix(t *testing.T) {
 	if err := srv.RegisterName("Calc", Plain(0)); err != nil {
 		t.Errorf("RegisterName = %v", err)
 	}
-	if err := srv.RegisterName("a.b", Plain(0)); err == nil {
-		t.Error("RegisterName with a dot succeeded")
+	// Dotted names are net/rpc's ("net.rpc.Arith"); kiev's own are reserved.
+	if err := srv.RegisterName("team.Calc", Plain(0)); err != nil {
+		t.Errorf("RegisterName with a dot = %v", err)
+	}
+	for name, want := range map[string]string{
+		"kiev.Mine": "reserved",
+		".Calc":     "empty part",
+		"team..C":   "empty part",
+		"Calc.":     "empty part",
+		"my Calc":   "space",
+		"a/b":       "slash",
+	} {
+		if err := srv.RegisterName(name, Plain(0)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RegisterName(%q) = %v, want an error saying %q", name, err, want)
+		}
 	}
 	addr := startServer(t, srv)
 	c := dial(t, addr)
 	var r Reply
 	if err := c.Call(context.Background(), "Calc.Add", Args{2, 2}, &r); err != nil || r.C != 4 {
 		t.Fatalf("Calc.Add = %v, %v", r.C, err)
+	}
+	r = Reply{}
+	if err := c.Call(context.Background(), "team.Calc.Add", Args{2, 3}, &r); err != nil || r.C != 5 {
+		t.Fatalf("team.Calc.Add = %v, %v", r.C, err)
 	}
 }
 

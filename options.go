@@ -116,6 +116,7 @@ type dialOptions struct {
 	registry     registry.Registry
 	balancer     balance.Balancer
 	failFast     bool
+	providerWait time.Duration // < 0: no bound but the call's context
 	outlier      Outlier
 	packet       Packet
 	tls          *tls.Config
@@ -137,6 +138,9 @@ func (o *dialOptions) fill() {
 	}
 	if o.maxBackoff < o.minBackoff {
 		o.maxBackoff = o.minBackoff
+	}
+	if o.providerWait == 0 {
+		o.providerWait = DefaultProviderWait
 	}
 	o.outlier.fill()
 	o.packet.fill()
@@ -296,6 +300,27 @@ func WithBalancer(b balance.Balancer) DialOption {
 // instead of waiting, within their context, for one to register.
 func WithFailFast() DialOption {
 	return dialOption(func(o *dialOptions) { o.failFast = true })
+}
+
+// DefaultProviderWait bounds how long a call of a service client waits for
+// a first provider of the service to register (WithProviderWait).
+const DefaultProviderWait = 10 * time.Second
+
+// WithProviderWait bounds how long a call of a service client waits, while
+// the registry lists no provider of the service, for one to register
+// (DefaultProviderWait, 10s, by default): servers and clients may start in
+// any order, but a name that nothing registers (a mistyped service, a host
+// written without its port, a registry the servers do not use) fails with
+// ErrUnavailable, saying so, instead of waiting for as long as the call's
+// context lets it. A negative d waits within the context alone.
+func WithProviderWait(d time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) {
+		o.providerWait = d
+		if d == 0 {
+			o.providerWait = -1 // 0 means the default in fill; a zero wait fails fast
+			o.failFast = true
+		}
+	})
 }
 
 // WithAdvertise sets the address a Server registers for its listeners,

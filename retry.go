@@ -151,9 +151,14 @@ func (c *Client) attempts(ctx context.Context, call *Call) error {
 	c.budget.deposit()
 	start := time.Now()
 	var tried triedSet
-	var err error
+	err := c.attempt(ctx, call, &tried, start)
+	return c.retry(ctx, call, &tried, start, err)
+}
+
+// retry retries call, whose first attempt ended with err, as the policy
+// and budget allow, and records the call's end.
+func (c *Client) retry(ctx context.Context, call *Call, tried *triedSet, start time.Time, err error) error {
 	for attempt := 1; ; attempt++ {
-		err = c.attempt(ctx, call, &tried, start)
 		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(call.ServiceMethod, err) {
 			break
 		}
@@ -162,10 +167,43 @@ func (c *Client) attempts(ctx context.Context, call *Call) error {
 		}
 		c.retries.Add(1)
 		call.Error = nil
+		err = c.attempt(ctx, call, tried, start)
 	}
 	end := time.Now()
 	c.stats.record(end, end.Sub(start), errCode(err))
 	return err
+}
+
+// goSent is Client.Go for a client without interceptors: the first
+// attempt is sent from the caller's goroutine, as net/rpc's Go sends, so
+// that calls leave in the order Go is called, and a call Go returned is
+// written by then when the connection is idle (a client that half-closes
+// the connection next loses none); the wait, and any retry, run on a
+// goroutine of their own.
+func (c *Client) goSent(ctx context.Context, call *Call) {
+	call.signal = make(chan *Call, 1)
+	c.budget.deposit()
+	start := time.Now()
+	var tried triedSet
+	a, err := c.begin(ctx, call, &tried, start)
+	var cc *clientConn
+	if err == nil && !a.ep.udp {
+		if cc, err = c.start(a.ctx, a.ep, call, false); err != nil {
+			err = c.finish(ctx, call, &a, err)
+		}
+	}
+	go func() {
+		switch {
+		case cc != nil:
+			err = c.finish(ctx, call, &a, c.wait(a.ctx, cc, call))
+		case err == nil: // over UDP: the datagram goes from here
+			err = c.finish(ctx, call, &a, c.packetRoundTrip(a.ctx, a.ep, call))
+		}
+		err = c.retry(ctx, call, &tried, start, err)
+		call.signal = nil
+		call.Error = err
+		call.complete()
+	}()
 }
 
 // errCode is the Code a call's error stands for, as metrics count it.
@@ -194,54 +232,77 @@ func errorCode(err error) Code {
 // now, the call's start, is the throttle's clock: its windows are seconds
 // long, and a clock read costs more than the throttle itself.
 func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now time.Time) error {
+	a, err := c.begin(ctx, call, tried, now)
+	if err != nil {
+		return err
+	}
+	if a.ep.udp {
+		err = c.packetRoundTrip(a.ctx, a.ep, call)
+	} else {
+		err = c.roundTrip(a.ctx, a.ep, call)
+	}
+	return c.finish(ctx, call, &a, err)
+}
+
+// attemptState is one attempt between begin and finish.
+type attemptState struct {
+	ep     *endpoint
+	done   func(error) // the balancer's, if any
+	t, mt  *throttler  // the server's and the method's throttle, if any
+	ctx    context.Context
+	cancel context.CancelFunc // ends ctx, if the attempt has a timeout of its own
+	sent   time.Time          // for a provider's stats
+}
+
+// begin picks the server for one attempt of call, skipping providers
+// whose throttle refuses it.
+func (c *Client) begin(ctx context.Context, call *Call, tried *triedSet, now time.Time) (attemptState, error) {
+	var a attemptState
 	if err := ctx.Err(); err != nil {
-		return &callError{call.ServiceMethod, err}
+		return a, &callError{call.ServiceMethod, err}
 	}
 	ep := c.single
-	var done func(error)
-	var t, mt *throttler
 	prio := PriorityFrom(ctx)
 	for range len(tried.eps) {
 		if c.group != nil {
 			var err error
-			if ep, done, err = c.group.pick(ctx, call, tried); err != nil {
-				return &callError{call.ServiceMethod, err}
+			if ep, a.done, err = c.group.pick(ctx, call, tried); err != nil {
+				return a, &callError{call.ServiceMethod, err}
 			}
 			tried.add(ep)
 		}
 		if ep.throttle == nil {
 			break
 		}
-		t = &ep.throttle[prio]
-		mt = ep.methodThrottle(call.ServiceMethod, prio, false)
-		ok := t.allow(now)
-		if ok && (mt == nil || mt.allow(now)) {
+		a.t = &ep.throttle[prio]
+		a.mt = ep.methodThrottle(call.ServiceMethod, prio, false)
+		ok := a.t.allow(now)
+		if ok && (a.mt == nil || a.mt.allow(now)) {
 			break
 		}
 		if c.group == nil || len(c.group.state.Load().ready) <= tried.n {
 			if !ok {
-				return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
+				return a, notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
 			}
-			return notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this method and priority at the method's adaptive limit: %w", ErrOverloaded, ErrLimited)}}
+			return a, notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this method and priority at the method's adaptive limit: %w", ErrOverloaded, ErrLimited)}}
 		}
 	}
-	actx, cancel := ctx, context.CancelFunc(nil)
+	a.ep, a.ctx = ep, ctx
 	if d := c.budget.p.AttemptTimeout; d > 0 {
-		actx, cancel = context.WithTimeout(ctx, d)
+		a.ctx, a.cancel = context.WithTimeout(ctx, d)
 	}
-	var sent time.Time
 	if c.group != nil {
 		ep.inflight.Add(1)
-		sent = time.Now()
+		a.sent = time.Now()
 	}
-	var err error
-	if ep.udp {
-		err = c.packetRoundTrip(actx, ep, call)
-	} else {
-		err = c.roundTrip(actx, ep, call)
-	}
-	if cancel != nil {
-		cancel()
+	return a, nil
+}
+
+// finish accounts for an attempt that ended with err and returns err.
+func (c *Client) finish(ctx context.Context, call *Call, a *attemptState, err error) error {
+	ep := a.ep
+	if a.cancel != nil {
+		a.cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			err = attemptTimeout{err}
 		}
@@ -249,23 +310,24 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 	if c.group != nil {
 		ep.inflight.Add(-1)
 		ep.record(err)
-		if done != nil {
-			done(err)
+		if a.done != nil {
+			a.done(err)
 		}
 		end := time.Now()
-		ep.stats.record(end, end.Sub(sent), errCode(err))
+		ep.stats.record(end, end.Sub(a.sent), errCode(err))
 	}
 	overloaded := errors.Is(err, ErrOverloaded)
 	limited := overloaded && errors.Is(err, ErrLimited)
 	if overloaded {
 		c.budget.penalize()
 	}
-	if t != nil && (overloaded || err == nil || isServerAnswer(err)) {
+	if a.t != nil && (overloaded || err == nil || isServerAnswer(err)) {
 		// A refusal at the method's limit is the server answering: the
 		// method's own throttle counts it.
-		t.done(!overloaded || limited)
+		a.t.done(!overloaded || limited)
+		mt := a.mt
 		if limited && mt == nil {
-			mt = ep.methodThrottle(call.ServiceMethod, prio, true)
+			mt = ep.methodThrottle(call.ServiceMethod, PriorityFrom(ctx), true)
 		}
 		if mt != nil {
 			mt.done(!overloaded)

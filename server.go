@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,13 +25,14 @@ type Server struct {
 	opts    serverOptions
 	handler Handler // the interceptor chain around invoke
 
-	mu        sync.Mutex
-	services  map[string]map[string]*method // service -> method name -> method
-	listeners map[net.Listener]struct{}
-	conns     map[*serverConn]struct{}
-	connCount atomic.Int64 // len(conns), read without the lock
-	closed    bool
-	done      chan struct{} // closed by Shutdown and Close
+	mu         sync.Mutex
+	services   map[string]map[string]*method // service -> method name -> method
+	listeners  map[net.Listener]struct{}
+	conns      map[*serverConn]struct{}
+	codecConns map[*codecConn]struct{} // ServeCodec's
+	connCount  atomic.Int64            // len(conns), read without the lock
+	closed     bool
+	done       chan struct{} // closed by Shutdown and Close
 
 	methods atomic.Pointer[map[string]*method] // "Service.Method" -> method; copy on write
 	codecs  map[string]codec.Codec             // read-only after NewServer
@@ -67,11 +69,12 @@ type Server struct {
 // settings read from a file first).
 func NewServer(opts ...ServerOption) *Server {
 	s := &Server{
-		services:  make(map[string]map[string]*method),
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*serverConn]struct{}),
-		done:      make(chan struct{}),
-		codecs:    make(map[string]codec.Codec),
+		services:   make(map[string]map[string]*method),
+		listeners:  make(map[net.Listener]struct{}),
+		conns:      make(map[*serverConn]struct{}),
+		codecConns: make(map[*codecConn]struct{}),
+		done:       make(chan struct{}),
+		codecs:     make(map[string]codec.Codec),
 
 		packets:    make(map[*packetServer]struct{}),
 		advertised: make(map[any]registry.Instance),
@@ -124,6 +127,7 @@ func (s *Server) register(svc any, name string, useName bool) error {
 		return fmt.Errorf("kiev: Register: service %s is already registered; use RegisterName to publish another under a different name", sname)
 	}
 	s.services[sname] = methods
+	localServices.Store(sname, struct{}{})
 	all := make(map[string]*method, len(*s.methods.Load())+len(methods))
 	for k, v := range *s.methods.Load() {
 		all[k] = v
@@ -134,6 +138,34 @@ func (s *Server) register(svc any, name string, useName bool) error {
 	s.methods.Store(&all)
 	s.publishService(sname)
 	return nil
+}
+
+// logServing writes the one line a server logs as it starts serving an
+// address: where, which services, and its admin page.
+func (s *Server) logServing(what string, a net.Addr) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.services))
+	for n := range s.services {
+		if !isBuiltin(n) {
+			names = append(names, n)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	attrs := []any{"network", a.Network(), "addr", a.String(), "services", strings.Join(names, ",")}
+	if admin := s.AdminAddr(); admin != "" {
+		attrs = append(attrs, "admin", "http://"+admin+"/")
+	}
+	s.opts.logger.Info("kiev: serving"+what, attrs...)
+}
+
+// localServices holds the name of every service a server of this process
+// has registered, for Dial to tell a service name from a host name.
+var localServices sync.Map
+
+func localService(name string) bool {
+	_, ok := localServices.Load(name)
+	return ok
 }
 
 // lookup finds a method by its "Service.Method" name, or explains why
@@ -147,13 +179,71 @@ func (s *Server) lookup(name []byte) (*method, error) {
 	if dot < 0 {
 		return nil, fmt.Errorf("kiev: method name %q is not of the form Service.Method", full)
 	}
+	svc, meth := full[:dot], full[dot+1:]
 	s.mu.Lock()
-	_, known := s.services[full[:dot]]
-	s.mu.Unlock()
-	if !known {
-		return nil, fmt.Errorf("kiev: unknown service %q (in %q); register it on the server", full[:dot], full)
+	methods, known := s.services[svc]
+	var names []string
+	if known {
+		for n := range methods {
+			names = append(names, n)
+		}
+	} else {
+		for n := range s.services {
+			if !isBuiltin(n) {
+				names = append(names, n)
+			}
+		}
 	}
-	return nil, fmt.Errorf("kiev: service %q has no method %q", full[:dot], full[dot+1:])
+	s.mu.Unlock()
+	slices.Sort(names)
+	if !known {
+		if len(names) == 0 {
+			return nil, fmt.Errorf("kiev: unknown service %q (in %q): the server has no services; register one", svc, full)
+		}
+		return nil, fmt.Errorf("kiev: unknown service %q (in %q)%s; the server has %s", svc, full, suggest(svc, names), strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("kiev: service %q has no method %q%s; it has %s", svc, meth, suggest(meth, names), strings.Join(names, ", "))
+}
+
+// suggest returns `: did you mean "X"?` for the name among names that
+// name was most likely meant to be: one that differs only in case, or by
+// at most two edits; or "".
+func suggest(name string, names []string) string {
+	best, bestDist := "", 3
+	for _, n := range names {
+		d := editDistance(strings.ToLower(name), strings.ToLower(n))
+		if strings.EqualFold(name, n) {
+			d = 0
+		}
+		if d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // Serve accepts connections on l and serves each on its own goroutines.
@@ -170,6 +260,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.Unlock()
 	s.startAdmin()
 	s.publish(l, l.Addr())
+	s.logServing("", l.Addr())
 	defer func() {
 		s.unpublish(context.Background(), l)
 		s.mu.Lock()
@@ -211,34 +302,47 @@ func (s *Server) Serve(l net.Listener) error {
 
 // track starts serving nc unless the server is closed.
 func (s *Server) track(nc net.Conn, base context.Context) bool {
+	c, ok := s.adopt(nc, base)
+	if c != nil {
+		go s.run(c)
+	}
+	return ok
+}
+
+// adopt makes nc one of the server's connections. It returns nil and
+// false if the server is closed, and nil and true, having closed nc, if
+// the server is at its connection limit.
+func (s *Server) adopt(nc net.Conn, base context.Context) (*serverConn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return nil, false
 	}
 	if max := s.opts.maxConns; max > 0 && len(s.conns) >= max {
 		s.opts.logger.Warn("kiev: connection refused: the server is at its connection limit (WithMaxConnections)", "peer", nc.RemoteAddr(), "limit", max)
 		nc.Close()
-		return true
+		return nil, true
 	}
 	c := newServerConn(s, nc, base)
 	s.conns[c] = struct{}{}
 	s.connCount.Add(1)
 	s.connWG.Add(1)
-	go func() {
-		defer s.connWG.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.connCount.Add(-1)
-		last := len(s.conns) == 0
-		s.mu.Unlock()
-		if last {
-			// No connection, no calls: hold no parked goroutines.
-			s.sched.ReleaseIdle()
-		}
-	}()
-	return true
+	return c, true
+}
+
+// run serves an adopted connection until it ends, then forgets it.
+func (s *Server) run(c *serverConn) {
+	defer s.connWG.Done()
+	c.serve()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.connCount.Add(-1)
+	last := len(s.conns) == 0
+	s.mu.Unlock()
+	if last {
+		// No connection, no calls: hold no parked goroutines.
+		s.sched.ReleaseIdle()
+	}
 }
 
 // Scheduler returns the server's overload scheduler, for its Stats.
@@ -295,6 +399,17 @@ func (s *Server) stopListening() []*serverConn {
 	return conns
 }
 
+// codecConnList returns the codecs ServeCodec serves.
+func (s *Server) codecConnList() []*codecConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ccs := make([]*codecConn, 0, len(s.codecConns))
+	for cc := range s.codecConns {
+		ccs = append(ccs, cc)
+	}
+	return ccs
+}
+
 // packetServers returns the packet sockets being served.
 func (s *Server) packetServers() []*packetServer {
 	s.mu.Lock()
@@ -319,6 +434,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.unpublish(ctx)
 	for _, c := range s.stopListening() {
 		c.drain()
+	}
+	for _, cc := range s.codecConnList() {
+		cc.drain()
 	}
 	for _, ps := range s.packetServers() {
 		ps.drain()
@@ -351,6 +469,9 @@ func (s *Server) Close() error {
 	cancel()
 	for _, c := range s.stopListening() {
 		c.close(ErrServerClosed)
+	}
+	for _, cc := range s.codecConnList() {
+		cc.close()
 	}
 	for _, ps := range s.packetServers() {
 		ps.abort()

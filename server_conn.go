@@ -88,18 +88,45 @@ func (c *serverConn) serve() {
 	c.read(r)
 	<-c.readerDone
 	<-c.link.done
+	c.close(io.EOF) // after the client's end of stream: the replies are out
 }
 
 // read reads calls until the connection fails, then closes it; or until
 // the watchdog gives the reading to another goroutine while this one runs
-// a call (inline.go).
+// a call (inline.go). At the client's clean end of stream it lets the
+// calls in flight finish instead (peerDone).
 func (c *serverConn) read(r *wire.Reader) {
 	err := c.readLoop(r)
 	if err == errReaderTaken {
 		return
 	}
-	c.close(err)
+	if err == io.EOF {
+		c.peerDone()
+	} else {
+		c.close(err)
+	}
 	close(c.readerDone)
+}
+
+// peerDone handles the client's clean end of stream, between frames: it
+// has half-closed the connection (CloseWrite), as net/rpc clients may, or
+// closed it. As net/rpc's server does, the calls in flight finish and send
+// their replies; then the writer stops and serve closes the connection.
+// A kiev client that closes with calls in flight cancels them first
+// (clientConn.cancelPending), and a client that is gone fails the first
+// reply written to it, which closes the connection and cancels the rest.
+func (c *serverConn) peerDone() {
+	c.mu.Lock()
+	if c.dead || c.draining { // closing already, or drain closes it
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	idle := len(c.calls) == 0
+	c.mu.Unlock()
+	if idle {
+		c.link.flushAndStop()
+	}
 }
 
 // handshake reads the client's preface and answers with the version both

@@ -58,6 +58,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 	s.startAdmin()
 	defer s.connWG.Done()
 	s.publish(pc, pc.LocalAddr())
+	s.logServing("", pc.LocalAddr())
 	defer func() {
 		s.unpublish(context.Background(), pc)
 		s.mu.Lock()

@@ -87,6 +87,10 @@ func buildService(name string, rcvr any, useName bool) (map[string]*method, stri
 	}
 	v := reflect.ValueOf(rcvr)
 	typ := v.Type()
+	if reflect.Indirect(v).Type().PkgPath() == "" {
+		// 42, "x", []int{}, struct{}{}: no type of the user's own.
+		return nil, "", fmt.Errorf("kiev: Register: %s (%s) is not a service: a service is a value of a type of your own whose exported methods are the calls, as in type Arith struct{} and Register(new(Arith))\n%s", truncate(fmt.Sprint(rcvr), 40), typ, methodContract)
+	}
 	sname := name
 	if !useName {
 		sname = reflect.Indirect(v).Type().Name()
@@ -97,8 +101,11 @@ func buildService(name string, rcvr any, useName bool) (map[string]*method, stri
 	if !useName && !token.IsExported(sname) {
 		return nil, "", fmt.Errorf("kiev: Register: type %s is not exported; export it or use RegisterName", sname)
 	}
-	if strings.Contains(sname, ".") {
-		return nil, "", fmt.Errorf("kiev: Register: service name %q contains a dot; dots separate service and method", sname)
+	if err := checkServiceName(sname); err != nil {
+		return nil, "", err
+	}
+	if typ.NumMethod() == 0 && reflect.PointerTo(typ).NumMethod() == 0 {
+		return nil, "", fmt.Errorf("kiev: Register: type %s has no methods, so it has no calls to serve; give it exported methods\n%s", typ, methodContract)
 	}
 	methods := make(map[string]*method)
 	var reasons []string
@@ -128,6 +135,30 @@ func buildService(name string, rcvr any, useName bool) (map[string]*method, stri
 		return nil, "", errors.New(msg + "\n" + methodContract)
 	}
 	return methods, sname, nil
+}
+
+// truncate cuts s to at most n bytes, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// checkServiceName reports why a service may not be registered as name.
+// A name may hold dots, as net/rpc's may ("net.rpc.Arith"): a call's
+// "Service.Method" splits at its last dot. Names beginning with "kiev."
+// are kiev's own services'.
+func checkServiceName(name string) error {
+	switch {
+	case isBuiltin(name):
+		return fmt.Errorf("kiev: Register: service name %q is reserved: names beginning with \"kiev.\" are kiev's own services'; choose another", name)
+	case strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, ".."):
+		return fmt.Errorf("kiev: Register: service name %q has an empty part between dots; callers name a method \"Service.Method\", split at its last dot", name)
+	case strings.ContainsAny(name, "/ \t\n"):
+		return fmt.Errorf("kiev: Register: service name %q holds a slash or a space; use letters, digits, dots, _ or -", name)
+	}
+	return nil
 }
 
 // suitable checks one method against the contract, rule by rule. It

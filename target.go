@@ -34,6 +34,9 @@ func parseTarget(s string) (target, error) {
 		}
 		return target{network: "unix", addr: rest}, nil
 	case "tcp":
+		if ip := net.ParseIP(strings.Trim(rest, "[]")); ip != nil && ip.To4() == nil {
+			return target{}, fmt.Errorf("kiev: Dial %q: that is an IPv6 address without its port; write %q", s, "["+strings.Trim(rest, "[]")+"]:PORT")
+		}
 		if _, _, err := net.SplitHostPort(rest); err != nil {
 			return target{}, fmt.Errorf("kiev: Dial %q: want host:port, a service name, or a URL (tcp://, unix://, zookeeper://): %v", s, err)
 		}
@@ -53,6 +56,36 @@ func parseTarget(s string) (target, error) {
 // address: no colon, no slash.
 func isServiceName(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ":/[]")
+}
+
+// hostLike says why a bare target dialed on the in-memory default registry
+// is surely meant as a host: an IP address, localhost, or a lower-case DNS
+// name such as db.example.com that no server of this process registers
+// as a service. Dialed as a service, it would wait for a provider that
+// never comes.
+func hostLike(s string) error {
+	if net.ParseIP(s) == nil && s != "localhost" && !dnsName(s) {
+		return nil
+	}
+	return fmt.Errorf("kiev: Dial %q: that is a host without its port, and a bare name is a service to find in a registry, which would wait for a provider that never registers; write %q (or \"tcp://%s:PORT\"), or to find a service of that name, give WithRegistry, SetDefaultRegistry or a zookeeper:// target", s, s+":PORT", s)
+}
+
+// dnsName reports whether s reads as a lower-case DNS name ending in a
+// top-level domain (db.example.com, cache.internal), and is not a service
+// a server of this process registered.
+func dnsName(s string) bool {
+	const lower = "abcdefghijklmnopqrstuvwxyz"
+	labels := strings.Split(s, ".")
+	if len(labels) < 2 || localService(s) {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || strings.Trim(l, lower+"0123456789-") != "" {
+			return false
+		}
+	}
+	tld := labels[len(labels)-1]
+	return len(tld) >= 2 && strings.Trim(tld, lower) == ""
 }
 
 // parseZooKeeper parses "zookeeper://h1:2181,h2:2181/root/path/Service?session_timeout=10s",
