@@ -54,10 +54,28 @@ holds up no other.
 
 Errors a handler returns arrive as *ServerError with the handler's text.
 Framework failures match with errors.Is: ErrNotFound (no such service or
-method), ErrShutdown (the connection or server is going away),
-ErrUnavailable (cannot connect), ErrOverloaded (shed by the server),
-ErrTooLarge, ErrBadRequest, ErrInternal,
-context.DeadlineExceeded and context.Canceled.
+method; the message lists those there are and suggests the close match),
+ErrShutdown (the connection or server is going away; a closed client's
+calls return ErrShutdown itself, so err == ErrShutdown holds as in
+net/rpc), ErrUnavailable (cannot connect, or no provider registered
+within WithProviderWait), ErrOverloaded (shed by the server), ErrLimited
+(refused at a method's adaptive limit; also ErrOverloaded),
+ErrUnauthenticated, ErrTooLarge, ErrBadRequest, ErrInternal,
+context.DeadlineExceeded and context.Canceled. A reply that is not a
+pointer is refused before the call is sent.
+
+# Moving from net/rpc
+
+Services move unchanged, and a client adds a ctx to Call and Go and
+writes Dial's one target ("host:port"). kiev keeps net/rpc's Register,
+RegisterName, Accept, ServeConn, ServeCodec, ServeRequest, HandleHTTP,
+NewClient, NewClientWithCodec, DialHTTP and DialHTTPPath; dotted service
+names split at the last dot, and a half-closed connection still gets the
+replies of its calls in flight. The wire is kiev's own protocol and the
+default codec msgpack, not gob, so kiev and net/rpc peers talk only
+through a codec both have: ServeCodec and NewClientWithCodec take
+net/rpc's ServerCodec and ClientCodec, such as net/rpc/jsonrpc's. The
+README's "Moving from net/rpc" lists every difference and why.
 
 # Codecs
 
@@ -108,8 +126,9 @@ with an address others can reach (see WithAdvertise), and on Shutdown
 deregisters before it drains.
 
 Services may start in any order: Dial of a name returns at once, and a
-call waits within its ctx for a provider to register (WithFailFast makes
-it fail at once instead). Round robin is the default balancer;
+call waits within its ctx for a provider to register, for at most
+WithProviderWait (10s by default), then fails with ErrUnavailable naming
+the registry it looked in (WithFailFast makes it fail at once instead). Round robin is the default balancer;
 WithBalancer picks another from package balance, such as consistent
 hashing on a key set per call with WithHashKey. A call that was never
 sent, or that a provider refused (ErrOverloaded, ErrShutdown), is retried
