@@ -94,7 +94,8 @@ once with ErrShutdown.
 
 Server.Shutdown drains: it stops accepting, tells clients to send no new
 calls (those fail fast with ErrShutdown), and closes each connection once
-its calls have replied. Server.Close stops at once.
+its calls have replied. Server.Close stops at once. Either way Serve
+returns ErrServerClosed.
 
 A client that does not read its replies cannot hold a server: the
 server keeps at most WithMaxQueuedBytes of unread replies in all, shared
