@@ -337,3 +337,133 @@ func TestDialNonKievServer(t *testing.T) {
 		t.Errorf("Dial took %v, want an answer within the %v dial timeout", elapsed, dialTimeout)
 	}
 }
+
+// Holder holds each call until the test releases it or its context ends,
+// and reports both.
+type Holder struct {
+	started chan int
+	ended   chan error
+	release chan struct{}
+}
+
+func (h *Holder) Hold(ctx context.Context, n int, reply *int) error {
+	h.started <- n
+	select {
+	case <-h.release:
+		*reply = n
+		h.ended <- nil
+		return nil
+	case <-ctx.Done():
+		h.ended <- ctx.Err()
+		return ctx.Err()
+	}
+}
+
+// TestReusedIDIsAProtocolError sends Requests that reuse the id of a call
+// in flight. The server ran them all (50 of 50 past a limit of 2 calls
+// per connection), and the hidden ones were never canceled. Now the
+// first reuse closes the connection and cancels its calls; an id whose
+// call was answered or canceled may be used again.
+func TestReusedIDIsAProtocolError(t *testing.T) {
+	h := &Holder{started: make(chan int, 64), ended: make(chan error, 64), release: make(chan struct{})}
+	logOpt, logs := captureLog()
+	srv := kiev.NewServer(kiev.WithMaxConcurrentCalls(2), logOpt)
+	if err := srv.Register(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(&Arith{}); err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, srv)
+	request := func(id uint64, method string, args any) []byte {
+		body, err := codec.Msgpack.Marshal(nil, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return frame(wire.TypeRequest, id, func(b []byte) []byte {
+			b = wire.AppendString(b, wire.KeyMethod, method)
+			return wire.AppendString(b, wire.KeyCodec, codec.Msgpack.Name())
+		}, body)
+	}
+	open := func() (*net.TCPConn, *wire.Reader) {
+		nc := rawDial(t, addr)
+		if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
+			t.Fatal(err)
+		}
+		r := wire.NewReader(nc, 4096, 1<<20)
+		if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+			t.Fatal(err)
+		}
+		return nc, r
+	}
+	response := func(nc net.Conn, r *wire.Reader, id uint64) wire.Header {
+		_ = nc.SetReadDeadline(time.Now().Add(closeTimeout)) // safety net only
+		for {
+			f, err := r.Next()
+			if err != nil {
+				t.Fatalf("reading the response to %d: %v", id, err)
+			}
+			if f.Type != wire.TypeResponse {
+				continue
+			}
+			if f.ID != id {
+				t.Fatalf("a response to %d; want %d", f.ID, id)
+			}
+			var hd wire.Header
+			if err := wire.ParseHeader(f.Header, &hd); err != nil {
+				t.Fatal(err)
+			}
+			return hd
+		}
+	}
+
+	// Reused in flight: one handler runs, the connection closes, and the
+	// handler's context is canceled.
+	nc, _ := open()
+	if _, err := nc.Write(request(7, "Holder.Hold", 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-h.started
+	var flood []byte
+	for range 49 {
+		flood = append(flood, request(7, "Holder.Hold", 2)...)
+	}
+	if _, err := nc.Write(flood); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, nc)
+	if err := <-h.ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the first call ended with %v; want its context canceled", err)
+	}
+	if n := len(h.started); n != 0 {
+		t.Errorf("%d more calls of the reused id ran; want none", n)
+	}
+	if !strings.Contains(logs.String(), "protocol error: the client sent a Request with id 7 while its call Holder.Hold of that id was in flight") {
+		t.Errorf("the server's log does not say why it closed the connection:\n%s", logs)
+	}
+
+	// Reused once answered, or once canceled: served.
+	nc, r := open()
+	for range 3 {
+		if _, err := nc.Write(request(1, "Arith.Add", Args{2, 3})); err != nil {
+			t.Fatal(err)
+		}
+		if hd := response(nc, r, 1); hd.ErrCode != 0 {
+			t.Fatalf("Arith.Add with a reused, answered id: %s", hd.ErrMsg)
+		}
+	}
+	if _, err := nc.Write(request(3, "Holder.Hold", 3)); err != nil {
+		t.Fatal(err)
+	}
+	<-h.started
+	cancel := frame(wire.TypeCancel, 3, nil, nil)
+	if _, err := nc.Write(append(cancel, request(3, "Arith.Add", Args{1, 1})...)); err != nil {
+		t.Fatal(err)
+	}
+	if hd := response(nc, r, 3); hd.ErrCode != 0 {
+		t.Fatalf("Arith.Add with the id of a canceled call: %s", hd.ErrMsg)
+	}
+	if err := <-h.ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the canceled call ended with %v; want its context canceled", err)
+	}
+}

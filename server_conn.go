@@ -166,7 +166,11 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			if c.request(&f, &h, r.More(), &b) {
+			taken, err := c.request(&f, &h, r.More(), &b)
+			if err != nil {
+				return err
+			}
+			if taken {
 				return errReaderTaken
 			}
 		case wire.TypeCancel:
@@ -195,12 +199,15 @@ const maxTimeoutMicros = math.MaxInt64 / 1000
 // buffer, and b is the burst they belong to. Failures known before the
 // handler runs are answered from here, without a goroutine. It reports
 // whether the reading passed to another goroutine while the call ran on
-// this one.
-func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst) (taken bool) {
+// this one. A Request that reuses the id of a call still in flight is a
+// protocol error, which closes the connection: answering it would leave
+// the first call running with no way to cancel it, and let one connection
+// start calls past WithMaxConcurrentCalls.
+func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst) (taken bool, err error) {
 	sc, code, msg := c.srv.newCall(f, h, c.nc.RemoteAddr(), c.base, c)
 	if sc == nil {
 		c.replyError(f.ID, code, msg)
-		return false
+		return false, nil
 	}
 	sc.req.TLS = c.tls
 	c.mu.Lock()
@@ -208,22 +215,29 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 		c.mu.Unlock()
 		sc.release()
 		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
-		return false
+		return false, nil
 	}
 	if max := c.srv.opts.maxCalls; max > 0 && len(c.calls) >= max {
 		c.mu.Unlock()
 		sc.release()
 		c.replyError(f.ID, CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight on this connection, the server's limit (WithMaxConcurrentCalls); retry later or on another server", sc.m.name, max))
-		return false
+		return false, nil
+	}
+	// An answered call (its Response queued) or one the client canceled
+	// may linger here until its handler returns; its id is free again.
+	if old := c.calls[f.ID]; old != nil && !old.answered.Load() && !old.callerGone.Load() {
+		c.mu.Unlock()
+		sc.release()
+		return false, fmt.Errorf("kiev: protocol error: the client sent a Request with id %d while its call %s of that id was in flight; an id must be unique among a connection's calls in flight (PROTOCOL.md)", f.ID, old.m.name)
 	}
 	c.calls[f.ID] = sc
 	c.active.Store(int32(len(c.calls)))
 	c.mu.Unlock()
 	if ran, taken := c.runInline(sc, more, b); ran {
-		return taken
+		return taken, nil
 	}
 	c.srv.submit(sc, c.base)
-	return false
+	return false, nil
 }
 
 // newCall makes the call a Request frame asks for, or says why it cannot:
@@ -296,10 +310,13 @@ func (c *serverConn) replyError(id uint64, code Code, msg string) {
 	putBuf(buf)
 }
 
-// finish forgets a call; the last call of a draining connection closes it.
-func (c *serverConn) finish(id uint64) {
+// finish forgets a call, unless a new call has taken its id; the last
+// call of a draining connection closes it.
+func (c *serverConn) finish(sc *serverCall) {
 	c.mu.Lock()
-	delete(c.calls, id)
+	if c.calls[sc.id] == sc {
+		delete(c.calls, sc.id)
+	}
 	c.active.Store(int32(len(c.calls)))
 	idle := c.draining && len(c.calls) == 0
 	c.mu.Unlock()
@@ -403,6 +420,7 @@ func (c *serverConn) send(sc *serverCall, b []byte) error {
 			return &backlogError{queued: n}
 		}
 	}
+	sc.answered.Store(true)
 	_ = c.link.sendAlone(b, c.active.Load() == 1)
 	return nil
 }
@@ -419,7 +437,7 @@ func (e *backlogError) Error() string {
 	return fmt.Sprintf("%d KiB of replies wait for this client to read them, more than its share of the server's memory (WithMaxQueuedBytes); read replies as they come, or have fewer calls in flight", e.queued>>10)
 }
 
-func (c *serverConn) done(sc *serverCall) { c.finish(sc.id) }
+func (c *serverConn) done(sc *serverCall) { c.finish(sc) }
 
 func (c *serverConn) backlogged() (int, bool) {
 	n := int(c.link.backlog.Load())
@@ -436,6 +454,7 @@ type serverCall struct {
 	body       *[]byte
 	ctx        callContext // the handler's context
 	callerGone atomic.Bool // the caller canceled, or the connection died
+	answered   atomic.Bool // its Response is queued: the client may reuse its id
 	req        Request
 }
 
