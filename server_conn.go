@@ -240,6 +240,12 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	return false, nil
 }
 
+// maxMetaPresize bounds the room made for a call's metadata before it is
+// read: the count of pairs is the peer's to choose, and pairs that repeat
+// one key (21,666 empty pairs fit in a 64 KiB header) would otherwise
+// size a map for all of them, 1.28 MiB per call.
+const maxMetaPresize = 8
+
 // newCall makes the call a Request frame asks for, or says why it cannot:
 // no such method, or an unknown codec. It copies the args, so the frame
 // may be reused.
@@ -255,7 +261,7 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 	sc := &serverCall{srv: s, sink: sink, m: m, codec: cd, id: f.ID}
 	sc.req = Request{ServiceMethod: m.name, ID: f.ID, Peer: peer, Codec: cd.Name(), call: sc}
 	if h.MetaCount > 0 {
-		md := make(Metadata, h.MetaCount)
+		md := make(Metadata, min(h.MetaCount, maxMetaPresize))
 		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
 		sc.req.Metadata = md
 	}
