@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,9 +23,40 @@ import (
 // WithAdmin makes a Server serve its admin pages over HTTP on addr, such
 // as "127.0.0.1:9090", from its first Serve (or ServePacket) until it
 // stops; see Server.AdminHandler. Server.AdminAddr reports the address,
-// which helps with ":0".
+// which helps with ":0". The pages show the server's services, peers and
+// health: bind addr to loopback or a private network, or protect them
+// with WithAdminAuth.
+//
+// The admin HTTP server holds at most AdminMaxConns connections (more
+// wait to be accepted), gives a request AdminReadTimeout to arrive and
+// its answer AdminWriteTimeout, and closes a keep-alive connection idle
+// for AdminIdleTimeout, so that idle or slow clients of the admin pages
+// cannot take the process's file descriptors from its RPC listeners.
 func WithAdmin(addr string) ServerOption {
 	return serverOption(func(o *serverOptions) { o.admin = addr })
+}
+
+// Limits of the admin HTTP server of WithAdmin.
+const (
+	AdminMaxConns     = 64
+	AdminReadTimeout  = 10 * time.Second
+	AdminWriteTimeout = 30 * time.Second
+	AdminIdleTimeout  = 60 * time.Second
+)
+
+// WithAdminAuth makes the admin pages (WithAdmin and AdminHandler) call
+// check for every request first; a request it returns an error for is
+// answered 401 Unauthorized with the error's text, and nothing else. For
+// example, to require a bearer token:
+//
+//	kiev.WithAdminAuth(func(r *http.Request) error {
+//		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
+//			return errors.New("send Authorization: Bearer <the admin token>")
+//		}
+//		return nil
+//	})
+func WithAdminAuth(check func(r *http.Request) error) ServerOption {
+	return serverOption(func(o *serverOptions) { o.adminAuth = check })
 }
 
 // WithMetrics registers the Server's Prometheus collectors, and those of
@@ -78,6 +111,16 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{ErrorLog: nil}))
 	mux.Handle("GET /debug/kiev", statusHandler{s, "../"})
 	mux.Handle("GET /{$}", statusHandler{s, ""})
+	if check := s.opts.adminAuth; check != nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := check(r); err != nil {
+				w.Header().Set("Cache-Control", "no-store")
+				http.Error(w, "kiev admin: unauthorized: "+err.Error(), http.StatusUnauthorized)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
 	return mux
 }
 
@@ -145,12 +188,19 @@ func (s *Server) startAdmin() {
 			s.opts.logger.Error("kiev: admin pages not served: cannot listen", "addr", s.opts.admin, "err", err)
 			return
 		}
-		hs := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		hs := &http.Server{
+			Handler:           s.AdminHandler(),
+			ReadHeaderTimeout: AdminReadTimeout,
+			ReadTimeout:       AdminReadTimeout,
+			WriteTimeout:      AdminWriteTimeout,
+			IdleTimeout:       AdminIdleTimeout,
+			ErrorLog:          slog.NewLogLogger(s.opts.logger.Handler(), slog.LevelDebug),
+		}
 		s.mu.Lock()
 		s.adminAddr = l.Addr().String()
 		s.adminSrv = hs
 		s.mu.Unlock()
-		s.adminWG.Go(func() { _ = hs.Serve(l) })
+		s.adminWG.Go(func() { _ = hs.Serve(newLimitListener(l, AdminMaxConns)) })
 	})
 }
 
@@ -166,6 +216,51 @@ func (s *Server) stopAdmin(ctx context.Context) {
 		}
 	}
 	s.adminWG.Wait()
+}
+
+// limitListener accepts at most n connections at a time: once n are open,
+// Accept waits for one to close, and the rest wait in the kernel's
+// backlog.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: nc, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// limitConn gives its slot back once, when it is closed.
+type limitConn struct {
+	net.Conn
+	release func()
+	once    sync.Once
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }
 
 // AdminAddr returns the address the admin pages of WithAdmin are served

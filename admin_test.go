@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +162,71 @@ func TestStatusPercentiles(t *testing.T) {
 	}
 	if n := strings.Count(metrics, `kiev_server_call_duration_seconds_bucket{method="Sleeper.Sleep"`); n != 24 {
 		t.Errorf("the histogram has %d buckets; want 24, +Inf included", n)
+	}
+}
+
+// TestStatusRunsHealthChecksOncePerTTL fetches the status page many times
+// at once. Every GET ran every health check, so polling the page loaded
+// the dependencies the checks probe.
+func TestStatusRunsHealthChecksOncePerTTL(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)))
+	var runs atomic.Int32
+	srv.RegisterHealth("db", func(ctx context.Context) error { runs.Add(1); return nil })
+	hs := httptest.NewServer(srv.AdminHandler())
+	t.Cleanup(hs.Close)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				get(t, hs.URL+"/debug/kiev?format=json")
+			}
+		})
+	}
+	wg.Wait()
+	most := 1 + int(time.Since(start)/kiev.HealthCacheTTL)
+	t.Logf("80 GETs in %v ran the check %d times", time.Since(start), runs.Load())
+	if n := int(runs.Load()); n > most {
+		t.Errorf("80 GETs ran the check %d times; want at most %d, once per %v", n, most, kiev.HealthCacheTTL)
+	}
+	// A check registered since the last run is run at once.
+	srv.RegisterHealth("cache", func(ctx context.Context) error { return errors.New("down") })
+	if page := get(t, hs.URL+"/debug/kiev?format=json"); !strings.Contains(page, `"error": "down"`) {
+		t.Errorf("a new check is missing from the status:\n%s", page)
+	}
+}
+
+// TestAdminAuth protects the admin pages with WithAdminAuth: every page
+// refuses a request the hook refuses, with its reason.
+func TestAdminAuth(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)),
+		kiev.WithAdminAuth(func(r *http.Request) error {
+			if r.Header.Get("Authorization") != "Bearer s3cret" {
+				return errors.New("send Authorization: Bearer <the admin token>")
+			}
+			return nil
+		}))
+	hs := httptest.NewServer(srv.AdminHandler())
+	t.Cleanup(hs.Close)
+	for _, path := range []string{"/", "/debug/kiev", "/debug/kiev?format=json", "/metrics", "/nope"} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "send Authorization: Bearer") {
+			t.Errorf("GET %s without the token: %d %s; want 401 with the hook's reason", path, resp.StatusCode, body)
+		}
+		req, _ := http.NewRequest("GET", hs.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 404, false: 200}[path == "/nope"]; resp.StatusCode != want {
+			t.Errorf("GET %s with the token: %d; want %d", path, resp.StatusCode, want)
+		}
 	}
 }

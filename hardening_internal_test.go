@@ -1,8 +1,15 @@
 package kiev
 
 import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
 	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kievrpc/kiev/internal/wire"
 )
@@ -59,5 +66,171 @@ func TestMetadataCountIsNoAllocation(t *testing.T) {
 	t.Logf("%d bytes allocated per call of %d metadata pairs", perCall, h.MetaCount)
 	if perCall > 16<<10 {
 		t.Errorf("%d bytes allocated per call; want a few KiB at most, whatever the count of pairs", perCall)
+	}
+}
+
+// flakyListener fails its first n Accepts with a temporary error, as a
+// listener does while the process is out of file descriptors.
+type flakyListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "accept: too many open files" }
+func (tempErr) Temporary() bool { return true }
+func (tempErr) Timeout() bool   { return false }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, tempErr{}
+	}
+	return l.Listener.Accept()
+}
+
+// fcgiGetValues is a FastCGI FCGI_GET_VALUES management record, which a
+// responder answers with FCGI_GET_VALUES_RESULT (type 10).
+var fcgiGetValues = []byte{1, 9, 0, 0, 0, 0, 0, 0}
+
+// TestFastCGIOutlivesAcceptErrors fails ServeFastCGI's first Accepts as a
+// process out of file descriptors does. ServeFastCGI stopped for good at
+// the first; now it retries, and serves once Accept works again.
+func TestFastCGIOutlivesAcceptErrors(t *testing.T) {
+	s := NewServer(WithLogger(slog.New(slog.DiscardHandler)))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: l}
+	fl.n.Store(3)
+	done := make(chan error, 1)
+	go func() { done <- s.ServeFastCGI(fl) }()
+	defer func() {
+		s.Close()
+		if err := <-done; err != ErrServerClosed {
+			t.Errorf("ServeFastCGI returned %v; want ErrServerClosed", err)
+		}
+	}()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second)) // safety net only
+	if _, err := nc.Write(fcgiGetValues); err != nil {
+		t.Fatal(err)
+	}
+	hdr := make([]byte, 8)
+	if _, err := io.ReadFull(nc, hdr); err != nil {
+		t.Fatalf("no answer after three failed Accepts: %v", err)
+	}
+	if hdr[1] != 10 {
+		t.Errorf("answered a record of type %d; want FCGI_GET_VALUES_RESULT (10)", hdr[1])
+	}
+}
+
+// TestFastCGIIdleConnectionCloses opens a FastCGI connection and sends
+// nothing. It stayed open for ever; now it closes after the idle timeout,
+// and one that carries a request in time stays open.
+func TestFastCGIIdleConnectionCloses(t *testing.T) {
+	old := fastCGIIdle
+	fastCGIIdle = 200 * time.Millisecond
+	defer func() { fastCGIIdle = old }()
+	s := NewServer(WithLogger(slog.New(slog.DiscardHandler)))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.ServeFastCGI(l) }()
+	defer func() {
+		s.Close()
+		<-done
+	}()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	start := time.Now()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second)) // safety net only
+	// Two requests 100ms apart, each within the idle time, are answered
+	// on the same connection.
+	for range 2 {
+		if _, err := nc.Write(fcgiGetValues); err != nil {
+			t.Fatal(err)
+		}
+		hdr := make([]byte, 8)
+		if _, err := io.ReadFull(nc, hdr); err != nil {
+			t.Fatalf("a request within the idle time: %v", err)
+		}
+		body := make([]byte, int(hdr[4])<<8|int(hdr[5])+int(hdr[6]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the workload: a pause shorter than the idle time
+	}
+	_, err = io.Copy(io.Discard, nc) // the rest of the answers, then the close
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the idle connection was not closed within 5s")
+	}
+	// The last bytes moved 100ms or more after start.
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("closed %v after the first request; want after its last byte plus the idle time, 300ms or more", took)
+	} else {
+		t.Logf("closed %v after the first request (idle time 200ms, last request at 100ms)", took)
+	}
+}
+
+// TestLimitListenerHoldsAtMostN checks the admin server's listener: with n
+// connections open, the next is accepted only once one closes, and Close
+// ends an Accept that waits for a slot.
+func TestLimitListenerHoldsAtMostN(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(inner, 2)
+	for range 3 {
+		nc, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+	}
+	a, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan net.Conn, 1)
+	go func() {
+		nc, _ := l.Accept()
+		third <- nc
+	}()
+	select {
+	case <-third:
+		t.Fatal("a third connection was accepted while two were open")
+	case <-time.After(50 * time.Millisecond): // a bounded look for what must not happen
+	}
+	a.Close()
+	a.Close() // a second Close frees no second slot
+	if nc := <-third; nc == nil {
+		t.Fatal("the third connection was not accepted once one closed")
+	}
+	if len(l.slots) != 2 {
+		t.Errorf("%d slots taken; want 2", len(l.slots))
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := l.Accept()
+		waiting <- err
+	}()
+	l.Close()
+	if err := <-waiting; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept waiting for a slot returned %v after Close; want net.ErrClosed", err)
 	}
 }

@@ -71,8 +71,10 @@ func (s *Server) HTTPHandler() http.Handler { return httpFront{s} }
 
 // ServeFastCGI serves HTTPHandler as a FastCGI responder on l, so that a
 // web server such as nginx reaches the services through fastcgi_pass. It
-// returns ErrServerClosed after Shutdown or Close, which close l;
-// connections the web server keeps open end when it closes them.
+// returns ErrServerClosed after Shutdown or Close, which close l. Like
+// Serve it retries temporary Accept errors (too many open files) with
+// backoff. Connections the web server keeps open end when it closes them,
+// or once they carry no byte either way for FastCGIIdleTimeout.
 func (s *Server) ServeFastCGI(l net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -90,11 +92,59 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 		s.mu.Unlock()
 		l.Close()
 	}()
-	err := fcgi.Serve(l, s.HTTPHandler())
+	err := fcgi.Serve(fcgiListener{l, s}, s.HTTPHandler())
 	if s.isClosed() {
 		return ErrServerClosed
 	}
 	return err
+}
+
+// FastCGIIdleTimeout is how long a FastCGI connection may carry no byte
+// either way before ServeFastCGI closes it. It is longer than nginx's
+// fastcgi_read_timeout (60s), which gives up on a slow answer first.
+const FastCGIIdleTimeout = 5 * time.Minute
+
+// fastCGIIdle is FastCGIIdleTimeout; tests shorten it.
+var fastCGIIdle = FastCGIIdleTimeout
+
+// fcgiListener is the listener ServeFastCGI hands to net/http/fcgi, which
+// stops at the first Accept error and sets no deadline of its own.
+type fcgiListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l fcgiListener) Accept() (net.Conn, error) {
+	nc, err := l.s.accept(l.Listener)
+	if err != nil {
+		return nil, err
+	}
+	c := &idleConn{Conn: nc, idle: fastCGIIdle}
+	_ = nc.SetReadDeadline(time.Now().Add(c.idle))
+	return c, nil
+}
+
+// idleConn fails a Read once no byte has moved either way for idle:
+// every Read and Write pushes the read deadline on.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	}
+	return n, err
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	}
+	return n, err
 }
 
 type httpFront struct{ s *Server }

@@ -18,6 +18,39 @@ type hooks struct {
 	shutdown []func(context.Context) error
 	ran      bool
 	health   map[string]func(context.Context) error
+	healthV  uint64 // counts RegisterHealth calls, so a cached run knows it is stale
+
+	// The last run of the checks for the status page (see cachedHealth).
+	cacheMu sync.Mutex
+	cacheAt time.Time
+	cacheV  uint64
+	cached  []HealthResult
+}
+
+// HealthCacheTTL is how long the status page, its JSON and metrics reuse
+// one run of the health checks: requests within it share the run, so
+// fetching the page often cannot load the dependencies the checks probe.
+// Server.Health always runs them.
+const HealthCacheTTL = time.Second
+
+// cachedHealth returns the results of the health checks, run again only
+// when the last run is older than HealthCacheTTL or a check was
+// registered since. Concurrent callers wait for one run.
+func (s *Server) cachedHealth(ctx context.Context) []HealthResult {
+	h := &s.hooks
+	h.cacheMu.Lock()
+	defer h.cacheMu.Unlock()
+	h.mu.Lock()
+	v := h.healthV
+	h.mu.Unlock()
+	if h.cached != nil && h.cacheV == v && time.Since(h.cacheAt) < HealthCacheTTL {
+		return h.cached
+	}
+	res := s.Health(ctx)
+	if ctx.Err() == nil { // a run cut short by its caller is not kept
+		h.cached, h.cacheAt, h.cacheV = res, time.Now(), v
+	}
+	return res
 }
 
 // OnShutdown registers f to run when the server stops, after the calls in
@@ -54,11 +87,12 @@ func (s *Server) runShutdownHooks(ctx context.Context) error {
 
 // RegisterHealth adds a health check under name, such as "redis" for a
 // check that pings Redis. Health runs every check; the status page shows
-// them. A check must return within its ctx. Registering a name again
-// replaces its check.
+// them, running them at most once per HealthCacheTTL. A check must return
+// within its ctx. Registering a name again replaces its check.
 func (s *Server) RegisterHealth(name string, check func(ctx context.Context) error) {
 	s.hooks.mu.Lock()
 	defer s.hooks.mu.Unlock()
+	s.hooks.healthV++
 	if s.hooks.health == nil {
 		s.hooks.health = make(map[string]func(context.Context) error)
 	}

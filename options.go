@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,6 +79,7 @@ type serverOptions struct {
 	accessLog    bool
 	slowLog      time.Duration
 	admin        string
+	adminAuth    func(*http.Request) error
 	metrics      prometheus.Registerer
 	httpMaxBody  int64
 	httpTimeout  time.Duration

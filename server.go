@@ -273,29 +273,44 @@ func (s *Server) Serve(l net.Listener) error {
 	if s.opts.baseContext != nil {
 		base = s.opts.baseContext(l)
 	}
-	var wait time.Duration // backoff after a temporary accept error
 	for {
-		nc, err := l.Accept()
+		nc, err := s.accept(l)
 		if err != nil {
-			if s.isClosed() {
-				return ErrServerClosed
-			}
-			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
-				wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-				s.opts.logger.Warn("kiev: accept failed; retrying", "err", err, "retry_in", wait)
-				select {
-				case <-time.After(wait):
-					continue
-				case <-s.done:
-					return ErrServerClosed
-				}
-			}
 			return err
 		}
-		wait = 0
 		if !s.track(nc, base) {
 			nc.Close()
 			return ErrServerClosed
+		}
+	}
+}
+
+// accept returns l's next connection. Like net/http, it retries
+// temporary errors, such as too many open files, after a pause that
+// doubles from 5ms to 1s, so that a listener outlives a burst of them.
+// It returns ErrServerClosed once the server is closed.
+func (s *Server) accept(l net.Listener) (net.Conn, error) {
+	var wait time.Duration
+	for {
+		nc, err := l.Accept()
+		if err == nil {
+			return nc, nil
+		}
+		if s.isClosed() {
+			return nil, ErrServerClosed
+		}
+		te, ok := err.(interface{ Temporary() bool })
+		if !ok || !te.Temporary() {
+			return nil, err
+		}
+		wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+		s.opts.logger.Warn("kiev: accept failed; retrying", "addr", l.Addr().String(), "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-s.done:
+			t.Stop()
+			return nil, ErrServerClosed
 		}
 	}
 }

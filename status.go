@@ -111,8 +111,9 @@ type HealthStatus struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Status returns the server's status, running its health checks within
-// ctx.
+// Status returns the server's status, with the results of its health
+// checks, run within ctx unless a run less than HealthCacheTTL old is at
+// hand.
 func (s *Server) Status(ctx context.Context) Status {
 	now := time.Now()
 	st := Status{Time: now, UptimeSec: now.Sub(s.started).Seconds(), InFlight: s.inFlight.Load()}
@@ -151,7 +152,7 @@ func (s *Server) Status(ctx context.Context) Status {
 	}
 	st.Clients = clientStatuses()
 	st.Health = []HealthStatus{}
-	for _, h := range s.Health(ctx) {
+	for _, h := range s.cachedHealth(ctx) {
 		hs := HealthStatus{Name: h.Name, OK: h.Err == nil, TookMs: ms(h.Took)}
 		if h.Err != nil {
 			hs.Error = h.Err.Error()
