@@ -420,3 +420,30 @@ func TestMethodLimitClosedLoopStartIsNoSurge(t *testing.T) {
 		t.Fatalf("limit %d for a closed loop of 400 callers", c.l.limit.Load())
 	}
 }
+
+// A burst of calls of a quick method, on a CPU the burst itself congests:
+// the calls in flight grow tenfold within the window and the service time
+// rises past minExcess, but the CPU's wait explains the rise. That is the
+// pool's to hold, not a dependency's, so no limit starts. (It started, and
+// refused 770 of a burst of 1,000 HTTP calls of a 90µs method.) The same
+// burst with a calm CPU still starts the limit.
+func TestMethodLimitCPUBoundBurstIsNoSurge(t *testing.T) {
+	for _, tc := range []struct {
+		cpu   time.Duration
+		limit bool
+	}{{20 * time.Millisecond, false}, {0, true}} {
+		c := newLimitClock()
+		for range 3 {
+			c.window(64, 100*time.Microsecond) // floor 100µs, little in flight
+		}
+		c.cpu = tc.cpu
+		for i := range 4 * limitSamples {
+			c.l.inflight.Store(int64(8 + i*30))
+			c.now = c.now.Add(5 * time.Millisecond)
+			c.l.end(20*time.Millisecond, true, c.now, c.cpu, time.Second)
+		}
+		if got := c.l.limit.Load() != 0; got != tc.limit {
+			t.Errorf("CPU wait %v: limit %d; want a limit: %v", tc.cpu, c.l.limit.Load(), tc.limit)
+		}
+	}
+}
