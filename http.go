@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/fcgi"
@@ -60,11 +61,15 @@ func WithHTTPTimeout(d time.Duration) ServerOption {
 //
 //	unknown service or method                  404
 //	a method other than POST                   405 (Allow: POST)
+//	a Content-Type other than application/json 415 (or a +json type; so
+//	                                           that no web page can post
+//	                                           to the services unasked)
 //	a body that is not JSON for the args type  400, naming the field
 //	a body over WithHTTPMaxBody                413
 //	a bad Kiev-Priority or Kiev-Timeout        400
 //	overloaded, or shutting down               503, Retry-After: 1
 //	deadline passed                            504
+//	refused by TokenAuth (Unauthenticated)     401
 //	the handler's error                        500, or the error's code if
 //	                                           it is 400–599 (kiev.Errorf(404, ...))
 func (s *Server) HTTPHandler() http.Handler { return httpFront{s} }
@@ -156,6 +161,8 @@ func httpError(w http.ResponseWriter, code Code, msg string) {
 	switch code {
 	case codeMethodNotAllowed:
 		name = "MethodNotAllowed"
+	case codeUnsupportedMediaType:
+		name = "UnsupportedMediaType"
 	case codeBodyTooLarge:
 		name = CodeTooLarge.String()
 	}
@@ -179,6 +186,20 @@ func httpError(w http.ResponseWriter, code Code, msg string) {
 // codeMethodNotAllowed stands for 405 in httpError; it never travels.
 const codeMethodNotAllowed Code = 405
 
+// codeUnsupportedMediaType stands for 415 in httpError.
+const codeUnsupportedMediaType Code = 415
+
+// jsonContentType reports whether ct is application/json, or a type with
+// the +json suffix, parameters such as charset aside. A body of any other
+// type is refused: a browser posts text/plain, form and multipart bodies
+// to any site without asking it first (no CORS preflight), so accepting
+// them would let any web page a user of the network opens call the
+// services.
+func jsonContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
 // codeBodyTooLarge stands for 413 in httpError.
 const codeBodyTooLarge Code = 413
 
@@ -196,6 +217,8 @@ func httpStatus(c Code) int {
 		return http.StatusGatewayTimeout
 	case CodeCanceled:
 		return 499 // client closed request, as nginx names it
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
 	}
 	if c >= 400 && c <= 599 {
 		return int(c)
@@ -221,6 +244,10 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		httpError(w, codeMethodNotAllowed, fmt.Sprintf("kiev: %s takes POST with a JSON body, not %s", name, r.Method))
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+		httpError(w, codeUnsupportedMediaType, fmt.Sprintf("kiev: %s takes a JSON body sent as Content-Type: application/json, not %q (with curl: -H 'Content-Type: application/json')", name, ct))
 		return
 	}
 	priority := DefaultPriority

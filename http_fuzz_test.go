@@ -31,7 +31,9 @@ func FuzzHTTPJSON(f *testing.F) {
 	h := srv.HTTPHandler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/Web.Hello", bytes.NewReader(body)))
+		req := httptest.NewRequest(http.MethodPost, "/Web.Hello", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusOK:
 			var r WebReply

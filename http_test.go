@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -91,6 +92,12 @@ func webCases(big int) []httpCase {
 		{name: "handler error", method: "POST", path: "/Web.Fail", body: `{"Name":"ann"}`, status: 500, code: "Application", contains: "cannot greet ann"},
 		{name: "handler status", method: "POST", path: "/Web.Fail", body: `{"Name":"ann","Count":404}`, status: 404, code: "404", contains: "ann not found"},
 		{name: "deadline", method: "POST", path: "/Web.Hold", body: `{}`, header: map[string]string{"Kiev-Timeout": "50ms"}, status: 504, code: "DeadlineExceeded"},
+		{name: "charset", method: "POST", path: "/Web.Hello", body: `{"Name":"cy"}`, header: map[string]string{"Content-Type": "application/json; charset=utf-8"}, status: 200, contains: `"hello, cy"`},
+		{name: "+json type", method: "POST", path: "/Web.Hello", body: `{"Name":"vnd"}`, header: map[string]string{"Content-Type": "application/vnd.api+json"}, status: 200, contains: `"hello, vnd"`},
+		// A web page may post these to any site without asking it first.
+		{name: "text/plain", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}, status: 415, code: "UnsupportedMediaType", contains: "Content-Type: application/json"},
+		{name: "form", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: 415, code: "UnsupportedMediaType"},
+		{name: "no Content-Type", method: "POST", path: "/Web.Hello", body: `{}`, header: map[string]string{"Content-Type": ""}, status: 415, code: "UnsupportedMediaType"},
 		{name: "large body", method: "POST", path: "/Web.Hello", body: `{"Tags":["` + strings.Repeat("y", 500_000) + `"]}`, status: 200, contains: `"Bytes":500000`},
 	}
 }
@@ -102,7 +109,14 @@ func (c httpCase) check(t *testing.T, client *http.Client, base string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range c.header {
+		if v == "" {
+			req.Header.Del(k)
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := client.Do(req)
@@ -314,4 +328,20 @@ func TestHTTPDefaultTimeout(t *testing.T) {
 	hs := httptest.NewServer(srv.HTTPHandler())
 	defer hs.Close()
 	httpCase{name: "default timeout", method: "POST", path: "/Web.Hold", body: `{}`, status: 504, code: "DeadlineExceeded"}.check(t, http.DefaultClient, hs.URL)
+}
+
+// TestHTTPUnauthenticatedIs401 calls through the HTTP front a server that
+// checks tokens. A refused call was answered 500, as if the server had
+// failed; now 401, and the token travels as Kiev-Meta-Authorization.
+func TestHTTPUnauthenticatedIs401(t *testing.T) {
+	srv, _ := newWebServer(t, kiev.WithServerInterceptor(kiev.TokenAuth(func(ctx context.Context, token string) error {
+		if token != "s3cret" {
+			return errors.New("unknown token")
+		}
+		return nil
+	})))
+	hs := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(hs.Close)
+	httpCase{name: "no token", method: "POST", path: "/Web.Hello", body: `{}`, status: 401, code: "Unauthenticated", contains: "unknown token"}.check(t, hs.Client(), hs.URL)
+	httpCase{name: "token", method: "POST", path: "/Web.Hello", body: `{"Name":"ann"}`, header: map[string]string{"Kiev-Meta-Authorization": "s3cret"}, status: 200, contains: "hello, ann"}.check(t, hs.Client(), hs.URL)
 }
