@@ -41,6 +41,8 @@ var (
 		"Retransmitted UDP requests answered from the duplicate cache or ignored while running.", nil, nil)
 	descUDPMalformed = prometheus.NewDesc("kiev_server_udp_malformed_total",
 		"Datagrams dropped as not kiev's.", nil, nil)
+	descLogSuppressed = prometheus.NewDesc("kiev_server_log_lines_suppressed_total",
+		"Log lines not written because more than LogBurst of the same message came in one second (refusals, failed handshakes, protocol errors).", []string{"msg"}, nil)
 
 	descClientCalls = prometheus.NewDesc("kiev_client_calls_total",
 		"Calls a client made, retries included in one call, by target and code.", []string{"target", "code"}, nil)
@@ -97,7 +99,7 @@ type serverCollector struct{ s *Server }
 
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerCalls, descServerDuration, descServerInFlight, descServerConns,
-		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descMethodQueued, descUDPDuplicates, descUDPMalformed} {
+		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descMethodQueued, descUDPDuplicates, descUDPMalformed, descLogSuppressed} {
 		ch <- d
 	}
 }
@@ -142,6 +144,9 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	ps := s.PacketStats()
 	ch <- prometheus.MustNewConstMetric(descUDPDuplicates, prometheus.CounterValue, float64(ps.Duplicates))
 	ch <- prometheus.MustNewConstMetric(descUDPMalformed, prometheus.CounterValue, float64(ps.Malformed))
+	s.logLimits.suppressedLines(func(msg string, n int64) {
+		ch <- prometheus.MustNewConstMetric(descLogSuppressed, prometheus.CounterValue, float64(n), msg)
+	})
 }
 
 // clientCollector exports the metrics of every open Client of the

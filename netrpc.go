@@ -382,7 +382,7 @@ func (cc *codecConn) serveOne(end chan struct{}) (bool, error) {
 	var h rpc.Request
 	if err := cc.codec.ReadRequestHeader(&h); err != nil {
 		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed) {
-			s.opts.logger.Warn("kiev: ServeCodec: reading a request failed; ending", "err", err)
+			s.warn("kiev: ServeCodec: reading a request failed; ending", "err", err)
 		}
 		return false, fmt.Errorf("%w: %w", errCodecRead, err)
 	}
@@ -424,7 +424,7 @@ func (cc *codecConn) respond(method string, seq uint64, reply any, errMsg string
 	err := cc.codec.WriteResponse(&rpc.Response{ServiceMethod: method, Seq: seq, Error: errMsg}, reply)
 	cc.sending.Unlock()
 	if err != nil {
-		cc.srv.opts.logger.Warn("kiev: ServeCodec: writing a response failed", "method", method, "err", err)
+		cc.srv.warn("kiev: ServeCodec: writing a response failed", "method", method, "err", err)
 	}
 }
 

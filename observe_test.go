@@ -64,6 +64,37 @@ func (v *recordsView) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (v *recordsView) WithGroup(string) slog.Handler { return v }
 
+// count returns how many records have msg.
+func (h *records) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// suppressedSeen reports whether a record with msg says that lines were
+// suppressed before it.
+func (h *records) suppressedSeen(msg string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		seen := false
+		r.Attrs(func(a slog.Attr) bool {
+			seen = seen || a.Key == "suppressed" && a.Value.Int64() > 0
+			return !seen
+		})
+		if r.Message == msg && seen {
+			return true
+		}
+	}
+	return false
+}
+
 // find returns the attributes of the first record with msg.
 func (h *records) find(msg string) (map[string]string, slog.Level, bool) {
 	h.mu.Lock()

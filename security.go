@@ -98,7 +98,7 @@ func TokenAuth(check func(ctx context.Context, token string) error) ServerInterc
 		return func(ctx context.Context, req *Request) error {
 			if err := check(ctx, req.Metadata.Get(AuthorizationKey)); err != nil {
 				if sc := req.call; sc != nil {
-					sc.srv.opts.logger.Warn("kiev: call refused: authentication failed", append(sc.logAttrs(), "err", err)...)
+					sc.srv.warn("kiev: call refused: authentication failed", append(sc.logAttrs(), "err", err)...)
 				}
 				return &ServerError{Code: CodeUnauthenticated, Message: "kiev: " + req.ServiceMethod + ": unauthenticated: " + err.Error()}
 			}

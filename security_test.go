@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
@@ -343,4 +344,45 @@ func TestBlackHoleFailsPendingCalls(t *testing.T) {
 		t.Fatal("a pending call hung for 10s behind a black hole")
 	}
 	proxy.Resume()
+}
+
+// TestRefusalsDoNotFloodTheLog makes calls with a wrong token for a
+// little over a second. Each refusal was a WARN line: a client could
+// write the server's log faster than it sent bytes. Now a second holds at
+// most LogBurst lines of it, a line says how many were suppressed before
+// it, and a metric counts them.
+func TestRefusalsDoNotFloodTheLog(t *testing.T) {
+	log := &records{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithServerInterceptor(kiev.TokenAuth(func(ctx context.Context, token string) error {
+		return errors.New("unknown token")
+	})))
+	srv.Register(&Secure{})
+	c := dial(t, startServer(t, srv), kiev.WithToken("guess"))
+	const msg = "kiev: call refused: authentication failed"
+	start := time.Now()
+	calls := 0
+	// Until a line says how many were suppressed: the first line of a
+	// second after one with more than LogBurst refusals. Bounded by 3s.
+	for ; time.Since(start) < 3*time.Second; calls++ {
+		if err := c.Call(context.Background(), "Secure.Whoami", 0, new(string)); !errors.Is(err, kiev.ErrUnauthenticated) {
+			t.Fatalf("call with a wrong token = %v; want ErrUnauthenticated", err)
+		}
+		if calls%50 == 0 && log.suppressedSeen(msg) {
+			break
+		}
+	}
+	took := time.Since(start)
+	n := log.count(msg)
+	t.Logf("%d refusals in %v: %d lines", calls, took, n)
+	if most := kiev.LogBurst * (int(took/time.Second) + 2); n > most {
+		t.Errorf("%d refusals in %v wrote %d lines; want at most %d, %d a second", calls, took, n, most, kiev.LogBurst)
+	}
+	if !log.suppressedSeen(msg) {
+		t.Errorf("no line said how many were suppressed, after %d refusals in %v", calls, took)
+	}
+	hs := httptest.NewServer(srv.AdminHandler())
+	defer hs.Close()
+	if m := get(t, hs.URL+"/metrics"); !strings.Contains(m, `kiev_server_log_lines_suppressed_total{msg="`+msg+`"} `) {
+		t.Error("/metrics lacks kiev_server_log_lines_suppressed_total for the refusals")
+	}
 }

@@ -50,7 +50,8 @@ type Server struct {
 	regClosed  bool                      // no registration may start; under mu
 	regCancel  context.CancelFunc
 
-	hooks hooks // OnShutdown functions and health checks
+	hooks     hooks     // OnShutdown functions and health checks
+	logLimits logLimits // lines per second of the warnings peers can cause
 
 	inFlight atomic.Int64 // handlers running
 	started  time.Time
@@ -304,7 +305,7 @@ func (s *Server) accept(l net.Listener) (net.Conn, error) {
 			return nil, err
 		}
 		wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-		s.opts.logger.Warn("kiev: accept failed; retrying", "addr", l.Addr().String(), "err", err, "retry_in", wait)
+		s.warn("kiev: accept failed; retrying", "addr", l.Addr().String(), "err", err, "retry_in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -334,7 +335,7 @@ func (s *Server) adopt(nc net.Conn, base context.Context) (*serverConn, bool) {
 		return nil, false
 	}
 	if max := s.opts.maxConns; max > 0 && len(s.conns) >= max {
-		s.opts.logger.Warn("kiev: connection refused: the server is at its connection limit (WithMaxConnections)", "peer", nc.RemoteAddr(), "limit", max)
+		s.warn("kiev: connection refused: the server is at its connection limit (WithMaxConnections)", "peer", nc.RemoteAddr(), "limit", max)
 		nc.Close()
 		return nil, true
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net"
@@ -63,7 +64,7 @@ func (c *serverConn) serve() {
 	if c.srv.opts.tls != nil {
 		tc, st, err := c.srv.tlsServer(c.nc)
 		if err != nil {
-			c.srv.opts.logger.Warn("kiev: TLS handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+			c.srv.warn("kiev: TLS handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
 			c.nc.Close()
 			return
 		}
@@ -72,7 +73,7 @@ func (c *serverConn) serve() {
 	}
 	r := wire.NewReader(c.nc, readBufSize, c.srv.opts.maxFrame)
 	if err := c.handshake(r); err != nil {
-		c.srv.opts.logger.Warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+		c.srv.warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
 		c.nc.Close()
 		return
 	}
@@ -370,7 +371,7 @@ func (c *serverConn) close(err error) {
 	c.dead = true
 	c.mu.Unlock()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
-		c.srv.opts.logger.Warn("kiev: closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+		c.srv.warn("kiev: closing connection", "peer", c.nc.RemoteAddr(), "err", err)
 	}
 	c.link.stop(err)
 	c.nc.Close()
@@ -568,7 +569,7 @@ func (sc *serverCall) protect(f func() error) (err error) {
 		if p := recover(); p != nil {
 			stack := make([]byte, 8<<10)
 			stack = stack[:runtime.Stack(stack, false)]
-			sc.srv.opts.logger.Error("kiev: handler panicked", "method", sc.m.name, "panic", p, "stack", string(stack))
+			sc.srv.logLimited(slog.LevelError, "kiev: handler panicked", "method", sc.m.name, "panic", p, "stack", string(stack))
 			err = &ServerError{Code: CodeInternal, Message: fmt.Sprintf("kiev: %s panicked: %v", sc.m.name, p)}
 		}
 	}()
@@ -604,7 +605,7 @@ func (sc *serverCall) reply() {
 	b, err := sc.codec.Marshal(b, sc.req.Reply)
 	*buf = b
 	if err != nil {
-		sc.srv.opts.logger.Error("kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err)
+		sc.srv.logLimited(slog.LevelError, "kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err)
 		sc.replyError(CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err))
 		return
 	}
