@@ -309,3 +309,63 @@ func TestManySlowReaders(t *testing.T) {
 	t.Logf("%d idle clients and %d slow readers (%d MiB of replies asked, none read): live heap grew by at most %d MiB (bound %d MiB); all slow readers cut %v after they started; a normal client's p99 meanwhile %v over %d calls, %d refused as overloaded",
 		n, n, unbounded>>20, growth>>20, limit>>20, cut.Round(time.Millisecond), p99.Round(time.Microsecond), len(lat), refused)
 }
+
+// slowLink is a client's connection on a link of about rate bytes a
+// second each way: it moves 8 KiB at a time, each after its share of a
+// second.
+type slowLink struct {
+	net.Conn
+	rate int
+}
+
+const slowChunk = 8 << 10
+
+func (c *slowLink) pause(n int) {
+	time.Sleep(time.Duration(n) * time.Second / time.Duration(c.rate)) // the workload: a slow link
+}
+
+func (c *slowLink) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := c.Conn.Write(p[done:min(len(p), done+slowChunk)])
+		done += n
+		if err != nil {
+			return done, err
+		}
+		c.pause(n)
+	}
+	return done, nil
+}
+
+func (c *slowLink) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p[:min(len(p), slowChunk)])
+	c.pause(n)
+	return n, err
+}
+
+// TestLargeFramesOnASlowLink sends a 1 MiB request and gets a 1 MiB reply
+// over a link of 512 KiB/s, two seconds each way, with a heartbeat timeout
+// of 400ms. The heartbeat counted only whole frames, so both sides took
+// the other for dead while the frame's bytes flowed ("peer sent
+// nothing"); now any byte read counts as life.
+func TestLargeFramesOnASlowLink(t *testing.T) {
+	hb := kiev.WithHeartbeat(100*time.Millisecond, 400*time.Millisecond)
+	addr := newArithServer(t, nil, hb)
+	c := dial(t, addr, hb, kiev.WithContextDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &slowLink{Conn: nc, rate: 512 << 10}, nil
+	}))
+	big := make([]byte, 1<<20)
+	var echo []byte
+	start := time.Now()
+	if err := c.Call(context.Background(), "Arith.Echo", big, &echo); err != nil {
+		t.Fatalf("a 1 MiB call over a 512 KiB/s link, heartbeat timeout 400ms: %v", err)
+	}
+	t.Logf("1 MiB each way at 512 KiB/s took %v", time.Since(start))
+	if len(echo) != len(big) {
+		t.Errorf("echoed %d bytes; want %d", len(echo), len(big))
+	}
+}

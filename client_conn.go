@@ -39,7 +39,8 @@ func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn,
 	if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
 		return nil, err
 	}
-	r := wire.NewReader(nc, readBufSize, c.opts.maxFrame)
+	pr := &progressReader{r: nc}
+	r := wire.NewReader(pr, readBufSize, c.opts.maxFrame)
 	v, err := wire.ReadPreface(r.Buffered())
 	if err != nil {
 		if errors.Is(err, wire.ErrBadMagic) {
@@ -54,6 +55,7 @@ func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn,
 	cc := &clientConn{c: c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
 	cc.link = newLink(nc, &c.opts.connOptions, cc.fail)
 	cc.link.blocking = true // a caller waits for room; see link.blocking
+	pr.seen = &cc.link.bytesSeen
 	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()

@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -50,6 +51,10 @@ type link struct {
 	opts     *connOptions
 	onDead   func(error) // called once from the writer when the link fails
 	readSeen atomic.Bool // set by the reader on every frame
+	// bytesSeen is set on every read that returns bytes (progressReader):
+	// a large frame in progress proves its sender alive, though no whole
+	// frame arrives for a while on a slow link.
+	bytesSeen atomic.Bool
 	// blocking makes send wait while more than maxQueued bytes are
 	// queued (a client's calls). A server's replies never wait: its
 	// reader stops taking calls instead (waitRoom), so that no handler
@@ -319,10 +324,15 @@ func (l *link) writeLoop() {
 			}
 			l.mu.Unlock()
 			peak = 0
-			if l.readSeen.Swap(false) {
+			frames, bytes := l.readSeen.Swap(false), l.bytesSeen.Swap(false)
+			if frames || bytes {
 				lastRead = now
+			}
+			if frames {
 				continue
 			}
+			// No whole frame: ping, so that a peer whose own reader sees
+			// only part of a large frame of ours hears from us.
 			idle := now.Sub(lastRead)
 			if idle >= l.opts.heartbeatTimeout {
 				l.fail(&heartbeatError{idle: idle})
@@ -408,7 +418,7 @@ func (l *link) write(b []byte, lastRead *time.Time) bool {
 		if n > 0 {
 			progress = now
 		}
-		if l.readSeen.Swap(false) { // the peer sent something since the last look
+		if l.readSeen.Swap(false) || l.bytesSeen.Swap(false) { // the peer sent something since the last look
 			*lastRead = now
 		}
 		if idle := now.Sub(*lastRead); idle >= l.opts.heartbeatTimeout {
@@ -449,4 +459,21 @@ type slowReaderError struct {
 
 func (e *slowReaderError) Error() string {
 	return "peer read nothing of the " + strconv.Itoa(e.queued>>10) + " KiB queued for it for " + e.wait.Round(time.Millisecond).String() + "; the connection is cut so that it cannot hold memory or goroutines"
+}
+
+// progressReader is the reading side of a link's connection as its
+// wire.Reader reads it: every read that returns bytes marks the peer alive
+// (link.bytesSeen), so that the heartbeat counts the progress of a frame,
+// not only whole frames.
+type progressReader struct {
+	r    io.Reader
+	seen *atomic.Bool // nil until the link is made
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 && p.seen != nil {
+		p.seen.Store(true)
+	}
+	return n, err
 }

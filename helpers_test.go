@@ -118,6 +118,12 @@ func (t *Arith) Deadline(ctx context.Context, args Args, reply *time.Duration) e
 	return nil
 }
 
+// Echo replies with the bytes it was sent.
+func (t *Arith) Echo(b []byte, reply *[]byte) error {
+	*reply = b
+	return nil
+}
+
 // Big returns a reply of args.A bytes.
 func (t *Arith) Big(args Args, reply *[]byte) error {
 	*reply = make([]byte, args.A)

@@ -139,7 +139,7 @@ func startClientConn(ep *endpoint, nc net.Conn) *clientConn {
 	}()
 	go func() {
 		defer c.wg.Done()
-		r := wire.NewReader(nc, readBufSize, c.opts.maxFrame)
+		r := wire.NewReader(&progressReader{nc, &cc.link.bytesSeen}, readBufSize, c.opts.maxFrame)
 		v, err := wire.ReadPreface(r.Buffered())
 		switch {
 		case errors.Is(err, wire.ErrBadMagic):

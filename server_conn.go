@@ -71,7 +71,7 @@ func (c *serverConn) serve() {
 		c.nc, c.tls = tc, st
 		c.link.setConn(tc)
 	}
-	r := wire.NewReader(c.nc, readBufSize, c.srv.opts.maxFrame)
+	r := wire.NewReader(&progressReader{c.nc, &c.link.bytesSeen}, readBufSize, c.srv.opts.maxFrame)
 	if err := c.handshake(r); err != nil {
 		c.srv.warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
 		c.nc.Close()
