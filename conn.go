@@ -477,3 +477,19 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// byteBudget is a wire.Budget of max bytes shared by a server's readers.
+type byteBudget struct {
+	used atomic.Int64
+	max  int64
+}
+
+func (b *byteBudget) Take(n int) bool {
+	if b.used.Add(int64(n)) > b.max {
+		b.used.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *byteBudget) Give(n int) { b.used.Add(-int64(n)) }

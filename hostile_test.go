@@ -467,3 +467,78 @@ func TestReusedIDIsAProtocolError(t *testing.T) {
 		t.Errorf("the canceled call ended with %v; want its context canceled", err)
 	}
 }
+
+// TestPartialFramesShareABound sends, from two connections, frames that
+// announce 4 MiB and stop part way, to a server that holds at most 1 MiB
+// for frames in progress. Such frames were held with no bound across
+// connections; now the connection whose frame would pass it is closed,
+// saying why, other clients are served, and the bytes come back when the
+// connections end.
+func TestPartialFramesShareABound(t *testing.T) {
+	logOpt, logs := captureLog()
+	addr := newArithServer(t, nil, logOpt, kiev.WithMaxPartialFrameBytes(1<<20))
+	start := func(n int) *net.TCPConn {
+		nc := rawDial(t, addr)
+		if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
+			t.Fatal(err)
+		}
+		head := frame(wire.TypeRequest, 1, func(b []byte) []byte {
+			b = wire.AppendString(b, wire.KeyMethod, "Arith.Echo")
+			return wire.AppendString(b, wire.KeyCodec, codec.Msgpack.Name())
+		}, nil)
+		binary.BigEndian.PutUint32(head, 4<<20) // announced, never sent whole
+		if _, err := nc.Write(append(head, make([]byte, n)...)); err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	a := start(640 << 10)
+	b := start(640 << 10)
+	// One of the two passes 1 MiB as its bytes arrive: it is closed.
+	closed := make(chan int, 2)
+	for i, nc := range []*net.TCPConn{a, b} {
+		go func() {
+			_ = nc.SetReadDeadline(time.Now().Add(closeTimeout)) // safety net only
+			buf := make([]byte, 64)
+			for {
+				if _, err := nc.Read(buf); err != nil {
+					if !errors.Is(err, os.ErrDeadlineExceeded) {
+						closed <- i
+					}
+					return
+				}
+			}
+		}()
+	}
+	var first int
+	select {
+	case first = <-closed:
+	case <-time.After(2 * closeTimeout): // a safety net
+		t.Fatal("neither connection was closed, though their frames hold 1.25 MiB")
+	}
+	if !strings.Contains(logs.String(), "limit of 1 MiB for frames in progress from all clients (WithMaxPartialFrameBytes)") {
+		t.Errorf("the log does not say why connection %d was closed:\n%s", first, logs)
+	}
+	// Others are served meanwhile, and once the other partial frame's
+	// connection ends too, its bytes are free for a 900 KiB call.
+	c := dial(t, addr)
+	checkAdd(t, c)
+	[]*net.TCPConn{a, b}[1-first].Close()
+	var echo []byte
+	deadline := time.Now().Add(closeTimeout)
+	for {
+		err := c.Call(context.Background(), "Arith.Echo", make([]byte, 900<<10), &echo)
+		if err == nil {
+			break
+		}
+		// The server may not have seen the close yet: the bytes come back
+		// when its reader ends. The client redials after the cut.
+		if time.Now().After(deadline) {
+			t.Fatalf("a 900 KiB call after both partial frames ended: %v", err)
+		}
+		c = dial(t, addr)
+	}
+	if len(echo) != 900<<10 {
+		t.Errorf("echoed %d bytes; want 900 KiB", len(echo))
+	}
+}

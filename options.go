@@ -87,6 +87,7 @@ type serverOptions struct {
 	maxConns     int
 	maxCalls     int
 	maxQueued    int
+	maxPartial   int
 
 	priorityPolicy func(req *Request, claimed Priority) Priority
 }
@@ -99,6 +100,9 @@ func (o *serverOptions) fill() {
 	}
 	if o.httpTimeout <= 0 {
 		o.httpTimeout = DefaultHTTPTimeout
+	}
+	if o.maxPartial <= 0 {
+		o.maxPartial = DefaultMaxPartialFrameBytes
 	}
 	if o.maxQueued <= 0 {
 		o.maxQueued = DefaultMaxQueuedBytes
@@ -413,6 +417,20 @@ func WithMaxConnections(n int) ServerOption {
 // that one client cannot take the whole server.
 func WithMaxConcurrentCalls(n int) ServerOption {
 	return serverOption(func(o *serverOptions) { o.maxCalls = n })
+}
+
+// DefaultMaxPartialFrameBytes is the default of WithMaxPartialFrameBytes.
+const DefaultMaxPartialFrameBytes = 256 << 20
+
+// WithMaxPartialFrameBytes bounds the bytes a Server holds, across all
+// its connections, for frames larger than its 64 KiB read buffer while
+// they arrive (DefaultMaxPartialFrameBytes, 256 MiB). A frame is held as
+// its bytes come in, 64 KiB at a time, never as its length prefix
+// announces; a connection whose frame would take the server past the
+// bound is closed, and the warning says so. So peers that announce large
+// frames and send them slowly, or never finish them, cannot hold more.
+func WithMaxPartialFrameBytes(n int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxPartial = n })
 }
 
 // DefaultMaxQueuedBytes is the default of WithMaxQueuedBytes.

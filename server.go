@@ -50,8 +50,9 @@ type Server struct {
 	regClosed  bool                      // no registration may start; under mu
 	regCancel  context.CancelFunc
 
-	hooks     hooks     // OnShutdown functions and health checks
-	logLimits logLimits // lines per second of the warnings peers can cause
+	hooks     hooks      // OnShutdown functions and health checks
+	logLimits logLimits  // lines per second of the warnings peers can cause
+	partial   byteBudget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
 
 	inFlight atomic.Int64 // handlers running
 	started  time.Time
@@ -89,6 +90,7 @@ func NewServer(opts ...ServerOption) *Server {
 		panic(fmt.Errorf("kiev: NewServer: WithShed: %w", err))
 	}
 	s.opts.fill()
+	s.partial.max = int64(s.opts.maxPartial)
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {
 		s.codecs[c.Name()] = c
 	}

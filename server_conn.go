@@ -72,6 +72,8 @@ func (c *serverConn) serve() {
 		c.link.setConn(tc)
 	}
 	r := wire.NewReader(&progressReader{c.nc, &c.link.bytesSeen}, readBufSize, c.srv.opts.maxFrame)
+	r.SetBudget(&c.srv.partial)
+	defer r.Release()
 	if err := c.handshake(r); err != nil {
 		c.srv.warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
 		c.nc.Close()
@@ -159,6 +161,9 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 		}
 		f, err := r.Next()
 		if err != nil {
+			if errors.Is(err, wire.ErrBudget) {
+				return fmt.Errorf("kiev: the server holds its limit of %d MiB for frames in progress from all clients (WithMaxPartialFrameBytes); closing this connection, whose frame would pass it", c.srv.opts.maxPartial>>20)
+			}
 			return err
 		}
 		c.link.readSeen.Store(true)

@@ -3,19 +3,46 @@ package wire
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 )
 
 // Reader reads frames from a connection. Frames that fit its buffer are
-// returned without copying; larger ones are read into a buffer that grows
-// only as their bytes actually arrive, so a peer that announces a huge
-// frame and sends nothing costs no huge allocation.
+// returned without copying; larger ones are read in chunks as their bytes
+// actually arrive, and joined once whole, so a peer that announces a huge
+// frame and sends part of it holds no more than it sent, plus a chunk.
 type Reader struct {
 	br      *bufio.Reader
 	max     int
 	discard int    // bytes of the previous frame still in br
 	big     []byte // buffer for frames larger than br's buffer
+	budget  Budget // bytes of frames in progress, shared with other readers; nil: unbounded
+	held    int    // bytes taken from budget for the last large frame
+}
+
+// Budget bounds the bytes that several Readers hold for large frames,
+// from their first chunk until the next call to Next (or Release). Take
+// reports whether n more bytes may be held.
+type Budget interface {
+	Take(n int) bool
+	Give(n int)
+}
+
+// ErrBudget is returned by Next when a large frame in progress would take
+// the Reader's Budget past its bound.
+var ErrBudget = errors.New("wire: the bytes held for frames in progress are at their limit")
+
+// SetBudget makes r take the bytes of its large frames from b.
+func (r *Reader) SetBudget(b Budget) { r.budget = b }
+
+// Release gives back what the last large frame took from the budget. Next
+// does so itself; call Release when done with the Reader.
+func (r *Reader) Release() {
+	if r.held > 0 {
+		r.budget.Give(r.held)
+		r.held = 0
+	}
 }
 
 // NewReader returns a Reader that accepts frames of at most max bytes
@@ -35,6 +62,7 @@ func (r *Reader) More() bool { return r.br.Buffered() > r.discard }
 // call. An error other than io.EOF means the stream is broken: wrong
 // framing, a frame over the limit, or a read failure.
 func (r *Reader) Next() (Frame, error) {
+	r.Release()
 	if r.discard > 0 {
 		_, _ = r.br.Discard(r.discard)
 		r.discard = 0
@@ -69,29 +97,62 @@ func (r *Reader) Next() (Frame, error) {
 	return Parse(p)
 }
 
-// readBig reads n bytes, growing r.big as data arrives.
+// bigChunk is the size of the chunks a large frame is read in.
+const bigChunk = 64 << 10
+
+// readBig reads n bytes: into r.big if it is large enough (kept from an
+// earlier frame), else in chunks allocated as the bytes arrive, joined
+// once all have. Each chunk is taken from the budget first.
 func (r *Reader) readBig(n int) ([]byte, error) {
-	const step = 64 << 10
-	buf := r.big[:0]
-	for len(buf) < n {
-		want := min(n, max(2*len(buf), step))
-		if cap(buf) < want {
-			grown := make([]byte, len(buf), want)
-			copy(grown, buf)
-			buf = grown
+	if cap(r.big) >= n {
+		buf := r.big[:n]
+		for got := 0; got < n; {
+			m := min(bigChunk, n-got)
+			if err := r.take(m); err != nil {
+				return nil, err
+			}
+			k, err := io.ReadFull(r.br, buf[got:got+m])
+			got += k
+			if err != nil {
+				return nil, err
+			}
 		}
-		m, err := io.ReadFull(r.br, buf[len(buf):want])
-		buf = buf[:len(buf)+m]
+		return buf, nil
+	}
+	var chunks [][]byte
+	for got := 0; got < n; {
+		m := min(bigChunk, n-got)
+		if err := r.take(m); err != nil {
+			return nil, err
+		}
+		c := make([]byte, m)
+		k, err := io.ReadFull(r.br, c)
 		if err != nil {
 			return nil, err
 		}
+		chunks = append(chunks, c)
+		got += k
 	}
-	if cap(buf) <= 1<<20 {
+	buf := make([]byte, 0, n)
+	for _, c := range chunks {
+		buf = append(buf, c...)
+	}
+	if n <= 1<<20 {
 		r.big = buf[:0] // keep moderate buffers for the next big frame
-	} else {
-		r.big = nil
 	}
 	return buf, nil
+}
+
+// take takes n bytes from the budget for the frame being read.
+func (r *Reader) take(n int) error {
+	if r.budget == nil {
+		return nil
+	}
+	if !r.budget.Take(n) {
+		return ErrBudget
+	}
+	r.held += n
+	return nil
 }
 
 func unexpected(err error) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -588,5 +589,107 @@ func TestDatagramRoundTrip(t *testing.T) {
 		if _, _, err := ParseDatagram(bad); err == nil {
 			t.Errorf("ParseDatagram(%q) accepted it", bad)
 		}
+	}
+}
+
+// countBudget is a Budget of max bytes that remembers the most it held.
+type countBudget struct {
+	mu        sync.Mutex
+	used, max int
+	peak      int
+}
+
+func (b *countBudget) Take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	return true
+}
+
+func (b *countBudget) Give(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+}
+
+func (b *countBudget) get() (used, peak int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.peak
+}
+
+// TestLargeFrameHoldsWhatArrived announces a 16 MiB frame and sends 200
+// KiB of it. The reader held up to twice what had arrived (its buffer
+// doubled ahead of the bytes); now what arrived plus one 64 KiB chunk,
+// taken from its budget and given back by the next Next or Release.
+func TestLargeFrameHoldsWhatArrived(t *testing.T) {
+	pr, pw := io.Pipe()
+	b := &countBudget{max: 1 << 30}
+	r := NewReader(pr, 4096, 32<<20)
+	r.SetBudget(b)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Next()
+		done <- err
+	}()
+	head := BeginFrame(nil, TypeRequest, 1)
+	if err := EndHeader(head, 0); err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint32(head, 16<<20) // the length the peer announces
+	sent := 200 << 10
+	if _, err := pw.Write(append(head, make([]byte, sent)...)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close() // the rest never comes
+	if err := <-done; !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Next: %v; want io.ErrUnexpectedEOF", err)
+	}
+	if _, peak := b.get(); peak > sent+64<<10 {
+		t.Errorf("held %d bytes for a frame of which %d arrived; want at most a 64 KiB chunk more", peak, sent)
+	}
+	r.Release()
+	if used, _ := b.get(); used != 0 {
+		t.Errorf("%d bytes still held after Release", used)
+	}
+
+	// Past its budget, Next fails with ErrBudget.
+	var frame []byte
+	frame = BeginFrame(frame, TypeRequest, 2)
+	if err := EndHeader(frame, 0); err != nil {
+		t.Fatal(err)
+	}
+	frame = append(frame, make([]byte, 300<<10)...)
+	if err := EndFrame(frame, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	small := &countBudget{max: 256 << 10}
+	r = NewReader(bytes.NewReader(frame), 4096, 1<<20)
+	r.SetBudget(small)
+	if _, err := r.Next(); !errors.Is(err, ErrBudget) {
+		t.Errorf("a 300 KiB frame on a 256 KiB budget: %v; want ErrBudget", err)
+	}
+	r.Release()
+	// Within it, the frame arrives whole, and the next Next gives its
+	// bytes back.
+	big := &countBudget{max: 1 << 20}
+	r = NewReader(bytes.NewReader(frame), 4096, 1<<20)
+	r.SetBudget(big)
+	f, err := r.Next()
+	if err != nil || len(f.Body) != 300<<10 {
+		t.Fatalf("Next: %d bytes, %v; want the 300 KiB body", len(f.Body), err)
+	}
+	if used, _ := big.get(); used < 300<<10 {
+		t.Errorf("%d bytes held while the frame is in use; want its size", used)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("Next at the end: %v", err)
+	}
+	if used, _ := big.get(); used != 0 {
+		t.Errorf("%d bytes still held after the next Next", used)
 	}
 }
