@@ -235,10 +235,13 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m, err := s.lookup([]byte(name))
-	if err != nil || isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]) {
-		if err == nil {
-			err = fmt.Errorf("kiev: %s is not served over HTTP", name)
-		}
+	switch {
+	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]):
+		httpError(w, CodeNotFound, fmt.Sprintf("kiev: %s is not served over HTTP", name))
+		return
+	case err != nil && len(s.opts.interceptors) > 0:
+		m = s.unknown // the interceptors judge the call first: see Server.unknown
+	case err != nil:
 		httpError(w, CodeNotFound, err.Error())
 		return
 	}
@@ -297,6 +300,9 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hs := &httpSink{end: make(chan struct{})}
 	sc := &serverCall{srv: s, sink: hs, m: m, codec: codec.JSON, body: buf}
 	sc.req = Request{ServiceMethod: m.name, Peer: stringAddr(r.RemoteAddr), Codec: codec.JSON.Name(), Metadata: md, call: sc}
+	if m == s.unknown {
+		sc.req.ServiceMethod = truncate(name, maxUnknownName)
+	}
 	sc.ctx.parent = context.Background()
 	sc.ctx.call = sc
 	sc.ctx.md = md

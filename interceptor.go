@@ -42,6 +42,12 @@ type Handler func(ctx context.Context, req *Request) error
 // before and after calling next, change ctx, or return an error without
 // calling next to refuse the call. Interceptors run on the call's own
 // goroutine and may block only as long as the call may.
+//
+// Interceptors see every call, those of a method the server does not
+// have too (req.ServiceMethod is the name the caller sent, and next
+// answers ErrNotFound): so an authentication interceptor such as
+// TokenAuth answers a caller without credentials the same whatever it
+// asks for, and names cannot be probed.
 type ServerInterceptor func(next Handler) Handler
 
 // Invoker sends one call and waits for its outcome.

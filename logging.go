@@ -50,7 +50,7 @@ func LogAttrs(ctx context.Context) []any {
 
 func (sc *serverCall) logAttrs() []any {
 	attrs := []any{
-		slog.String("method", sc.m.name),
+		slog.String("method", sc.req.ServiceMethod),
 		slog.Uint64("request_id", sc.id),
 		slog.Int("priority", int(sc.ctx.priority)),
 	}

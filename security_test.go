@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
@@ -384,5 +385,49 @@ func TestRefusalsDoNotFloodTheLog(t *testing.T) {
 	defer hs.Close()
 	if m := get(t, hs.URL+"/metrics"); !strings.Contains(m, `kiev_server_log_lines_suppressed_total{msg="`+msg+`"} `) {
 		t.Error("/metrics lacks kiev_server_log_lines_suppressed_total for the refusals")
+	}
+}
+
+// TestUnauthenticatedCallersCannotProbeNames calls, without a token,
+// methods that exist and methods that do not, over TCP, UDP and HTTP. An
+// unknown service or method was answered NotFound before TokenAuth ran,
+// so a caller with no credentials could tell names that exist from names
+// that do not. Now every such call gets the same Unauthenticated answer;
+// with the token, the unknown method is NotFound, listing what there is.
+func TestUnauthenticatedCallersCannotProbeNames(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithServerInterceptor(kiev.TokenAuth(func(ctx context.Context, token string) error {
+		if token != "s3cret" {
+			return errors.New("send a valid token")
+		}
+		return nil
+	})))
+	srv.Register(&Secure{})
+	tcp := startServer(t, srv)
+	udp := servePacket(t, srv, nil)
+	hs := httptest.NewServer(srv.HTTPHandler())
+	defer hs.Close()
+	names := []string{"Secure.Whoami", "Secure.Nope", "Nope.Whoami", "kiev.Reflection.List"}
+	for _, target := range []string{tcp, udp} {
+		anon := dial(t, target)
+		for _, name := range names {
+			err := anon.Call(context.Background(), name, 0, new(string))
+			if !errors.Is(err, kiev.ErrUnauthenticated) || err.Error() != "kiev: "+name+": unauthenticated: send a valid token" {
+				t.Errorf("%s: %s without a token: %v; want the same Unauthenticated answer as any name", target, name, err)
+			}
+		}
+		good := dial(t, target, kiev.WithToken("s3cret"))
+		if err := good.Call(context.Background(), "Secure.Nope", 0, new(string)); !errors.Is(err, kiev.ErrNotFound) || !strings.Contains(err.Error(), "Whoami") {
+			t.Errorf("%s: Secure.Nope with the token: %v; want NotFound listing Whoami", target, err)
+		}
+	}
+	for _, name := range names[:3] {
+		resp, err := http.Post(hs.URL+"/"+name, "application/json", strings.NewReader("0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("HTTP %s without a token: %d; want 401 for every name", name, resp.StatusCode)
+		}
 	}
 }

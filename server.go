@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +55,13 @@ type Server struct {
 	logLimits logLimits  // lines per second of the warnings peers can cause
 	partial   byteBudget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
 
+	// unknown is the method of calls of a method the server does not
+	// have, while it has interceptors: they see such calls too, so that
+	// an authentication interceptor answers a caller without credentials
+	// alike whatever it asks for, and no name can be probed. Its handler
+	// answers NotFound.
+	unknown *method
+
 	inFlight atomic.Int64 // handlers running
 	started  time.Time
 
@@ -91,6 +99,7 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	s.opts.fill()
 	s.partial.max = int64(s.opts.maxPartial)
+	s.unknown = &method{name: "(unknown method)", argType: reflect.TypeFor[struct{}](), replyType: reflect.TypeFor[struct{}](), dropped: dropMessages("(unknown method)")}
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {
 		s.codecs[c.Name()] = c
 	}

@@ -246,6 +246,10 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	return false, nil
 }
 
+// maxUnknownName bounds the name of an unknown method that interceptors
+// and logs see: the peer's to choose, up to a 64 KiB header.
+const maxUnknownName = 256
+
 // maxMetaPresize bounds the room made for a call's metadata before it is
 // read: the count of pairs is the peer's to choose, and pairs that repeat
 // one key (21,666 empty pairs fit in a 64 KiB header) would otherwise
@@ -258,7 +262,10 @@ const maxMetaPresize = 8
 func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base context.Context, sink callSink) (*serverCall, Code, string) {
 	m, err := s.lookup(h.Method)
 	if err != nil {
-		return nil, CodeNotFound, err.Error()
+		if len(s.opts.interceptors) == 0 {
+			return nil, CodeNotFound, err.Error()
+		}
+		m = s.unknown // the interceptors judge the call first
 	}
 	cd := s.codecs[string(h.Codec)]
 	if cd == nil {
@@ -266,6 +273,9 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 	}
 	sc := &serverCall{srv: s, sink: sink, m: m, codec: cd, id: f.ID}
 	sc.req = Request{ServiceMethod: m.name, ID: f.ID, Peer: peer, Codec: cd.Name(), call: sc}
+	if m == s.unknown {
+		sc.req.ServiceMethod = truncate(string(h.Method), maxUnknownName)
+	}
 	if h.MetaCount > 0 {
 		md := make(Metadata, min(h.MetaCount, maxMetaPresize))
 		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
@@ -586,6 +596,13 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 	sc := req.call
 	if sc == nil {
 		return &ServerError{Code: CodeInternal, Message: "kiev: a server interceptor passed on a Request it built itself; pass on the *Request it was given"}
+	}
+	if sc.m == s.unknown {
+		msg := "kiev: no method " + req.ServiceMethod
+		if _, err := s.lookup([]byte(req.ServiceMethod)); err != nil {
+			msg = err.Error()
+		}
+		return &ServerError{Code: CodeNotFound, Message: msg}
 	}
 	argp := sc.m.newArg()
 	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
