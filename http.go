@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,9 +71,18 @@ func WithHTTPTimeout(d time.Duration) ServerOption {
 //	overloaded, or shutting down               503, Retry-After: 1
 //	deadline passed                            504
 //	refused by TokenAuth (Unauthenticated)     401
+//	no verified client certificate, on a       401
+//	server whose WithTLS requires one (serve
+//	it from an http.Server with the same
+//	ClientAuth; PeerCertificates then works)
 //	the handler's error                        500, or the error's code if
 //	                                           it is 400–599 (kiev.Errorf(404, ...))
-func (s *Server) HTTPHandler() http.Handler { return httpFront{s} }
+func (s *Server) HTTPHandler() http.Handler {
+	if s.requiresClientCerts() && s.opts.certsOptional {
+		s.opts.logger.Warn("kiev: serving callers without client certificates though WithTLS requires them (WithoutClientCertsOutsideTLS)", "entry", "HTTPHandler")
+	}
+	return httpFront{s}
+}
 
 // ServeFastCGI serves HTTPHandler as a FastCGI responder on l, so that a
 // web server such as nginx reaches the services through fastcgi_pass. It
@@ -81,6 +91,10 @@ func (s *Server) HTTPHandler() http.Handler { return httpFront{s} }
 // backoff. Connections the web server keeps open end when it closes them,
 // or once they carry no byte either way for FastCGIIdleTimeout.
 func (s *Server) ServeFastCGI(l net.Listener) error {
+	if err := s.checkCertEntry("ServeFastCGI"); err != nil {
+		l.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -97,7 +111,7 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 		s.mu.Unlock()
 		l.Close()
 	}()
-	err := fcgi.Serve(fcgiListener{l, s}, s.HTTPHandler())
+	err := fcgi.Serve(fcgiListener{l, s}, httpFront{s})
 	if s.isClosed() {
 		return ErrServerClosed
 	}
@@ -183,6 +197,15 @@ func httpError(w http.ResponseWriter, code Code, msg string) {
 	w.Write(append(b, '\n'))
 }
 
+// verifiedClient reports whether st, an HTTP request's TLS state, holds
+// the client certificate that a server with ClientAuth ca requires.
+func verifiedClient(st *tls.ConnectionState, ca tls.ClientAuthType) bool {
+	if st == nil || len(st.PeerCertificates) == 0 {
+		return false
+	}
+	return ca != tls.RequireAndVerifyClientCert || len(st.VerifiedChains) > 0
+}
+
 // codeMethodNotAllowed stands for 405 in httpError; it never travels.
 const codeMethodNotAllowed Code = 405
 
@@ -245,6 +268,10 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, CodeNotFound, err.Error())
 		return
 	}
+	if s.requiresClientCerts() && !s.opts.certsOptional && !verifiedClient(r.TLS, s.opts.tls.ClientAuth) {
+		httpError(w, CodeUnauthenticated, "kiev: this server requires a client certificate (WithTLS); serve HTTPHandler from an http.Server whose TLSConfig has the same ClientAuth and ClientCAs, and call it over HTTPS with the client's certificate")
+		return
+	}
 	if r.Method != http.MethodPost {
 		httpError(w, codeMethodNotAllowed, fmt.Sprintf("kiev: %s takes POST with a JSON body, not %s", name, r.Method))
 		return
@@ -299,7 +326,7 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	hs := &httpSink{end: make(chan struct{})}
 	sc := &serverCall{srv: s, sink: hs, m: m, codec: codec.JSON, body: buf}
-	sc.req = Request{ServiceMethod: m.name, Peer: stringAddr(r.RemoteAddr), Codec: codec.JSON.Name(), Metadata: md, call: sc}
+	sc.req = Request{ServiceMethod: m.name, Peer: stringAddr(r.RemoteAddr), Codec: codec.JSON.Name(), Metadata: md, TLS: r.TLS, call: sc}
 	if m == s.unknown {
 		sc.req.ServiceMethod = truncate(name, maxUnknownName)
 	}

@@ -67,27 +67,28 @@ func (o *connOptions) fill() {
 
 type serverOptions struct {
 	connOptions
-	codecs       []codec.Codec
-	interceptors []ServerInterceptor
-	baseContext  func(net.Listener) context.Context
-	shed         shed.Options
-	registry     registry.Registry
-	advertise    string
-	weight       int
-	instanceMeta map[string]string
-	packet       Packet
-	accessLog    bool
-	slowLog      time.Duration
-	admin        string
-	adminAuth    func(*http.Request) error
-	metrics      prometheus.Registerer
-	httpMaxBody  int64
-	httpTimeout  time.Duration
-	tls          *tls.Config
-	maxConns     int
-	maxCalls     int
-	maxQueued    int
-	maxPartial   int
+	codecs        []codec.Codec
+	interceptors  []ServerInterceptor
+	baseContext   func(net.Listener) context.Context
+	shed          shed.Options
+	registry      registry.Registry
+	advertise     string
+	weight        int
+	instanceMeta  map[string]string
+	packet        Packet
+	accessLog     bool
+	slowLog       time.Duration
+	admin         string
+	adminAuth     func(*http.Request) error
+	metrics       prometheus.Registerer
+	httpMaxBody   int64
+	httpTimeout   time.Duration
+	tls           *tls.Config
+	certsOptional bool // WithoutClientCertsOutsideTLS
+	maxConns      int
+	maxCalls      int
+	maxQueued     int
+	maxPartial    int
 
 	priorityPolicy func(req *Request, claimed Priority) Priority
 }

@@ -19,7 +19,46 @@ import (
 // connection that fails it is closed and logged, and no call on it runs.
 // TLS applies to TCP and Unix listeners; UDP and the HTTP front use their
 // own transports.
+//
+// A server whose cfg requires client certificates (ClientAuth
+// tls.RequireAndVerifyClientCert or tls.RequireAnyClientCert) holds every
+// entry point to it: HTTPHandler answers a request that came without a
+// verified client certificate (an http.Server with the same ClientAuth
+// gives it one) 401 Unauthenticated, and ServePacket and ServeFastCGI,
+// which cannot see a certificate, refuse to start, unless
+// WithoutClientCertsOutsideTLS opts them in.
 func WithTLS(cfg *tls.Config) Option { return tlsOption{cfg} }
+
+// WithoutClientCertsOutsideTLS lets a server whose WithTLS requires client
+// certificates serve callers without one where no certificate can be
+// seen: over UDP (ServePacket), FastCGI (ServeFastCGI, behind a web server
+// that checks clients itself) and HTTPHandler. Each such entry point
+// logs a warning when it starts. Check callers there another way, such
+// as TokenAuth.
+func WithoutClientCertsOutsideTLS() ServerOption {
+	return serverOption(func(o *serverOptions) { o.certsOptional = true })
+}
+
+// requiresClientCerts reports whether the server's TLS config requires
+// client certificates.
+func (s *Server) requiresClientCerts() bool {
+	cfg := s.opts.tls
+	return cfg != nil && (cfg.ClientAuth == tls.RequireAndVerifyClientCert || cfg.ClientAuth == tls.RequireAnyClientCert)
+}
+
+// checkCertEntry says why the entry point named what may not start on a
+// server that requires client certificates, or warns that it starts
+// without them (WithoutClientCertsOutsideTLS).
+func (s *Server) checkCertEntry(what string) error {
+	if !s.requiresClientCerts() {
+		return nil
+	}
+	if !s.opts.certsOptional {
+		return fmt.Errorf("kiev: %s cannot check client certificates, which this server's WithTLS requires (ClientAuth %v), so it would run calls of callers without one; serve it from a server without that requirement, or opt in with WithoutClientCertsOutsideTLS and check callers another way (TokenAuth)", what, s.opts.tls.ClientAuth)
+	}
+	s.opts.logger.Warn("kiev: serving callers without client certificates though WithTLS requires them (WithoutClientCertsOutsideTLS)", "entry", what)
+	return nil
+}
 
 type tlsOption struct{ cfg *tls.Config }
 

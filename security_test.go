@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -429,5 +430,82 @@ func TestUnauthenticatedCallersCannotProbeNames(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("HTTP %s without a token: %d; want 401 for every name", name, resp.StatusCode)
 		}
+	}
+}
+
+// TestClientCertsOnEveryEntryPoint gives a server that requires client
+// certificates entry points that cannot check them. They ran the calls of
+// callers without one, and nothing warned. Now ServePacket and
+// ServeFastCGI refuse to start, HTTPHandler answers a request without a
+// verified certificate 401 and shows handlers the one it has, and
+// WithoutClientCertsOutsideTLS opts in, with a warning.
+func TestClientCertsOnEveryEntryPoint(t *testing.T) {
+	ca := newCA(t, "kiev test CA")
+	serverTLS := &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(t, "server", true)},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    ca.pool,
+	}
+	log := &records{}
+	svc := &Secure{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithTLS(serverTLS))
+	srv.Register(svc)
+	defer srv.Close()
+
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ServePacket(pc); err == nil || !strings.Contains(err.Error(), "WithoutClientCertsOutsideTLS") {
+		t.Errorf("ServePacket on a server that requires client certificates: %v; want a refusal that names the opt-in", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ServeFastCGI(l); err == nil || !strings.Contains(err.Error(), "cannot check client certificates") {
+		t.Errorf("ServeFastCGI on a server that requires client certificates: %v; want a refusal", err)
+	}
+
+	// Plain HTTP has no certificate: 401. HTTPS with the client's
+	// certificate: served, and the handler sees who called.
+	plain := httptest.NewServer(srv.HTTPHandler())
+	defer plain.Close()
+	resp, err := http.Post(plain.URL+"/Secure.Whoami", "application/json", strings.NewReader("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("HTTP without a client certificate: %d; want 401", resp.StatusCode)
+	}
+	secure := httptest.NewUnstartedServer(srv.HTTPHandler())
+	secure.TLS = serverTLS
+	secure.StartTLS()
+	defer secure.Close()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "billing-service", false)}}}}
+	resp, err = client.Post(secure.URL+"/Secure.Whoami", "application/json", strings.NewReader("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "\"billing-service\"\n" {
+		t.Errorf("HTTPS with a client certificate: %d %s; want 200 and the certificate's name", resp.StatusCode, body)
+	}
+	if n := svc.runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times; want once, for the caller with a certificate", n)
+	}
+
+	// Opted in: UDP serves, and says so.
+	open := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithTLS(serverTLS), kiev.WithoutClientCertsOutsideTLS())
+	open.Register(&Secure{})
+	defer open.Close()
+	target := servePacket(t, open, nil)
+	if err := dial(t, target).Call(context.Background(), "Secure.Whoami", 0, new(string)); err != nil {
+		t.Errorf("UDP call on the opted-in server: %v", err)
+	}
+	if attrs, _, ok := log.find("kiev: serving callers without client certificates though WithTLS requires them (WithoutClientCertsOutsideTLS)"); !ok || attrs["entry"] != "ServePacket (UDP)" {
+		t.Errorf("no warning for UDP on the opted-in server: %v", attrs)
 	}
 }

@@ -40,6 +40,10 @@ import (
 // (see Server.PacketStats), costing no allocation. ServePacket returns
 // ErrServerClosed after Shutdown or Close, and closes pc when it returns.
 func (s *Server) ServePacket(pc net.PacketConn) error {
+	if err := s.checkCertEntry("ServePacket (UDP)"); err != nil {
+		pc.Close()
+		return err
+	}
 	ps := &packetServer{
 		srv:     s,
 		io:      newPacketIO(pc),
