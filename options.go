@@ -414,8 +414,9 @@ func WithMaxConnections(n int) ServerOption {
 
 // WithMaxConcurrentCalls bounds the calls one connection may have in
 // flight on a Server (0, the default, means no bound beyond the overload
-// scheduler's). Calls past it are refused at once with ErrOverloaded, so
-// that one client cannot take the whole server.
+// scheduler's); over UDP, the calls one client address has running.
+// Calls past it are refused at once with ErrOverloaded, so that one
+// client cannot take the whole server.
 func WithMaxConcurrentCalls(n int) ServerOption {
 	return serverOption(func(o *serverOptions) { o.maxCalls = n })
 }

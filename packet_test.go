@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -527,5 +528,36 @@ func TestUDPCacheFollowsAckFloor(t *testing.T) {
 	// DedupLinger's worth.
 	if n := srv.PacketStats().Cached; n > 2 {
 		t.Errorf("after 500 calls one at a time, the server caches %d calls; want at most 2", n)
+	}
+}
+
+// TestUDPMaxConcurrentCalls holds calls from one UDP client on a server
+// that allows 2 per client. WithMaxConcurrentCalls applied to TCP only,
+// so a UDP client could take every worker; now the third call is refused
+// at once, and calls are served again once the first two end.
+func TestUDPMaxConcurrentCalls(t *testing.T) {
+	h := &Holder{started: make(chan int, 8), ended: make(chan error, 8), release: make(chan struct{})}
+	srv := kiev.NewServer(kiev.WithMaxConcurrentCalls(2), kiev.WithLogger(slog.New(slog.DiscardHandler)))
+	if err := srv.Register(h); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, servePacket(t, srv, nil))
+	done := make(chan *kiev.Call, 2)
+	for i := range 2 {
+		c.Go(context.Background(), "Holder.Hold", i, new(int), done)
+		<-h.started
+	}
+	err := c.Call(context.Background(), "Holder.Hold", 3, new(int))
+	if !errors.Is(err, kiev.ErrOverloaded) || !strings.Contains(err.Error(), "WithMaxConcurrentCalls") {
+		t.Errorf("a third call from the client: %v; want ErrOverloaded naming WithMaxConcurrentCalls", err)
+	}
+	close(h.release)
+	for range 2 {
+		if call := <-done; call.Error != nil {
+			t.Errorf("a held call: %v", call.Error)
+		}
+	}
+	if err := c.Call(context.Background(), "Holder.Hold", 4, new(int)); err != nil {
+		t.Errorf("a call once the others ended: %v", err)
 	}
 }

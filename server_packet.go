@@ -48,6 +48,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 		srv:     s,
 		io:      newPacketIO(pc),
 		peers:   make(map[sessionKey]*peerState),
+		byPeer:  make(map[peerKey]int),
 		stopped: make(chan struct{}),
 	}
 	s.mu.Lock()
@@ -105,9 +106,10 @@ type packetServer struct {
 
 	mu       sync.Mutex
 	peers    map[sessionKey]*peerState
-	entries  int  // calls remembered, over all peers
-	running  int  // calls not done
-	draining bool // refuse new calls; close once running is 0
+	entries  int             // calls remembered, over all peers
+	running  int             // calls not done
+	byPeer   map[peerKey]int // calls not done, by client address (WithMaxConcurrentCalls)
+	draining bool            // refuse new calls; close once running is 0
 	closed   bool
 	idle     *sync.Cond // signalled when running reaches 0
 
@@ -221,6 +223,13 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		stats.cacheFull.Add(1)
 		ps.replyError(f.ID, peer, addr, CodeOverloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server")
 		return
+	case ps.srv.opts.maxCalls > 0 && ps.byPeer[peer] >= ps.srv.opts.maxCalls:
+		// A client address is a UDP client's connection: its sessions
+		// are the client's to choose.
+		ps.mu.Unlock()
+		stats.dropped.Add(1)
+		ps.replyError(f.ID, peer, addr, CodeOverloaded, fmt.Sprintf("kiev: refused: %d calls from this address are already running, the server's limit (WithMaxConcurrentCalls); retry later or on another server", ps.srv.opts.maxCalls))
+		return
 	}
 	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr}
 	if addr == nil {
@@ -236,6 +245,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 	st.calls[f.ID] = pc
 	ps.entries++
 	ps.running++
+	ps.byPeer[peer]++
 	ps.mu.Unlock()
 	ps.srv.submit(sc, ps.base)
 }
@@ -336,6 +346,9 @@ func (pc *packetCall) done(sc *serverCall) {
 	pc.expires = expires
 	pc.sc = nil
 	ps.running--
+	if ps.byPeer[pc.peer]--; ps.byPeer[pc.peer] == 0 {
+		delete(ps.byPeer, pc.peer)
+	}
 	if ps.running == 0 && ps.idle != nil {
 		ps.idle.Broadcast()
 	}
