@@ -35,7 +35,20 @@ type Packet struct {
 	// it must exceed the clients' MaxRTO. See Server.ServePacket.
 	DedupEntries int
 	DedupLinger  time.Duration
+
+	// ServeReflection makes a server answer kiev.Reflection (ReflectionService)
+	// over UDP too. It is off by default: over UDP anyone who can spoof a
+	// source address can have its long answer sent to a victim, a small
+	// datagram returning many times its size. The kiev command's describe
+	// works over TCP.
+	ServeReflection bool
 }
+
+// MaxReplyResends bounds how many times a server sends the cached reply
+// of one call again, for retransmissions of its request: a client that
+// lost the reply that often has lost the network, and a replayed request
+// cannot make the server send a reply without end.
+const MaxReplyResends = 8
 
 // Defaults for Packet.
 const (

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/memory"
 )
@@ -559,5 +561,76 @@ func TestUDPMaxConcurrentCalls(t *testing.T) {
 	}
 	if err := c.Call(context.Background(), "Holder.Hold", 4, new(int)); err != nil {
 		t.Errorf("a call once the others ended: %v", err)
+	}
+}
+
+// TestUDPAmplifiers checks two ways a spoofed request could make the
+// server send a victim many times its bytes: kiev.Reflection's long
+// answers (598 bytes for a 62-byte request, ×389 with 40 services and a
+// large MaxDatagram), refused over UDP unless Packet.ServeReflection; and
+// a cached reply, sent again for every retransmission without end, now
+// at most MaxReplyResends times.
+func TestUDPAmplifiers(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)))
+	srv.Register(&Arith{})
+	target := servePacket(t, srv, nil)
+	var list any
+	err := dial(t, target).Call(context.Background(), "kiev.Reflection.List", struct{}{}, &list)
+	if !errors.Is(err, kiev.ErrNotFound) || !strings.Contains(err.Error(), "Packet.ServeReflection") {
+		t.Errorf("kiev.Reflection.List over UDP: %v; want NotFound naming Packet.ServeReflection", err)
+	}
+	open := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithPacket(kiev.Packet{ServeReflection: true, MaxDatagram: 9000}))
+	open.Register(&Arith{})
+	if err := dial(t, servePacket(t, open, nil), kiev.WithPacket(kiev.Packet{MaxDatagram: 9000})).Call(context.Background(), "kiev.Reflection.List", struct{}{}, &list); err != nil {
+		t.Errorf("kiev.Reflection.List over UDP with ServeReflection: %v", err)
+	}
+
+	// One request datagram, answered, then sent 20 times more: its cached
+	// reply goes out at most MaxReplyResends times more.
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	server, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := codec.Msgpack.Marshal(nil, Args{1, 2})
+	b := wire.BeginDatagram(nil, wire.TypeRequest, 1)
+	b = wire.AppendString(b, wire.KeyMethod, "Arith.Add")
+	b = wire.AppendString(b, wire.KeyCodec, "msgpack")
+	b = wire.AppendUvarint(b, wire.KeySession, 77)
+	if err := wire.EndHeader(b, wire.PrefaceLen); err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, body...)
+	if err := wire.EndFrame(b, wire.PrefaceLen, 1<<16); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	if _, err := conn.WriteToUDP(b, server); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second)) // a safety net
+	if _, _, err := conn.ReadFromUDP(buf); err != nil {
+		t.Fatalf("no answer to the request: %v", err)
+	}
+	got := 0
+	for range 20 {
+		if _, err := conn.WriteToUDP(b, server); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond)) // the server answers within it, or not at all
+		if _, _, err := conn.ReadFromUDP(buf); err != nil {
+			break
+		}
+		got++
+	}
+	t.Logf("20 more copies of an answered request: %d answers", got)
+	if got == 0 || got > kiev.MaxReplyResends {
+		t.Errorf("20 more copies of an answered request were answered %d times; want 1 to %d", got, kiev.MaxReplyResends)
 	}
 }

@@ -1,6 +1,7 @@
 package kiev
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -139,6 +140,7 @@ type packetCall struct {
 	peer    peerKey
 	addr    net.Addr  // the peer, for sockets other than UDP
 	reply   []byte    // the reply datagram, once sent
+	resends int       // times the reply was sent again (MaxReplyResends)
 	expires time.Time // when it may be forgotten, once done; zero while running
 	sc      *serverCall
 }
@@ -205,11 +207,24 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 			// client keeps asking.
 			pc.expires = now.Add(linger)
 		}
+		if reply != nil {
+			if pc.resends >= MaxReplyResends {
+				reply = nil
+			} else {
+				pc.resends++
+			}
+		}
 		ps.mu.Unlock()
 		stats.duplicates.Add(1)
 		if reply != nil {
 			ps.send(reply, peer, addr)
 		}
+		return
+	}
+	if bytes.HasPrefix(h.Method, []byte("kiev.")) && !ps.srv.opts.packet.ServeReflection {
+		ps.mu.Unlock()
+		stats.dropped.Add(1)
+		ps.replyError(f.ID, peer, addr, CodeNotFound, "kiev: kiev.Reflection is not served over UDP (Packet.ServeReflection); call it over TCP")
 		return
 	}
 	switch {
