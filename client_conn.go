@@ -26,9 +26,11 @@ type clientConn struct {
 
 	mu       sync.Mutex
 	pending  map[uint64]*Call
-	draining atomic.Bool // the server sent GoAway
-	retiring error       // close with this error once no call is pending
-	err      error       // why the connection died
+	draining atomic.Bool   // the server sent GoAway
+	ended    atomic.Bool   // a last GoAway said which Requests the server read
+	lastRead atomic.Uint64 // the highest Request id it read, every one answered
+	retiring error         // close with this error once no call is pending
+	err      error         // why the connection died
 }
 
 // newClientConn handshakes on nc and starts the connection's goroutines.
@@ -233,7 +235,7 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 	var h wire.Header
 	for {
 		f, err := r.Next()
-		if err == nil && f.Type == wire.TypeResponse {
+		if err == nil && (f.Type == wire.TypeResponse || f.Type == wire.TypeGoAway) {
 			err = wire.ParseHeader(f.Header, &h)
 		}
 		if err != nil {
@@ -248,6 +250,10 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 				call.complete()
 			}
 		case wire.TypeGoAway:
+			if h.HasLastID {
+				cc.lastRead.Store(h.LastID)
+				cc.ended.Store(true)
+			}
 			cc.draining.Store(true)
 			cc.ep.goAway()
 		case wire.TypePing:
@@ -320,8 +326,19 @@ func (cc *clientConn) fail(cause error) {
 	cc.link.stop(cc.err)
 	cc.nc.Close()
 	cc.ep.lost(cause, cc.draining.Load())
-	for _, call := range pending {
-		call.Error = &callError{call.ServiceMethod, cc.err}
+	// A server that drained sends, as it ends the stream, a last GoAway
+	// with the highest Request id it read, having answered every one: a
+	// call still pending past that id was never read, so it did not run,
+	// and may be retried elsewhere. (Without that GoAway, as from a
+	// server whose Shutdown ran out of time, the outcome is unknown.)
+	drained := cc.ended.Load() && errors.Is(cause, io.EOF)
+	last := cc.lastRead.Load()
+	for id, call := range pending {
+		if drained && id > last {
+			call.Error = notSent{&callError{call.ServiceMethod, cc.err}}
+		} else {
+			call.Error = &callError{call.ServiceMethod, cc.err}
+		}
 		call.complete()
 	}
 }

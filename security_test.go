@@ -411,6 +411,9 @@ func TestUnauthenticatedCallersCannotProbeNames(t *testing.T) {
 	for _, target := range []string{tcp, udp} {
 		anon := dial(t, target)
 		for _, name := range names {
+			if target == udp && name == "kiev.Reflection.List" {
+				continue // not served over UDP at all (Packet.ServeReflection), whoever asks
+			}
 			err := anon.Call(context.Background(), name, 0, new(string))
 			if !errors.Is(err, kiev.ErrUnauthenticated) || err.Error() != "kiev: "+name+": unauthenticated: send a valid token" {
 				t.Errorf("%s: %s without a token: %v; want the same Unauthenticated answer as any name", target, name, err)

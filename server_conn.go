@@ -41,13 +41,15 @@ type serverConn struct {
 
 	flow shed.Flow // the connection's calls, for the scheduler's fairness
 
-	mu       sync.Mutex
-	calls    map[uint64]*serverCall // calls in flight, by id
-	active   atomic.Int32           // len(calls), read without mu
-	draining bool                   // GoAway sent: refuse new calls, close when idle
-	tls      *tls.ConnectionState   // set once the TLS handshake is done; nil without TLS
-	dead     bool
-	started  bool // the handshake is done and the writer runs
+	mu        sync.Mutex
+	calls     map[uint64]*serverCall // calls in flight, by id
+	active    atomic.Int32           // len(calls), read without mu
+	draining  bool                   // GoAway sent: refuse new calls, close when idle
+	tls       *tls.ConnectionState   // set once the TLS handshake is done; nil without TLS
+	dead      bool
+	started   bool   // the handshake is done and the writer runs
+	lingering bool   // drained and half-closed: the reader drops what still comes
+	lastID    uint64 // the highest Request id read
 }
 
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
@@ -217,6 +219,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	}
 	sc.req.TLS = c.tls
 	c.mu.Lock()
+	c.lastID = max(c.lastID, f.ID)
 	if c.draining || c.dead {
 		c.mu.Unlock()
 		sc.release()
@@ -343,8 +346,24 @@ func (c *serverConn) finish(sc *serverCall) {
 	idle := c.draining && len(c.calls) == 0
 	c.mu.Unlock()
 	if idle {
-		c.link.flushAndStop()
+		c.endDrain()
 	}
+}
+
+// endDrain ends a draining connection whose calls have all been answered:
+// a last GoAway says the highest Request id read (every one answered, so
+// a call the client still waits for was never read, and did not run),
+// then the writer flushes and stops.
+func (c *serverConn) endDrain() {
+	c.mu.Lock()
+	last := c.lastID
+	c.mu.Unlock()
+	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
+	b = wire.AppendUvarint(b, wire.KeyLastID, last)
+	_ = wire.EndHeader(b, 0)
+	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
+	_ = c.link.send(b)
+	c.link.flushAndStop()
 }
 
 // drain sends GoAway and closes the connection once its calls are done.
@@ -366,12 +385,24 @@ func (c *serverConn) drain() {
 	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
 	_ = c.link.send(b)
 	if idle {
-		c.link.flushAndStop()
+		c.endDrain()
 	}
 	go func() {
-		// Once the writer has flushed the last reply, close the socket so
-		// the reader returns.
+		// Once the writer has flushed the last reply, half-close: the
+		// client reads every reply, then the end of the stream. Requests
+		// it sent before it saw the GoAway are still read, and dropped
+		// unanswered (they did not run, and the client retries them
+		// elsewhere), for a heartbeat interval at most: closing with
+		// them unread would send a reset, which can destroy replies the
+		// client has not read yet. The reader then closes the socket.
 		<-c.link.done
+		if hc, ok := c.nc.(interface{ CloseWrite() error }); ok && hc.CloseWrite() == nil {
+			c.mu.Lock()
+			c.lingering = true
+			c.mu.Unlock()
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.heartbeatInterval))
+			return
+		}
 		c.close(ErrServerClosed)
 	}()
 }
@@ -384,8 +415,9 @@ func (c *serverConn) close(err error) {
 		return
 	}
 	c.dead = true
+	lingering := c.lingering
 	c.mu.Unlock()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
+	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
 		c.srv.warn("kiev: closing connection", "peer", c.nc.RemoteAddr(), "err", err)
 	}
 	c.link.stop(err)

@@ -62,6 +62,7 @@ const (
 	KeySession  Key = 8  // Request, Cancel in a datagram: uvarint, the client socket's random session id
 	KeyAckFloor Key = 9  // Request in a datagram: uvarint, every call of the session below this id is done
 	KeyLimited  Key = 10 // Response: present on an Overloaded error refused at the method's limit, not the server's
+	KeyLastID   Key = 11 // GoAway: uvarint, the highest Request id the server read; sent as it ends the stream, every one answered
 )
 
 const (
@@ -217,6 +218,8 @@ type Header struct {
 	Session     uint64 // 0 if absent
 	AckFloor    uint64 // 0 if absent
 	Limited     bool   // KeyLimited is present
+	LastID      uint64 // valid if HasLastID
+	HasLastID   bool
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -254,15 +257,18 @@ func ParseHeader(raw []byte, h *Header) error {
 			h.ErrMsg = v
 		case KeyLimited:
 			h.Limited = true
-		case KeySession, KeyAckFloor:
+		case KeySession, KeyAckFloor, KeyLastID:
 			x, n := binary.Uvarint(v)
 			if n <= 0 {
 				return errBadUvarint
 			}
-			if k == KeySession {
+			switch k {
+			case KeySession:
 				h.Session = x
-			} else {
+			case KeyAckFloor:
 				h.AckFloor = x
+			default:
+				h.LastID, h.HasLastID = x, true
 			}
 		}
 		return nil

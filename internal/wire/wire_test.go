@@ -693,3 +693,24 @@ func TestLargeFrameHoldsWhatArrived(t *testing.T) {
 		t.Errorf("%d bytes still held after the next Next", used)
 	}
 }
+
+// TestLastID round-trips a GoAway's LastID, and an older server's GoAway,
+// which has none.
+func TestLastID(t *testing.T) {
+	b := BeginFrame(nil, TypeGoAway, 0)
+	b = AppendUvarint(b, KeyLastID, 1<<40)
+	if err := EndHeader(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(b[lenSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h Header
+	if err := ParseHeader(f.Header, &h); err != nil || !h.HasLastID || h.LastID != 1<<40 {
+		t.Errorf("LastID %d (present %v), %v; want 1<<40", h.LastID, h.HasLastID, err)
+	}
+	if err := ParseHeader(nil, &h); err != nil || h.HasLastID {
+		t.Errorf("a GoAway with no header: LastID present %v, %v", h.HasLastID, err)
+	}
+}
