@@ -78,7 +78,7 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	buf := getBuf(0)
 	defer putBuf(buf)
 	deadline, _ := ctx.Deadline()
-	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0)
+	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0, nil)
 	*buf = b
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 // start of b. The frame carries the time left until deadline, unless it
 // is zero, ctx's priority and metadata, and in a datagram, the client's
 // session and ack floor.
-func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64) ([]byte, error) {
+func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64, ticket []byte) ([]byte, error) {
 	b = wire.BeginFrame(b, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, call.ServiceMethod)
 	b = wire.AppendString(b, wire.KeyCodec, call.codec.Name())
@@ -133,6 +133,9 @@ func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time,
 	if session != 0 {
 		b = wire.AppendUvarint(b, wire.KeySession, session)
 		b = wire.AppendUvarint(b, wire.KeyAckFloor, floor)
+	}
+	if ticket != nil {
+		b = wire.AppendField(b, wire.KeyTicket, ticket)
 	}
 	for k, v := range OutgoingMetadata(ctx) {
 		b = wire.AppendMeta(b, k, v)

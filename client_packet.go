@@ -38,6 +38,8 @@ type packetClient struct {
 	srtt     time.Duration
 	rttvar   time.Duration
 	measured bool
+	ticket   []byte        // the server's last ticket (see Packet.MaxAmplification); nil until one comes
+	ticketed chan struct{} // closed, and made anew, when a ticket comes
 }
 
 // cancelSends is how many times in all a client sends the Cancel of a
@@ -76,6 +78,7 @@ func newPacketClient(c *Client, network, addr string) (*packetClient, error) {
 		c: c, io: newPacketIO(conn), server: server,
 		stop: make(chan struct{}), kick: make(chan struct{}, 1),
 		pending: make(map[uint64]*Call), next: 1, floor: 1,
+		ticketed: make(chan struct{}),
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -163,6 +166,16 @@ func (pk *packetClient) readLoop() {
 			stats.malformed.Add(1)
 			continue
 		}
+		if h.Ticket != nil {
+			// A Retry: the server holds the answer until the request
+			// comes again with the ticket. The calls waiting resend.
+			pk.mu.Lock()
+			pk.ticket = append([]byte(nil), h.Ticket...)
+			close(pk.ticketed)
+			pk.ticketed = make(chan struct{})
+			pk.mu.Unlock()
+			continue
+		}
 		call := pk.take(f.ID)
 		if call == nil {
 			stats.stale.Add(1)
@@ -227,19 +240,23 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 		pk.mu.Unlock()
 		return notSent{&callError{call.ServiceMethod, err}}
 	}
-	id, floor := pk.next, pk.floor
+	id, floor, ticket, ticketed := pk.next, pk.floor, pk.ticket, pk.ticketed
 	pk.next++
 	pk.pending[id] = call
 	pk.mu.Unlock()
 
 	buf := getBuf(0)
 	defer putBuf(buf)
-	b := wire.AppendPreface((*buf)[:0], wire.Version)
-	b, err = encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor)
-	*buf = b
-	if err == nil && len(b) > c.opts.packet.MaxDatagram {
-		err = fmt.Errorf("%w: the request is %d bytes, over the %d-byte datagram limit; send less, raise Packet.MaxDatagram on both sides (on loopback or in a datacenter), or call over TCP", ErrTooLarge, len(b), c.opts.packet.MaxDatagram)
+	encode := func() ([]byte, error) {
+		b := wire.AppendPreface((*buf)[:0], wire.Version)
+		b, err := encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor, ticket)
+		*buf = b
+		if err == nil && len(b) > c.opts.packet.MaxDatagram {
+			err = fmt.Errorf("%w: the request is %d bytes, over the %d-byte datagram limit; send less, raise Packet.MaxDatagram on both sides (on loopback or in a datacenter), or call over TCP", ErrTooLarge, len(b), c.opts.packet.MaxDatagram)
+		}
+		return b, err
 	}
+	b, err := encode()
 	if err != nil {
 		pk.take(id)
 		return &callError{call.ServiceMethod, err}
@@ -270,6 +287,16 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 			pk.send(b)
 			rto = min(2*rto, c.opts.packet.MaxRTO)
 			timer.Reset(min(rto, left))
+		case <-ticketed:
+			// The server held an answer for a ticket: send the request
+			// again at once, with it.
+			pk.mu.Lock()
+			ticket, ticketed, floor = pk.ticket, pk.ticketed, pk.floor
+			pk.mu.Unlock()
+			if b, err = encode(); err != nil {
+				return pk.abandon(id, call, err, deadline)
+			}
+			pk.send(b)
 		case <-ctx.Done():
 			return pk.abandon(id, call, ctx.Err(), deadline)
 		}

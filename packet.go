@@ -36,6 +36,18 @@ type Packet struct {
 	DedupEntries int
 	DedupLinger  time.Duration
 
+	// MaxAmplification is how many times the bytes of its request a
+	// server sends back to a client address that has not shown it
+	// receives there (default 3, as QUIC allows; negative: no bound). A
+	// reply larger than that is held, and the server answers with a
+	// small Retry that carries a ticket bound to the address; a kiev
+	// client sends the request again at once with it, and gets the held
+	// reply. So a datagram with a spoofed source cannot make the server
+	// send its victim much more than the spoofer sent. Clients older
+	// than the ticket see the Retry as ErrOverloaded: during a rollout
+	// to such clients, call over TCP or set MaxAmplification to -1.
+	MaxAmplification int
+
 	// ServeReflection makes a server answer kiev.Reflection (ReflectionService)
 	// over UDP too. It is off by default: over UDP anyone who can spoof a
 	// source address can have its long answer sent to a victim, a small
@@ -60,6 +72,8 @@ const (
 	DefaultPacketTimeout = 10 * time.Second
 	DefaultDedupEntries  = 1 << 18
 	DefaultDedupLinger   = 2 * time.Second
+
+	DefaultMaxAmplification = 3
 )
 
 func (p *Packet) fill() {
@@ -86,6 +100,9 @@ func (p *Packet) fill() {
 	if p.DedupLinger <= 0 {
 		p.DedupLinger = DefaultDedupLinger
 	}
+	if p.MaxAmplification == 0 {
+		p.MaxAmplification = DefaultMaxAmplification
+	}
 }
 
 // WithPacket configures RPC over UDP; see Packet.
@@ -110,6 +127,7 @@ type PacketStats struct {
 	// Server side.
 	Duplicates int64 // retransmitted requests: answered from the cache, or ignored while the call runs
 	CacheFull  int64 // requests refused with ErrOverloaded because the duplicate cache was full
+	Retries    int64 // replies held for an address not yet shown to receive, answered with a ticket (MaxAmplification)
 	Dropped    int64 // requests refused while draining
 	Cached     int64 // calls the duplicate cache holds now
 
@@ -128,7 +146,7 @@ type PacketStats struct {
 type packetCounters struct {
 	sent, received, retransmits, unexpected, stale atomic.Int64
 	duplicates, cacheFull, dropped, malformed      atomic.Int64
-	sessionlessCancels                             atomic.Int64
+	sessionlessCancels, retries                    atomic.Int64
 }
 
 func (c *packetCounters) snapshot() PacketStats {
@@ -136,7 +154,7 @@ func (c *packetCounters) snapshot() PacketStats {
 		Sent: c.sent.Load(), Received: c.received.Load(),
 		Retransmits: c.retransmits.Load(), Unexpected: c.unexpected.Load(), Stale: c.stale.Load(),
 		Duplicates: c.duplicates.Load(), CacheFull: c.cacheFull.Load(), Dropped: c.dropped.Load(),
-		SessionlessCancels: c.sessionlessCancels.Load(), Malformed: c.malformed.Load(),
+		SessionlessCancels: c.sessionlessCancels.Load(), Malformed: c.malformed.Load(), Retries: c.retries.Load(),
 	}
 }
 

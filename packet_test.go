@@ -634,3 +634,145 @@ func TestUDPAmplifiers(t *testing.T) {
 		t.Errorf("20 more copies of an answered request were answered %d times; want 1 to %d", got, kiev.MaxReplyResends)
 	}
 }
+
+// udpRequest is a request datagram for method with args, in session,
+// carrying ticket if it is not nil.
+func udpRequest(t *testing.T, id, session uint64, method string, args any, ticket []byte) []byte {
+	t.Helper()
+	body, err := codec.Msgpack.Marshal(nil, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := wire.BeginDatagram(nil, wire.TypeRequest, id)
+	b = wire.AppendString(b, wire.KeyMethod, method)
+	b = wire.AppendString(b, wire.KeyCodec, "msgpack")
+	b = wire.AppendUvarint(b, wire.KeySession, session)
+	if ticket != nil {
+		b = wire.AppendField(b, wire.KeyTicket, ticket)
+	}
+	if err := wire.EndHeader(b, wire.PrefaceLen); err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, body...)
+	if err := wire.EndFrame(b, wire.PrefaceLen, 1<<16); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// udpAnswer reads the next datagram on conn and returns its size and
+// header, or fails the test.
+func udpAnswer(t *testing.T, conn *net.UDPConn) (int, wire.Header) {
+	t.Helper()
+	buf := make([]byte, 65536)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second)) // a safety net
+	n, _, err := conn.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	f, _, err := wire.ParseDatagram(buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h wire.Header
+	if err := wire.ParseHeader(f.Header, &h); err != nil {
+		t.Fatal(err)
+	}
+	h.Ticket = append([]byte(nil), h.Ticket...)
+	return n, h
+}
+
+// TestUDPAmplificationBound asks, from a raw socket, for a reply 40 times
+// larger than the request. The server sent it to any source address, so
+// a spoofed request aimed it at a victim. Now an address that has not
+// shown it receives gets at most 3 times its bytes: a Retry with a ticket
+// bound to the address, and the reply once the request comes back with
+// it; a replay of that request from another address gets only a Retry. A
+// kiev client does all this by itself.
+func TestUDPAmplificationBound(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithPacket(kiev.Packet{MaxDatagram: 9000}))
+	srv.Register(&Arith{})
+	target := servePacket(t, srv, nil)
+	server, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := func() *net.UDPConn {
+		conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	me, other := listen(), listen()
+	req := udpRequest(t, 1, 42, "Arith.Big", Args{A: 4000}, nil)
+	if _, err := me.WriteToUDP(req, server); err != nil {
+		t.Fatal(err)
+	}
+	n, h := udpAnswer(t, me)
+	if n > 3*len(req) || h.Ticket == nil || h.ErrCode != uint64(kiev.CodeOverloaded) {
+		t.Fatalf("a %d-byte request for 4000 bytes: %d bytes back (ticket %x, code %d); want a Retry of at most %d bytes", len(req), n, h.Ticket, h.ErrCode, 3*len(req))
+	}
+	t.Logf("a %d-byte request for 4000 bytes: a %d-byte Retry", len(req), n)
+	withTicket := udpRequest(t, 1, 42, "Arith.Big", Args{A: 4000}, h.Ticket)
+	if _, err := me.WriteToUDP(withTicket, server); err != nil {
+		t.Fatal(err)
+	}
+	if n, h := udpAnswer(t, me); n < 4000 || h.ErrCode != 0 {
+		t.Errorf("the request again with its ticket: %d bytes, code %d; want the 4000-byte reply", n, h.ErrCode)
+	}
+	// The same datagram, ticket and all, from another address.
+	if _, err := other.WriteToUDP(withTicket, server); err != nil {
+		t.Fatal(err)
+	}
+	if n, h := udpAnswer(t, other); n > 3*len(withTicket) || h.ErrCode == 0 {
+		t.Errorf("a replay from another address: %d bytes, code %d; want a Retry within 3 times its %d bytes", n, h.ErrCode, len(withTicket))
+	}
+
+	c := dial(t, target, kiev.WithPacket(kiev.Packet{MaxDatagram: 9000}))
+	var big []byte
+	if err := c.Call(context.Background(), "Arith.Big", Args{A: 4000}, &big); err != nil || len(big) != 4000 {
+		t.Fatalf("a kiev client's call for 4000 bytes: %d bytes, %v", len(big), err)
+	}
+	if st := srv.PacketStats(); st.Retries < 3 {
+		t.Errorf("PacketStats.Retries = %d; want the three Retries sent", st.Retries)
+	}
+}
+
+// TestUDPFloodKeepsRoomForProvenClients fills the duplicate cache with
+// calls from a spoofed-looking source that never shows it receives. Such a
+// flood filled the whole cache, and then every real call was refused. Now
+// it takes at most half; a client that has shown it receives is served.
+func TestUDPFloodKeepsRoomForProvenClients(t *testing.T) {
+	a := &Arith{block: make(chan struct{}), started: make(chan struct{}, 64)}
+	defer close(a.block)
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithPacket(kiev.Packet{DedupEntries: 8}))
+	srv.Register(a)
+	target := servePacket(t, srv, nil)
+	server, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flood.Close()
+	for i := range 20 {
+		if _, err := flood.WriteToUDP(udpRequest(t, 1, uint64(100+i), "Arith.Block", Args{}, nil), server); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 { // half the cache of 8
+		<-a.started
+	}
+	c := dial(t, target)
+	var r Reply
+	if err := c.Call(context.Background(), "Arith.Add", Args{2, 3}, &r); err != nil || r.C != 5 {
+		t.Errorf("a real client's call beside the flood: %d, %v; want 5", r.C, err)
+	}
+	if st := srv.PacketStats(); st.Cached > 8 || st.CacheFull < 16 {
+		t.Errorf("cache %d calls, %d refused; want at most 8 held and the flood's 16 beyond half refused", st.Cached, st.CacheFull)
+	}
+}

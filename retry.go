@@ -124,6 +124,11 @@ func WithThrottle(t Throttle) DialOption {
 	return dialOption(func(o *dialOptions) { o.throttle = t })
 }
 
+// throttled marks the error of an attempt the client's throttle refused.
+type throttled struct{ *callError }
+
+func (e throttled) Unwrap() error { return e.callError }
+
 // notSent marks an error from a call the client never sent.
 type notSent struct{ error }
 
@@ -167,7 +172,13 @@ func (c *Client) retry(ctx context.Context, call *Call, tried *triedSet, start t
 		}
 		c.retries.Add(1)
 		call.Error = nil
-		err = c.attempt(ctx, call, tried, start)
+		next := c.attempt(ctx, call, tried, start)
+		if errors.As(next, new(throttled)) {
+			// The client's own throttle kept the retry back: the
+			// server's refusal before it says more.
+			break
+		}
+		err = next
 	}
 	end := time.Now()
 	c.stats.record(end, end.Sub(start), errCode(err))
@@ -282,9 +293,9 @@ func (c *Client) begin(ctx context.Context, call *Call, tried *triedSet, now tim
 		}
 		if c.group == nil || len(c.group.state.Load().ready) <= tried.n {
 			if !ok {
-				return a, notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}
+				return a, notSent{throttled{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this priority", ErrOverloaded)}}}
 			}
-			return a, notSent{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this method and priority at the method's adaptive limit: %w", ErrOverloaded, ErrLimited)}}
+			return a, notSent{throttled{&callError{call.ServiceMethod, fmt.Errorf("%w: refused by the client: the server has refused most recent calls of this method and priority at the method's adaptive limit: %w", ErrOverloaded, ErrLimited)}}}
 		}
 	}
 	a.ep, a.ctx = ep, ctx

@@ -3,6 +3,10 @@ package kiev
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -52,6 +56,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 		byPeer:  make(map[peerKey]int),
 		stopped: make(chan struct{}),
 	}
+	_, _ = rand.Read(ps.secret[:]) // never fails (crypto/rand)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -106,8 +111,10 @@ type packetServer struct {
 	base context.Context
 
 	mu       sync.Mutex
+	secret   [32]byte // keys the tickets (see ticket)
 	peers    map[sessionKey]*peerState
 	entries  int             // calls remembered, over all peers
+	unproven int             // of those, calls of addresses not shown to receive
 	running  int             // calls not done
 	byPeer   map[peerKey]int // calls not done, by client address (WithMaxConcurrentCalls)
 	draining bool            // refuse new calls; close once running is 0
@@ -141,6 +148,9 @@ type packetCall struct {
 	addr    net.Addr  // the peer, for sockets other than UDP
 	reply   []byte    // the reply datagram, once sent
 	resends int       // times the reply was sent again (MaxReplyResends)
+	session uint64    // the client's session, for a Retry's ticket
+	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
+	proven  bool      // its request carried a valid ticket
 	expires time.Time // when it may be forgotten, once done; zero while running
 	sc      *serverCall
 }
@@ -182,15 +192,20 @@ func (ps *packetServer) readLoop() error {
 			ps.cancel(sessionKey{peer, h.Session}, f.ID)
 			continue
 		}
-		ps.request(&f, &h, peer, addr)
+		ps.request(&f, &h, peer, addr, n)
 	}
 }
 
 // request starts a call, or answers a retransmission from the cache.
-func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, addr net.Addr) {
+func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, addr net.Addr, n int) {
 	stats := &ps.srv.packetStats
 	now := time.Now()
 	linger := ps.srv.opts.packet.DedupLinger
+	proven := h.Ticket != nil && ps.validTicket(h.Ticket, peer, h.Session, now)
+	allow := -1 // what the answer may take: see Packet.MaxAmplification
+	if f := ps.srv.opts.packet.MaxAmplification; f > 0 && !proven {
+		allow = f * n
+	}
 	ps.mu.Lock()
 	st := ps.session(sessionKey{peer, h.Session}, now, h.AckFloor)
 	if f.ID < st.floor {
@@ -217,48 +232,60 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		ps.mu.Unlock()
 		stats.duplicates.Add(1)
 		if reply != nil {
-			ps.send(reply, peer, addr)
+			ps.sendWithin(reply, allow, f.ID, h.Session, peer, addr)
 		}
 		return
 	}
 	if bytes.HasPrefix(h.Method, []byte("kiev.")) && !ps.srv.opts.packet.ServeReflection {
 		ps.mu.Unlock()
 		stats.dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeNotFound, "kiev: kiev.Reflection is not served over UDP (Packet.ServeReflection); call it over TCP")
+		ps.replyError(f.ID, peer, addr, CodeNotFound, "kiev: kiev.Reflection is not served over UDP (Packet.ServeReflection); call it over TCP", allow, h.Session)
 		return
 	}
 	switch {
 	case ps.draining || ps.closed:
 		ps.mu.Unlock()
 		stats.dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeShutdown, "kiev: server is shutting down; retry on another server")
+		ps.replyError(f.ID, peer, addr, CodeShutdown, "kiev: server is shutting down; retry on another server", allow, h.Session)
 		return
 	case ps.entries >= ps.srv.opts.packet.DedupEntries:
 		ps.mu.Unlock()
 		stats.cacheFull.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeOverloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server")
+		ps.replyError(f.ID, peer, addr, CodeOverloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server", allow, h.Session)
+		return
+	case allow >= 0 && 2*ps.unproven >= ps.srv.opts.packet.DedupEntries:
+		// Calls of addresses not shown to receive, which a flood with
+		// spoofed sources makes, take at most half the cache: the rest
+		// is kept for clients that showed they receive. A client that
+		// did not yet gets a ticket.
+		ps.mu.Unlock()
+		stats.cacheFull.Add(1)
+		ps.sendRetry(f.ID, h.Session, peer, addr, allow)
 		return
 	case ps.srv.opts.maxCalls > 0 && ps.byPeer[peer] >= ps.srv.opts.maxCalls:
 		// A client address is a UDP client's connection: its sessions
 		// are the client's to choose.
 		ps.mu.Unlock()
 		stats.dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeOverloaded, fmt.Sprintf("kiev: refused: %d calls from this address are already running, the server's limit (WithMaxConcurrentCalls); retry later or on another server", ps.srv.opts.maxCalls))
+		ps.replyError(f.ID, peer, addr, CodeOverloaded, fmt.Sprintf("kiev: refused: %d calls from this address are already running, the server's limit (WithMaxConcurrentCalls); retry later or on another server", ps.srv.opts.maxCalls), allow, h.Session)
 		return
 	}
-	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr}
+	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, proven: allow < 0}
 	if addr == nil {
 		addr = peer.addr()
 	}
 	sc, code, msg := ps.srv.newCall(f, h, addr, ps.base, pc)
 	if sc == nil {
 		ps.mu.Unlock()
-		ps.replyError(f.ID, peer, pc.addr, code, msg)
+		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
 		return
 	}
 	pc.sc = sc
 	st.calls[f.ID] = pc
 	ps.entries++
+	if !pc.proven {
+		ps.unproven++
+	}
 	ps.running++
 	ps.byPeer[peer]++
 	ps.mu.Unlock()
@@ -299,6 +326,9 @@ func (ps *packetServer) session(k sessionKey, now time.Time, floor uint64) *peer
 
 // forget drops a call from the cache; ps.mu is held.
 func (ps *packetServer) forget(st *peerState, id uint64) {
+	if pc := st.calls[id]; pc != nil && !pc.proven {
+		ps.unproven--
+	}
 	delete(st.calls, id)
 	ps.entries--
 }
@@ -319,14 +349,87 @@ func (ps *packetServer) cancel(k sessionKey, id uint64) {
 	}
 }
 
-func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code Code, msg string) {
+// replyError answers a request with an error, within allow bytes (-1:
+// any), or else with a Retry.
+func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code Code, msg string, allow int, session uint64) {
 	buf := getBuf(0)
 	defer putBuf(buf)
 	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
 	*buf = b
 	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
-		ps.send(b, peer, addr)
+		ps.sendWithin(b, allow, id, session, peer, addr)
 	}
+}
+
+// sendWithin sends the answer b to call id if it takes no more than allow
+// bytes (-1: any), and a Retry instead if it does.
+func (ps *packetServer) sendWithin(b []byte, allow int, id, session uint64, peer peerKey, addr net.Addr) {
+	if allow < 0 || len(b) <= allow {
+		ps.send(b, peer, addr)
+		return
+	}
+	ps.sendRetry(id, session, peer, addr, allow)
+}
+
+// retryMsg is what a client older than the ticket sees of a Retry.
+const retryMsg = "kiev: reply held until this address shows it receives (Packet.MaxAmplification); resend with the ticket"
+
+// sendRetry answers call id with a Retry: a Response that carries a ticket
+// for the client's address and session, and for clients that do not know
+// tickets, an Overloaded error that says why. It is sent only if it takes
+// no more than allow bytes.
+func (ps *packetServer) sendRetry(id, session uint64, peer peerKey, addr net.Addr, allow int) {
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b := wire.AppendPreface((*buf)[:0], wire.Version)
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeResponse, id)
+	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(CodeOverloaded))
+	b = wire.AppendString(b, wire.KeyErrMsg, retryMsg)
+	b = wire.AppendField(b, wire.KeyTicket, ps.ticket(peer, session, ticketPeriodOf(time.Now())))
+	_ = wire.EndHeader(b, start)
+	*buf = b
+	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) != nil || allow >= 0 && len(b) > allow {
+		return // a request too small to earn even a Retry
+	}
+	ps.srv.packetStats.retries.Add(1)
+	ps.send(b, peer, addr)
+}
+
+// ticketPeriod is how long a ticket is good for: it is accepted in the
+// period it was made in and the next.
+const ticketPeriod = 5 * time.Minute
+
+func ticketPeriodOf(t time.Time) int64 { return t.Unix() / int64(ticketPeriod/time.Second) }
+
+// ticket is the proof, for a period, that the client socket with session
+// receives datagrams at peer: a MAC of them under the server's secret,
+// which only a client that received it can send back.
+func (ps *packetServer) ticket(peer peerKey, session uint64, period int64) []byte {
+	m := hmac.New(sha256.New, ps.secret[:])
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(period))
+	binary.BigEndian.PutUint64(b[8:], session)
+	m.Write(b[:])
+	if peer.other != "" {
+		m.Write([]byte(peer.other))
+	} else {
+		ab, _ := peer.ap.MarshalBinary()
+		m.Write(ab)
+	}
+	return m.Sum(nil)[:ticketLen]
+}
+
+const ticketLen = 16
+
+// validTicket reports whether t is a ticket of this server for peer and
+// session, of now's period or the one before.
+func (ps *packetServer) validTicket(t []byte, peer peerKey, session uint64, now time.Time) bool {
+	if len(t) != ticketLen {
+		return false
+	}
+	p := ticketPeriodOf(now)
+	return hmac.Equal(t, ps.ticket(peer, session, p)) || hmac.Equal(t, ps.ticket(peer, session, p-1))
 }
 
 func (ps *packetServer) send(b []byte, peer peerKey, addr net.Addr) {
@@ -347,7 +450,7 @@ func (pc *packetCall) send(sc *serverCall, b []byte) error {
 	pc.ps.mu.Lock()
 	pc.reply = reply
 	pc.ps.mu.Unlock()
-	pc.ps.send(reply, pc.peer, pc.addr)
+	pc.ps.sendWithin(reply, pc.allow, pc.id, pc.session, pc.peer, pc.addr)
 	return nil
 }
 

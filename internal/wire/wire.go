@@ -63,6 +63,7 @@ const (
 	KeyAckFloor Key = 9  // Request in a datagram: uvarint, every call of the session below this id is done
 	KeyLimited  Key = 10 // Response: present on an Overloaded error refused at the method's limit, not the server's
 	KeyLastID   Key = 11 // GoAway: uvarint, the highest Request id the server read; sent as it ends the stream, every one answered
+	KeyTicket   Key = 12 // datagrams: the server's proof that the client receives at its address; a Response with it asks for the Request again with it
 )
 
 const (
@@ -220,6 +221,7 @@ type Header struct {
 	Limited     bool   // KeyLimited is present
 	LastID      uint64 // valid if HasLastID
 	HasLastID   bool
+	Ticket      []byte // nil if absent
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -257,6 +259,8 @@ func ParseHeader(raw []byte, h *Header) error {
 			h.ErrMsg = v
 		case KeyLimited:
 			h.Limited = true
+		case KeyTicket:
+			h.Ticket = v
 		case KeySession, KeyAckFloor, KeyLastID:
 			x, n := binary.Uvarint(v)
 			if n <= 0 {
