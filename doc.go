@@ -93,9 +93,17 @@ WithHeartbeat), and every call pending on a broken connection fails at
 once with ErrShutdown.
 
 Server.Shutdown drains: it stops accepting, tells clients to send no new
-calls (those fail fast with ErrShutdown), and closes each connection once
-its calls have replied. Server.Close stops at once. Either way Serve
-returns ErrServerClosed.
+calls (those fail fast with ErrShutdown), and ends each connection once
+its calls have replied, with a last GoAway that names the last request it
+read, so that a client retries elsewhere the calls it sent meanwhile.
+Server.Close stops at once. Either way Serve returns ErrServerClosed.
+
+Peers choose no allocation: a frame in progress holds only the bytes that
+have arrived, all such frames at most WithMaxPartialFrameBytes in all, and
+any byte read proves the peer alive, so a large frame on a slow link keeps
+its connection. A Request that reuses the id of a call in flight closes
+its connection. Warnings a peer can cause again and again are logged at
+most LogBurst times a second each.
 
 A client that does not read its replies cannot hold a server: the
 server keeps at most WithMaxQueuedBytes of unread replies in all, shared
@@ -153,7 +161,12 @@ each call at most once, answering retransmissions from its memory of
 recent calls. A request larger than one datagram (Packet.MaxDatagram,
 1200 bytes by default) fails with ErrTooLarge before it is sent, and a
 reply too large is answered with ErrTooLarge. Configure both sides with
-WithPacket.
+WithPacket. So that a spoofed datagram cannot make the server flood a
+victim, an address that has not shown it receives gets at most
+Packet.MaxAmplification times its request's bytes (the client resends with
+the ticket the server sent, by itself), kiev.Reflection is not served over
+UDP unless Packet.ServeReflection, and a cached reply goes out at most
+MaxReplyResends times more.
 
 # HTTP and FastCGI
 
@@ -161,8 +174,9 @@ Server.HTTPHandler serves the same services as JSON over HTTP: POST
 /Service.Method with the args as a JSON body, answered with the reply as
 JSON, through the same scheduler, interceptors, metrics and logs as a TCP
 call. Kiev-Priority, Kiev-Timeout and Kiev-Meta-* headers carry priority,
-deadline and metadata; errors map to HTTP statuses (404, 405, 400 naming
-the field, 413, 503 with Retry-After, 504, 500) with a JSON body.
+deadline and metadata; errors map to HTTP statuses (404, 405, 415 for a
+body not sent as application/json, 400 naming the field, 401, 413, 503
+with Retry-After, 504, 500) with a JSON body.
 Server.ServeFastCGI serves the handler as a FastCGI responder, for nginx's
 fastcgi_pass. codec.JSON is also a codec any client may choose.
 
@@ -240,9 +254,12 @@ and `kiev stat` on a WithAdmin address.
 # Metadata and interceptors
 
 WithTLS runs connections over TLS, mutual if the server's tls.Config asks
-for client certificates (PeerCertificates reads the caller's). TokenAuth
+for client certificates (PeerCertificates reads the caller's); a server
+that requires them holds every entry point (see WithTLS). TokenAuth
 checks a token in each call's metadata (sent by WithToken) before the
-arguments are decoded.
+arguments are decoded; interceptors see calls of unknown methods too, so a
+caller without credentials cannot probe names. WithAdminAuth guards the
+admin pages.
 
 WithMetadata attaches string pairs (trace ids, auth tokens) to the calls
 made with a context; handlers read them with MetadataFrom. Server and
