@@ -317,7 +317,11 @@ func (l *link) writeLoop() {
 		select {
 		case <-l.quit:
 			return
-		case now := <-tick.C:
+		case <-tick.C:
+			// The clock, not the tick's time: a tick that waited in its
+			// channel while a long write ran is stale, and would move
+			// lastRead back past what write saw.
+			now := time.Now()
 			l.mu.Lock()
 			if cap(l.spare) > maxSpareBytes && peak < cap(l.spare)/4 {
 				l.spare = nil
