@@ -7,10 +7,132 @@ SHELL := /bin/bash
 # WITH_SERVICES exports the servers' addresses for the command after it.
 WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 
-.PHONY: demo test vet fmt bench compare overload fuzz services services-down
+.PHONY: demo test vet fmt bench compare overload fuzz services services-down \
+	test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-end
 
 demo:
 	$(GO) run ./examples/quickstart
+
+# make test runs these steps in turn; each is a target of its own, which
+# can be run alone once `make services` is up:
+#   test-prep         scripts/services.sh up, and beside it go build -race
+#                     ./... (which compiles the race passes' packages) and
+#                     gofmt and go vet of both modules
+#   test-race         go test -race, every package but the ZooKeeper registry
+#   test-race-zk      go test -race, the ZooKeeper registry
+#   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
+#   test-norace       the allocation guards and TestManySlowReaders
+#   test-bench        bench/'s end-to-end tests
+# The go test steps do not overlap: the comments above them say why each
+# needs the machine to itself.
+#
+# It prints a line as each step starts and ends, "make test: [ 42s] ...",
+# the seconds counted from its start, and one every 30 s through a silent
+# stretch, naming what is running. When it ends, pass or fail, it stops the
+# services that scripts/services.sh started for it, unless KEEP_SERVICES=1;
+# those that already answered when it began (a `make services` of your own,
+# the machine's Redis and MariaDB) are left as they were.
+KEEP_SERVICES ?=
+
+# SUBMAKE runs make test's steps. Recipe lines that name $(MAKE) itself run
+# even under make -n, which would start the services.
+SUBMAKE = $(MAKE) --no-print-directory
+
+# KIEV_T0, the start of make test, reaches the sub-makes and services.sh.
+ifeq ($(KIEV_T0),)
+export KIEV_T0 := $(shell date +%s)
+endif
+
+# PROGRESS defines the shell functions behind make test's progress lines:
+#   say WHAT       prints "make test: [ 42s] WHAT"
+#   step WHAT      says "WHAT ..." and notes WHAT as the step running
+#   done_step      says "WHAT: ok (Ns)" of the step running
+#   run WHAT CMD   runs CMD as a step, saying its start and its end
+#   busy PID       prints "; running X, Y": the test binaries, compilers,
+#                  linkers, vet, java and apt among PID's descendants
+#   ticker PID     says what step runs, and busy PID, whenever nothing was
+#                  said for 30 s
+# The notes live in $KIEV_TEST_DIR, which the test target makes.
+PROGRESS = \
+	say() { \
+		printf 'make test: [%3ds] %s\n' $$(( $$(date +%s) - $${KIEV_T0:-$$(date +%s)} )) "$$*"; \
+		if [ -n "$${KIEV_TEST_DIR:-}" ]; then touch "$$KIEV_TEST_DIR/said"; fi; \
+	}; \
+	step() { \
+		if [ -n "$${KIEV_TEST_DIR:-}" ]; then echo "$$(date +%s) $$*" >"$$KIEV_TEST_DIR/step"; fi; \
+		say "$$* ..."; \
+	}; \
+	done_step() { \
+		local since what; \
+		if read -r since what 2>/dev/null <"$${KIEV_TEST_DIR:-/nonexistent}/step"; then \
+			say "$$what: ok ($$(( $$(date +%s) - since ))s)"; \
+		else say "ok"; fi; \
+	}; \
+	run() { \
+		local what=$$1 t=$$(date +%s) rc=0; shift; \
+		step "$$what"; \
+		"$$@" || rc=$$?; \
+		if (( rc == 0 )); then say "$$what: ok ($$(( $$(date +%s) - t ))s)"; \
+		else say "$$what: FAILED (exit $$rc)"; fi; \
+		return $$rc; \
+	}; \
+	busy() { \
+		ps -e -o pid=,ppid=,comm= | awk -v root="$$1" ' \
+			{ up[$$1] = $$2; name[$$1] = $$3 } \
+			END { \
+				for (p in up) { \
+					c = name[p]; \
+					if (c !~ /\.test$$|^(compile|link|vet|java|apt-get|dpkg)$$/) continue; \
+					for (q = up[p]; q in up && q != root; q = up[q]) ; \
+					if (q == root) n[c]++; \
+				} \
+				for (c in n) { s = s sep c (n[c] > 1 ? " (" n[c] ")" : ""); sep = ", " } \
+				if (s != "") printf "; running %s", s; \
+			}'; \
+	}; \
+	ticker() { \
+		local now last since what; \
+		while sleep 5; do \
+			now=$$(date +%s); \
+			last=$$(stat -c %Y "$$KIEV_TEST_DIR/said" 2>/dev/null || echo "$$now"); \
+			if (( now - last >= 30 )) && read -r since what 2>/dev/null <"$$KIEV_TEST_DIR/step"; then \
+				say "$$what: still running after $$(( now - since ))s$$(busy "$$1")"; \
+			fi; \
+		done; \
+	}
+
+test:
+	@$(PROGRESS); \
+	export KIEV_TEST_DIR=$$(mktemp -d "$${TMPDIR:-/tmp}/kiev-test.XXXXXX"); \
+	export KIEV_SERVICES_STARTED=$$KIEV_TEST_DIR/started; \
+	say "starting"; \
+	ticker $$$$ & ticker=$$!; \
+	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
+		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
+	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-norace test-bench
+
+# test-prep runs three things side by side: scripts/services.sh up (apt, and
+# FerretDB's first build); go build -race ./..., which compiles what the race
+# passes need; and the checks that need no server (gofmt, then go vet of
+# both modules). Where the Go caches are empty, each compiles for minutes,
+# and together they keep both cores busy. If anything fails, it stops the
+# others; test-end then stops the services that services.sh had started.
+test-prep:
+	@$(PROGRESS); \
+	say "scripts/services.sh up, and beside it go build -race and the checks"; \
+	bash scripts/services.sh up & up=$$!; \
+	run "go build -race ./..." $(GO) build -race ./... & race=$$!; \
+	trap 'kill $$up $$race 2>/dev/null; wait' EXIT; \
+	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
+	run gofmt $(SUBMAKE) -s fmt && \
+	run "go vet ./..." $(GO) vet ./... && \
+	run "go vet ./... in bench/" $(GO) -C bench vet ./... || exit; \
+	step "waiting for go build -race and scripts/services.sh up"; \
+	wait $$race || exit; race=; \
+	rc=0; wait $$up || rc=$$?; trap - EXIT; \
+	if (( rc )); then say "scripts/services.sh up: FAILED (exit $$rc)"; exit $$rc; fi; \
+	say "scripts/services.sh up: ok, the services are ready"
 
 # go-zookeeper/zk v1.0.4 writes its lastZxid field in its receive loop
 # while its connect loop reads it to set watches again after a reconnect
@@ -27,27 +149,69 @@ demo:
 ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable|TestZK
 NOT_ZK_REGISTRY = $$($(GO) list ./... | grep -v '/registry/zookeeper$$')
 
-test: fmt vet services
+test-race:
+	@$(PROGRESS); step "go test -race, every package but the ZooKeeper registry"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' $(NOT_ZK_REGISTRY)
+	@$(PROGRESS); done_step
+
+test-race-zk:
+	@$(PROGRESS); step "go test -race, the ZooKeeper registry"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 10m -skip '$(ZK_RECONNECT_TESTS)' ./registry/zookeeper/
-	# -v shows the failover figures the tests measure; the filter drops
-	# the ZooKeeper client's chatter. -p 1: each package stops, restarts
-	# and partitions ZooKeeper servers and freezes provider processes, and
-	# their timing bounds assume a machine not doing the same for another
-	# package at once.
+	@$(PROGRESS); done_step
+
+# -v shows the failover figures the tests measure; the filter drops the
+# ZooKeeper client's chatter. -p 1: each package stops, restarts and
+# partitions ZooKeeper servers and freezes provider processes, and their
+# timing bounds assume a machine not doing the same for another package at
+# once.
+test-zk-failover:
+	@$(PROGRESS); step "go test -p 1 -v, the ZooKeeper failover tests"
 	set -o pipefail; $(WITH_SERVICES) $(GO) test -p 1 -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ ./clients/config/ \
-		| grep -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
-	# Allocation guards and the many-slow-readers test (bounds on memory
-	# and latency) skip under -race: run them once without it.
+		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
+	@$(PROGRESS); done_step
+
+# Allocation guards and the many-slow-readers test (bounds on memory and
+# latency) skip under -race: run them once without it.
+test-norace:
+	@$(PROGRESS); step "go test without -race, the allocation guards and TestManySlowReaders"
 	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders' ./...
-	# bench/ is a module of its own: vet it and run its end-to-end test.
-	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@$(PROGRESS); done_step
+
+# bench/ is a module of its own (test-prep vets it): run its end-to-end
+# tests, which run the comparison and the avalanche benchmark on short
+# windows.
+test-bench:
+	@$(PROGRESS); step "go test in bench/"
+	cd bench && $(GO) test -count=1 ./...
+	@$(PROGRESS); done_step
+
+# test-end, run by the test target as it exits, stops the services that
+# make test started (listed in $KIEV_SERVICES_STARTED by services.sh up)
+# unless KEEP_SERVICES is set, and says how make test ended (TEST_RC).
+test-end:
+	@$(PROGRESS); \
+	started=$$(sort -u "$${KIEV_SERVICES_STARTED:-/nonexistent}" 2>/dev/null | xargs); \
+	if [ -z "$$started" ]; then \
+		say "services: make test started none (those it used were running before it); all left as they were"; \
+	elif [ -n "$(KEEP_SERVICES)" ] && [ "$(KEEP_SERVICES)" != 0 ]; then \
+		say "services: kept $$started running (KEEP_SERVICES=$(KEEP_SERVICES)); stop them with: make services-down"; \
+	else \
+		say "services: stopping $$started, which make test started (KEEP_SERVICES=1 keeps them)"; \
+		if bash scripts/services.sh down $$started; then say "services: stopped $$started"; \
+		else say "services: scripts/services.sh down $$started failed"; fi; \
+	fi; \
+	how=FAILED; \
+	case "$(TEST_RC)" in 0) how=passed;; 129|130|143) how="stopped by a signal";; esac; \
+	if [ "$$how" != passed ] && read -r since what 2>/dev/null <"$${KIEV_TEST_DIR:-/nonexistent}/step"; then \
+		how="$$how in: $$what"; fi; \
+	say "$$how"
 
 vet:
 	$(GO) vet ./...
 
-# services installs (if needed) and starts ZooKeeper; services-down stops
-# what it started.
+# services installs (if needed) and starts the servers the tests need
+# (scripts/services.sh up), and leaves them running; services-down stops
+# those that services.sh started.
 services:
 	bash scripts/services.sh up
 

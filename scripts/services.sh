@@ -1,26 +1,47 @@
 #!/usr/bin/env bash
 # services.sh starts and stops the real servers kiev's tests run against.
 #
-#   scripts/services.sh up     install (if needed) and start every service
-#   scripts/services.sh down   stop the services this script started
-#   scripts/services.sh env    print the export lines the tests read:
-#                              eval "$(scripts/services.sh env)"
+#   scripts/services.sh up            install (if needed) and start every service
+#   scripts/services.sh down [NAME..] stop the services this script started
+#                                     (only those NAMEs, if given)
+#   scripts/services.sh env           print the export lines the tests read:
+#                                     eval "$(scripts/services.sh env)"
 #
 # A service that already answers on its port is used as it is; only where
 # none answers does the script start one, under $KIEV_SERVICES_DIR
 # (default /tmp/kiev-services), and record its PID there so that `down`
 # stops only what `up` started. Everything binds to 127.0.0.1.
 #
+# `up` installs every missing Debian package in one apt-get run, and starts
+# the services side by side: those that need no package (FerretDB, whose
+# first build takes a minute and a half) while apt runs, the others after
+# it. If $KIEV_SERVICES_STARTED names a file, `up` adds to it the name of
+# each service that it started itself (not one that already answered), so
+# that `make test` can stop those and leave the others alone.
+#
+# Each line it prints starts with the seconds since $KIEV_T0 (the start of
+# `make test`), or since the script started.
+#
 # Each service is a set of functions named <service>_up, <service>_down and
-# <service>_env; add a service by writing its three functions and listing it
-# in SERVICES.
+# <service>_env, and optionally <service>_packages, which prints the Debian
+# packages it needs that are not installed; add a service by writing its
+# functions and listing it in SERVICES.
 set -euo pipefail
 
 SERVICES=(redis mariadb zookeeper ferretdb chromium nginx)
 STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
+T0=${KIEV_T0:-$(date +%s)}
 
-log() { printf 'services: %s\n' "$*" >&2; }
+log() { printf 'services: [%3ds] %s\n' "$(($(date +%s) - T0))" "$*" >&2; }
 die() { log "$*"; exit 1; }
+
+# started NAME notes in $KIEV_SERVICES_STARTED, if set, that this run of
+# `up` started NAME.
+started() {
+	if [[ -n ${KIEV_SERVICES_STARTED:-} ]]; then
+		echo "$1" >>"$KIEV_SERVICES_STARTED"
+	fi
+}
 
 # alive PID succeeds if PID is a running process; a zombie counts as dead
 # (PID 1 on these machines does not reap orphans, so kill -0 is not enough).
@@ -51,10 +72,13 @@ stop_pidfile() {
 	rm -f "$file"
 }
 
-# apt_install PACKAGE... installs Debian packages without letting their
-# maintainer scripts start any daemon.
+# apt_install PACKAGE... installs Debian packages in one apt-get run,
+# without letting their maintainer scripts start any daemon. It prints a
+# line as the download ends, as unpacking starts and as each PACKAGE is set
+# up; apt's full output goes to $STATE_DIR/apt.log, whose end it prints if
+# apt fails.
 apt_install() {
-	local created_policy="" rc=0
+	local created_policy="" rc=0 t=$SECONDS
 	export DEBIAN_FRONTEND=noninteractive
 	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
 		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
@@ -63,17 +87,58 @@ apt_install() {
 	fi
 	# Refresh the package lists only when apt does not know a package.
 	if ! apt-cache show "$@" >/dev/null 2>&1; then
-		log "apt-get update"
+		log "apt: apt-get update"
 		apt-get update -qq || rc=$?
 	fi
 	if ((rc == 0)); then
-		log "apt-get install $*"
-		apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+		log "apt: installing $*"
+		: >"$STATE_DIR/apt.log"
+		apt-get install -y -q --no-install-recommends "$@" 2>&1 | apt_progress "$@" || rc=$?
 	fi
 	if [[ -n $created_policy ]]; then
 		rm -f /usr/sbin/policy-rc.d
 	fi
+	if ((rc == 0)); then
+		log "apt: installed $* in $((SECONDS - t))s"
+	else
+		log "apt: failed (exit $rc); the end of $STATE_DIR/apt.log:"
+		tail -n 30 "$STATE_DIR/apt.log" >&2 || true
+	fi
 	return "$rc"
+}
+
+# apt_progress PACKAGE... copies apt-get's output to $STATE_DIR/apt.log and
+# prints the lines that show its progress.
+apt_progress() {
+	local line pkg unpacking="" triggers=""
+	while IFS= read -r line; do
+		printf '%s\n' "$line" >>"$STATE_DIR/apt.log"
+		case $line in
+		*" newly installed, "*) log "apt: ${line%, * to remove*}" ;;
+		"Need to get "*) log "apt: ${line,}" ;;
+		"Fetched "*) log "apt: ${line,}" ;;
+		"Unpacking "*)
+			if [[ -z $unpacking ]]; then
+				log "apt: unpacking"
+				unpacking=1
+			fi
+			;;
+		"Setting up "*)
+			pkg=${line#Setting up }
+			pkg=${pkg%% *}
+			pkg=${pkg%%:*}
+			if [[ " $* " == *" $pkg "* ]]; then
+				log "apt: set up $pkg"
+			fi
+			;;
+		"Processing triggers for "*)
+			if [[ -z $triggers ]]; then
+				log "apt: processing triggers"
+				triggers=1
+			fi
+			;;
+		esac
+	done
 }
 
 # tcp_open HOST PORT succeeds if something accepts connections there.
@@ -99,12 +164,15 @@ wait_port() {
 REDIS_HOST=127.0.0.1
 REDIS_PORT=6379
 
+redis_packages() {
+	tcp_open "$REDIS_HOST" "$REDIS_PORT" || command -v redis-server >/dev/null || echo redis-server
+}
+
 redis_up() {
 	if tcp_open "$REDIS_HOST" "$REDIS_PORT"; then
 		log "redis: already answering on $REDIS_HOST:$REDIS_PORT"
 		return 0
 	fi
-	command -v redis-server >/dev/null || apt_install redis-server
 	mkdir -p /var/lib/redis /var/log/redis
 	log "redis: starting on $REDIS_HOST:$REDIS_PORT"
 	redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" \
@@ -170,15 +238,19 @@ zk_ready() {
 	zk_ruok "$@" && [[ $(zk_4lw "${1:-$ZK_HOST}" "${2:-$ZK_PORT}" srvr) == *$'\n'Mode:* ]]
 }
 
+zookeeper_packages() {
+	zk_ruok && return 0
+	[[ -f $ZK_JAR ]] || echo zookeeper
+	command -v java >/dev/null || echo default-jre-headless
+}
+
 zookeeper_up() {
 	if zk_ruok; then
 		log "zookeeper: already answering on $ZK_HOST:$ZK_PORT"
 		return 0
 	fi
-	if [[ ! -f $ZK_JAR ]]; then
-		apt_install zookeeper
-	fi
-	command -v java >/dev/null || apt_install default-jre-headless
+	[[ -f $ZK_JAR ]] || die "zookeeper: $ZK_JAR is missing (Debian's zookeeper package)"
+	command -v java >/dev/null || die "zookeeper: no java command (Debian's default-jre-headless)"
 	mkdir -p "$ZK_DIR/data"
 	stop_pidfile "$ZK_DIR/pid" # a stale server of ours that stopped answering
 	cat >"$ZK_DIR/zoo.cfg" <<EOF
@@ -198,6 +270,7 @@ EOF
 		-cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
 		"$ZK_DIR/zoo.cfg" >"$ZK_DIR/log" 2>&1 </dev/null &
 	echo $! >"$ZK_DIR/pid"
+	started zookeeper
 	local pid=$! i
 	for ((i = 0; i < 300; i++)); do # 30 s
 		if zk_ready; then
@@ -230,7 +303,10 @@ zookeeper_env() {
 # Version v1.24.2 is built from its module once, into a cache keyed by the
 # version, and runs on its SQLite backend. The module ships an empty
 # build/version/version.txt, with which the binary panics at start, so the
-# build writes the version there first.
+# build writes the version there first. It builds without -trimpath, so that
+# it reuses the standard library that kiev's own builds left in the Go cache
+# (with it, the cache has to compile the standard library a second time: 97 s
+# instead of 58 s on a 2-core machine whose cache held the standard library).
 
 FERRETDB_VERSION=v1.24.2
 FERRETDB_HOST=127.0.0.1
@@ -245,12 +321,14 @@ go_cmd() {
 		die "ferretdb: no go command on PATH or in /usr/local/go/bin"
 }
 
-# ferretdb_build builds FerretDB into $FERRETDB_BIN unless it is there.
+# ferretdb_build builds FerretDB into $FERRETDB_BIN unless it is there,
+# printing a line every 30 s while the build runs; the build's output goes
+# to $STATE_DIR/ferretdb-build.log, whose end it prints if the build fails.
 ferretdb_build() {
 	[[ -x $FERRETDB_BIN ]] && return 0
-	local go mod src
+	local go mod src pid t=$SECONDS next=30 buildlog=$STATE_DIR/ferretdb-build.log
 	go=$(go_cmd)
-	log "ferretdb: building $FERRETDB_VERSION into $FERRETDB_BIN"
+	log "ferretdb: downloading module $FERRETDB_VERSION"
 	mod=$(cd / && GOFLAGS= GOWORK=off "$go" mod download -json \
 		"github.com/FerretDB/FerretDB@$FERRETDB_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') ||
 		die "ferretdb: go mod download github.com/FerretDB/FerretDB@$FERRETDB_VERSION failed"
@@ -260,12 +338,29 @@ ferretdb_build() {
 	chmod -R u+w "$src"
 	echo "$FERRETDB_VERSION" >"$src/build/version/version.txt"
 	mkdir -p "$(dirname "$FERRETDB_BIN")"
-	if ! (cd "$src" && GOFLAGS=-mod=mod "$go" build -trimpath -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb); then
+	log "ferretdb: building into $FERRETDB_BIN (once; a minute or two)"
+	(cd "$src" && GOFLAGS=-mod=mod exec "$go" build -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb) \
+		>"$buildlog" 2>&1 &
+	pid=$!
+	# Stopped by `up` (an abort), stop the build too.
+	trap 'kill "$pid" 2>/dev/null; rm -rf "$src" "$FERRETDB_BIN.tmp"; exit 143' TERM
+	while alive "$pid"; do
+		sleep 1
+		if ((SECONDS - t >= next)); then
+			log "ferretdb: still building ($((SECONDS - t))s)"
+			next=$((next + 30))
+		fi
+	done
+	if ! wait "$pid"; then
+		trap - TERM
+		tail -n 30 "$buildlog" >&2 || true
 		rm -rf "$src" "$FERRETDB_BIN.tmp"
-		die "ferretdb: build failed"
+		die "ferretdb: build failed after $((SECONDS - t))s (the end of $buildlog above)"
 	fi
+	trap - TERM
 	mv "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"
 	rm -rf "$src"
+	log "ferretdb: built in $((SECONDS - t))s"
 }
 
 ferretdb_up() {
@@ -283,6 +378,7 @@ ferretdb_up() {
 		--debug-addr="$FERRETDB_HOST:$FERRETDB_DEBUG_PORT" \
 		--telemetry=disable --log-level=WARN >"$FERRETDB_DIR/log" 2>&1 </dev/null &
 	echo $! >"$FERRETDB_DIR/pid"
+	started ferretdb
 	local pid=$! i
 	for ((i = 0; i < 300; i++)); do # 30 s
 		if tcp_open "$FERRETDB_HOST" "$FERRETDB_PORT"; then
@@ -313,10 +409,12 @@ ferretdb_env() {
 # --- Chromium ----------------------------------------------------------------
 # Headless Chromium loads the status page in its test; nothing runs.
 
+chromium_packages() {
+	command -v chromium >/dev/null || echo chromium
+}
+
 chromium_up() {
-	if ! command -v chromium >/dev/null; then
-		apt_install chromium
-	fi
+	command -v chromium >/dev/null || die "chromium: not installed"
 	log "chromium: $(chromium --version 2>/dev/null | head -n 1)"
 }
 
@@ -335,10 +433,11 @@ chromium_env() {
 
 NGINX_BIN=/usr/sbin/nginx
 
+nginx_packages() {
+	[[ -x $NGINX_BIN ]] || command -v nginx >/dev/null || echo nginx-light
+}
+
 nginx_up() {
-	if [[ ! -x $NGINX_BIN ]] && ! command -v nginx >/dev/null; then
-		apt_install nginx-light
-	fi
 	local bin
 	bin=$(nginx_bin)
 	[[ -x $bin ]] || die "nginx: $bin is missing after installing nginx-light"
@@ -365,21 +464,78 @@ nginx_env() {
 
 # --- main --------------------------------------------------------------------
 
+UP_PIDS=() # the services' _up functions that `up` runs in the background
+
+# up installs the Debian packages that the services lack, in one apt-get run,
+# and brings the services up side by side: those that need no package at
+# once, beside apt, and the others when apt is done. It fails if any fails,
+# once all have ended.
+up() {
+	local s i need pkgs=() early=() late=() names=() failed=()
+	mkdir -p "$STATE_DIR"
+	for s in "${SERVICES[@]}"; do
+		need=()
+		if declare -F "${s}_packages" >/dev/null; then
+			mapfile -t need < <("${s}_packages")
+		fi
+		if ((${#need[@]})); then
+			pkgs+=("${need[@]}")
+			late+=("$s")
+		else
+			early+=("$s")
+		fi
+	done
+	trap 'kill -TERM "${UP_PIDS[@]}" 2>/dev/null; wait; exit 143' INT TERM
+	for s in "${early[@]}"; do
+		"${s}_up" &
+		UP_PIDS+=($!)
+		names+=("$s")
+	done
+	if ((${#pkgs[@]})) && ! apt_install "${pkgs[@]}"; then
+		failed+=("apt (so not ${late[*]})")
+		late=()
+	fi
+	for s in "${late[@]}"; do
+		"${s}_up" &
+		UP_PIDS+=($!)
+		names+=("$s")
+	done
+	for i in "${!UP_PIDS[@]}"; do
+		wait "${UP_PIDS[i]}" || failed+=("${names[i]}")
+	done
+	trap - INT TERM
+	if ((${#failed[@]})); then
+		die "up: failed: ${failed[*]}"
+	fi
+	log "up: all ready"
+}
+
+# down stops the services named, or every service; each stops only what
+# this script started and recorded under $STATE_DIR.
+down() {
+	local s
+	(($#)) || set -- "${SERVICES[@]}"
+	for s in "$@"; do
+		[[ " ${SERVICES[*]} " == *" $s "* ]] || die "down: no service named $s (there are: ${SERVICES[*]})"
+	done
+	for s in "$@"; do "${s}_down"; done
+}
+
 main() {
 	local s
 	case ${1:-} in
 	up)
-		mkdir -p "$STATE_DIR"
-		for s in "${SERVICES[@]}"; do "${s}_up"; done
+		up
 		;;
 	down)
-		for s in "${SERVICES[@]}"; do "${s}_down"; done
+		shift
+		down "$@"
 		;;
 	env)
 		for s in "${SERVICES[@]}"; do "${s}_env"; done
 		;;
 	*)
-		die "usage: $0 up|down|env"
+		die "usage: $0 up | down [SERVICE...] | env"
 		;;
 	esac
 }
