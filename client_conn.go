@@ -78,7 +78,7 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	buf := getBuf(0)
 	defer putBuf(buf)
 	deadline, _ := ctx.Deadline()
-	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0, nil)
+	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0, nil, nil)
 	*buf = b
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 // start of b. The frame carries the time left until deadline, unless it
 // is zero, ctx's priority and metadata, and in a datagram, the client's
 // session and ack floor.
-func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64, ticket []byte) ([]byte, error) {
+func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64, ticket []byte, auth *packetKey) ([]byte, error) {
 	b = wire.BeginFrame(b, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, call.ServiceMethod)
 	b = wire.AppendString(b, wire.KeyCodec, call.codec.Name())
@@ -139,6 +139,9 @@ func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time,
 	}
 	for k, v := range OutgoingMetadata(ctx) {
 		b = wire.AppendMeta(b, k, v)
+	}
+	if auth != nil {
+		b = auth.appendAuth(b, time.Now()) // the last fields: see signPacket
 	}
 	if err := wire.EndHeader(b, start); err != nil {
 		return b, fmt.Errorf("%w: metadata over 64 KiB", ErrTooLarge)

@@ -249,7 +249,11 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 	defer putBuf(buf)
 	encode := func() ([]byte, error) {
 		b := wire.AppendPreface((*buf)[:0], wire.Version)
-		b, err := encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor, ticket)
+		auth := c.opts.packetKey
+		b, err := encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor, ticket, auth)
+		if err == nil && auth != nil {
+			err = auth.signPacket(b)
+		}
 		*buf = b
 		if err == nil && len(b) > c.opts.packet.MaxDatagram {
 			err = fmt.Errorf("%w: the request is %d bytes, over the %d-byte datagram limit; send less, raise Packet.MaxDatagram on both sides (on loopback or in a datacenter), or call over TCP", ErrTooLarge, len(b), c.opts.packet.MaxDatagram)
@@ -321,12 +325,20 @@ func (pk *packetClient) abandon(id uint64, call *Call, err error, deadline time.
 // sendCancel sends the Cancel of call id. It carries the session, since
 // the server knows calls by address, session and id.
 func (pk *packetClient) sendCancel(id uint64) {
-	var tmp [wire.DatagramOverhead + 2 + binary.MaxVarintLen64]byte
+	var tmp [wire.DatagramOverhead + 2 + binary.MaxVarintLen64 + 128]byte
 	b := wire.BeginDatagram(tmp[:0], wire.TypeCancel, id)
 	b = wire.AppendUvarint(b, wire.KeySession, pk.session)
-	if wire.EndHeader(b, wire.PrefaceLen) == nil && wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
-		pk.send(b)
+	auth := pk.c.opts.packetKey
+	if auth != nil {
+		b = auth.appendAuth(b, time.Now())
 	}
+	if wire.EndHeader(b, wire.PrefaceLen) != nil || wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) != nil {
+		return
+	}
+	if auth != nil && auth.signPacket(b) != nil {
+		return
+	}
+	pk.send(b)
 }
 
 // resendCancel has the canceler send the Cancel of call id again, after

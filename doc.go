@@ -166,7 +166,8 @@ victim, an address that has not shown it receives gets at most
 Packet.MaxAmplification times its request's bytes (the client resends with
 the ticket the server sent, by itself), kiev.Reflection is not served over
 UDP unless Packet.ServeReflection, and a cached reply goes out at most
-MaxReplyResends times more.
+MaxReplyResends times more. WithPacketKey and WithPacketKeys sign UDP
+calls with a shared key, so that no datagram can be replayed.
 
 # HTTP and FastCGI
 

@@ -76,6 +76,7 @@ type serverOptions struct {
 	weight        int
 	instanceMeta  map[string]string
 	packet        Packet
+	packetKeys    func(id string) ([]byte, bool) // WithPacketKeys
 	accessLog     bool
 	slowLog       time.Duration
 	admin         string
@@ -126,6 +127,7 @@ type dialOptions struct {
 	providerWait time.Duration // < 0: no bound but the call's context
 	outlier      Outlier
 	packet       Packet
+	packetKey    *packetKey // WithPacketKey
 	tls          *tls.Config
 }
 

@@ -48,6 +48,12 @@ type Packet struct {
 	// to such clients, call over TCP or set MaxAmplification to -1.
 	MaxAmplification int
 
+	// AuthSkew is how far the time of a signed datagram (WithPacketKeys)
+	// may be from the server's clock, either way (default 30s). A signed
+	// request is accepted from its time less AuthSkew until its time plus
+	// its call's timeout plus AuthSkew, and remembered until then.
+	AuthSkew time.Duration
+
 	// ServeReflection makes a server answer kiev.Reflection (ReflectionService)
 	// over UDP too. It is off by default: over UDP anyone who can spoof a
 	// source address can have its long answer sent to a victim, a small
@@ -99,6 +105,9 @@ func (p *Packet) fill() {
 	}
 	if p.DedupLinger <= 0 {
 		p.DedupLinger = DefaultDedupLinger
+	}
+	if p.AuthSkew <= 0 {
+		p.AuthSkew = DefaultPacketAuthSkew
 	}
 	if p.MaxAmplification == 0 {
 		p.MaxAmplification = DefaultMaxAmplification

@@ -776,3 +776,157 @@ func TestUDPFloodKeepsRoomForProvenClients(t *testing.T) {
 		t.Errorf("cache %d calls, %d refused; want at most 8 held and the flood's 16 beyond half refused", st.Cached, st.CacheFull)
 	}
 }
+
+// capture records the datagrams a server's socket reads.
+type capture struct {
+	net.PacketConn
+	mu  sync.Mutex
+	got [][]byte
+}
+
+func (c *capture) ReadFrom(p []byte) (int, net.Addr, error) {
+	n, addr, err := c.PacketConn.ReadFrom(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.got = append(c.got, append([]byte(nil), p[:n]...))
+		c.mu.Unlock()
+	}
+	return n, addr, err
+}
+
+func (c *capture) requests() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out [][]byte
+	for _, b := range c.got {
+		if f, _, err := wire.ParseDatagram(b); err == nil && f.Type == wire.TypeRequest {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Tallied counts its calls.
+type Tallied struct{ n atomic.Int64 }
+
+func (c *Tallied) Inc(ctx context.Context, _ int, reply *string) error {
+	c.n.Add(1)
+	*reply = kiev.MetadataFrom(ctx).Get(kiev.PacketKeyMetadata)
+	return nil
+}
+
+// TestUDPSignedRequestsCannotBeReplayed signs UDP calls with a key
+// (WithPacketKey, WithPacketKeys), and replays a captured request: from
+// another address, after the server's dedup linger, and once stale. A
+// token in metadata travelled in clear and a replay from elsewhere, or
+// after the linger, ran the handler again. Now none runs it; unsigned or
+// wrongly signed requests are refused; the handler sees the key id.
+func TestUDPSignedRequestsCannotBeReplayed(t *testing.T) {
+	keys := map[string][]byte{"billing": []byte("0123456789abcdef0123456789abcdef")}
+	counter := &Tallied{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)),
+		kiev.WithPacket(kiev.Packet{DedupLinger: 50 * time.Millisecond, MaxAmplification: -1, AuthSkew: 200 * time.Millisecond}),
+		kiev.WithPacketKeys(func(id string) ([]byte, bool) { k, ok := keys[id]; return k, ok }))
+	srv.Register(counter)
+	var cap *capture
+	target := servePacket(t, srv, func(c *net.UDPConn) net.PacketConn {
+		cap = &capture{PacketConn: c}
+		return cap
+	})
+	client := kiev.WithPacket(kiev.Packet{MaxRTO: 20 * time.Millisecond})
+	signed := dial(t, target, client, kiev.WithPacketKey("billing", keys["billing"]))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var who string
+	if err := signed.Call(ctx, "Tallied.Inc", 0, &who); err != nil || who != "billing" {
+		t.Fatalf("a signed call: %q, %v; want the handler to see key billing", who, err)
+	}
+	for name, c := range map[string]*kiev.Client{
+		"unsigned":  dial(t, target, client),
+		"wrong key": dial(t, target, client, kiev.WithPacketKey("billing", []byte("not the key at all, not at all"))),
+		"unknown":   dial(t, target, client, kiev.WithPacketKey("nobody", keys["billing"])),
+	} {
+		if err := c.Call(context.Background(), "Tallied.Inc", 0, new(string)); !errors.Is(err, kiev.ErrUnauthenticated) {
+			t.Errorf("%s: %v; want ErrUnauthenticated", name, err)
+		}
+	}
+	reqs := cap.requests()
+	if len(reqs) == 0 {
+		t.Fatal("no request captured")
+	}
+	replay := reqs[0]
+	if n := counter.n.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times; want once", n)
+	}
+	server, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	send := func() {
+		if _, err := other.WriteToUDP(replay, server); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// From another address, at once; then after the dedup linger (50ms),
+	// while the request is still fresh (its 300ms timeout plus a skew of
+	// 200ms); then once it is stale, when it is refused.
+	send()
+	time.Sleep(150 * time.Millisecond) // the workload: past the linger
+	t.Logf("after the first replay: %d runs", counter.n.Load())
+	send()
+	time.Sleep(600 * time.Millisecond) // the workload: past the request's life
+	t.Logf("after the second replay: %d runs", counter.n.Load())
+	send()
+	_ = other.SetReadDeadline(time.Now().Add(500 * time.Millisecond)) // answers come within it, or not at all
+	var codes []uint64
+	buf := make([]byte, 2048)
+	for {
+		n, _, err := other.ReadFromUDP(buf)
+		if err != nil {
+			break
+		}
+		f, _, _ := wire.ParseDatagram(buf[:n])
+		var h wire.Header
+		_ = wire.ParseHeader(f.Header, &h)
+		codes = append(codes, h.ErrCode)
+	}
+	if n := counter.n.Load(); n != 1 {
+		t.Errorf("replays ran the handler %d more times; want none", n-1)
+	}
+	if len(codes) == 0 || codes[len(codes)-1] != uint64(kiev.CodeUnauthenticated) {
+		t.Errorf("answers to the replays had codes %v; want the stale one refused, Unauthenticated (%d)", codes, kiev.CodeUnauthenticated)
+	}
+}
+
+// TestUDPSignedCancel cancels a signed call: the server finds it by its
+// key, not its address, and ends the handler's context.
+func TestUDPSignedCancel(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	h := &Holder{started: make(chan int, 1), ended: make(chan error, 1), release: make(chan struct{})}
+	defer close(h.release)
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)),
+		kiev.WithPacketKeys(func(id string) ([]byte, bool) { return key, id == "k" }))
+	srv.Register(h)
+	c := dial(t, servePacket(t, srv, nil), kiev.WithPacketKey("k", key))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Call(ctx, "Holder.Hold", 1, new(int)) }()
+	<-h.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the canceled call: %v", err)
+	}
+	select {
+	case err := <-h.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the handler ended with %v; want its context canceled", err)
+		}
+	case <-time.After(5 * time.Second): // a safety net: the call's own deadline is 10s
+		t.Error("the signed Cancel did not reach the handler")
+	}
+}

@@ -137,6 +137,7 @@ type peerState struct {
 	floor uint64                 // the client has seen the end of every call below this id
 	calls map[uint64]*packetCall // calls at or above floor, by id
 	last  time.Time              // when the last datagram of the session came
+	keep  time.Time              // a signed session's floor is kept until its last request goes stale
 }
 
 // packetCall is one call in the duplicate cache, and its callSink.
@@ -151,6 +152,7 @@ type packetCall struct {
 	session uint64    // the client's session, for a Retry's ticket
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
 	proven  bool      // its request carried a valid ticket
+	keep    time.Time // a signed call is remembered until its request goes stale
 	expires time.Time // when it may be forgotten, once done; zero while running
 	sc      *serverCall
 }
@@ -182,6 +184,10 @@ func (ps *packetServer) readLoop() error {
 			stats.malformed.Add(1)
 			continue
 		}
+		a := signer{key: sessionKey{peer, h.Session}}
+		if ps.srv.opts.packetKeys != nil {
+			a.verify(ps.srv, buf[:n], &h, time.Now())
+		}
 		if f.Type == wire.TypeCancel {
 			if h.Session == 0 {
 				// Older kiev clients sent Cancel without the Session
@@ -189,15 +195,37 @@ func (ps *packetServer) readLoop() error {
 				stats.sessionlessCancels.Add(1)
 				continue
 			}
-			ps.cancel(sessionKey{peer, h.Session}, f.ID)
+			if a.err == nil {
+				ps.cancel(a.key, f.ID)
+			}
 			continue
 		}
-		ps.request(&f, &h, peer, addr, n)
+		ps.request(&f, &h, peer, addr, n, &a)
+	}
+}
+
+// signer is what a datagram's signature says (WithPacketKeys): the key
+// its session is known by, the key id and until when it is fresh, or why
+// it is refused.
+type signer struct {
+	key   sessionKey // by client address, or for a signed datagram by key id
+	id    string     // the key id; "" if unsigned
+	until time.Time  // when the signed datagram goes stale
+	err   error
+}
+
+// verify checks the signature of datagram b, whose header is h.
+func (a *signer) verify(s *Server, b []byte, h *wire.Header, now time.Time) {
+	a.id, a.until, a.err = s.verifyPacket(b, h, now)
+	if a.err == nil {
+		// Known by the key, not the address: a replay from elsewhere
+		// finds the call it repeats.
+		a.key.peer = peerKey{other: "\x00key " + a.id}
 	}
 }
 
 // request starts a call, or answers a retransmission from the cache.
-func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, addr net.Addr, n int) {
+func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, addr net.Addr, n int, a *signer) {
 	stats := &ps.srv.packetStats
 	now := time.Now()
 	linger := ps.srv.opts.packet.DedupLinger
@@ -206,8 +234,16 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 	if f := ps.srv.opts.packet.MaxAmplification; f > 0 && !proven {
 		allow = f * n
 	}
+	if a.err != nil {
+		stats.dropped.Add(1)
+		ps.replyError(f.ID, peer, addr, CodeUnauthenticated, a.err.Error(), allow, h.Session)
+		return
+	}
 	ps.mu.Lock()
-	st := ps.session(sessionKey{peer, h.Session}, now, h.AckFloor)
+	st := ps.session(a.key, now, h.AckFloor)
+	if a.until.After(st.keep) {
+		st.keep = a.until
+	}
 	if f.ID < st.floor {
 		// A retransmission, delayed in the network, of a call whose end
 		// the client has seen: never run it again.
@@ -219,8 +255,11 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		reply := pc.reply
 		if !pc.expires.IsZero() {
 			// The client has not seen the reply: keep it while the
-			// client keeps asking.
+			// client keeps asking, and a signed call while it is fresh.
 			pc.expires = now.Add(linger)
+			if pc.keep.After(pc.expires) {
+				pc.expires = pc.keep
+			}
 		}
 		if reply != nil {
 			if pc.resends >= MaxReplyResends {
@@ -270,7 +309,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		ps.replyError(f.ID, peer, addr, CodeOverloaded, fmt.Sprintf("kiev: refused: %d calls from this address are already running, the server's limit (WithMaxConcurrentCalls); retry later or on another server", ps.srv.opts.maxCalls), allow, h.Session)
 		return
 	}
-	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, proven: allow < 0}
+	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, proven: allow < 0, keep: a.until}
 	if addr == nil {
 		addr = peer.addr()
 	}
@@ -279,6 +318,13 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		ps.mu.Unlock()
 		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
 		return
+	}
+	if a.id != "" {
+		if sc.req.Metadata == nil {
+			sc.req.Metadata = Metadata{}
+		}
+		sc.req.Metadata[PacketKeyMetadata] = a.id
+		sc.ctx.md = sc.req.Metadata
 	}
 	pc.sc = sc
 	st.calls[f.ID] = pc
@@ -460,6 +506,9 @@ func (pc *packetCall) backlogged() (int, bool) { return 0, false }
 func (pc *packetCall) done(sc *serverCall) {
 	ps := pc.ps
 	expires := time.Now().Add(ps.srv.opts.packet.DedupLinger)
+	if pc.keep.After(expires) {
+		expires = pc.keep
+	}
 	ps.mu.Lock()
 	pc.expires = expires
 	pc.sc = nil
@@ -490,7 +539,7 @@ func (ps *packetServer) sweep() {
 						ps.forget(st, id)
 					}
 				}
-				if len(st.calls) == 0 && now.Sub(st.last) > linger {
+				if len(st.calls) == 0 && now.Sub(st.last) > linger && now.After(st.keep) {
 					delete(ps.peers, k)
 				}
 			}

@@ -64,7 +64,13 @@ const (
 	KeyLimited  Key = 10 // Response: present on an Overloaded error refused at the method's limit, not the server's
 	KeyLastID   Key = 11 // GoAway: uvarint, the highest Request id the server read; sent as it ends the stream, every one answered
 	KeyTicket   Key = 12 // datagrams: the server's proof that the client receives at its address; a Response with it asks for the Request again with it
+	KeyAuthID   Key = 13 // Request, Cancel in a datagram: the id of the key that signs it
+	KeyAuthTime Key = 14 // Request, Cancel in a datagram: uvarint, when it was signed, Unix milliseconds
+	KeyAuthMAC  Key = 15 // Request, Cancel in a datagram: HMAC-SHA256 of the datagram with these bytes zeroed; the last field
 )
+
+// AuthMACLen is the length of a KeyAuthMAC value.
+const AuthMACLen = 32
 
 const (
 	// lenSize is the size of the length prefix.
@@ -222,6 +228,9 @@ type Header struct {
 	LastID      uint64 // valid if HasLastID
 	HasLastID   bool
 	Ticket      []byte // nil if absent
+	AuthID      []byte // nil if absent
+	AuthTime    uint64 // valid if AuthID is set
+	AuthMAC     []byte // aliases the frame, so that a verifier can zero it in place
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -261,7 +270,11 @@ func ParseHeader(raw []byte, h *Header) error {
 			h.Limited = true
 		case KeyTicket:
 			h.Ticket = v
-		case KeySession, KeyAckFloor, KeyLastID:
+		case KeyAuthID:
+			h.AuthID = v
+		case KeyAuthMAC:
+			h.AuthMAC = v
+		case KeySession, KeyAckFloor, KeyLastID, KeyAuthTime:
 			x, n := binary.Uvarint(v)
 			if n <= 0 {
 				return errBadUvarint
@@ -271,6 +284,8 @@ func ParseHeader(raw []byte, h *Header) error {
 				h.Session = x
 			case KeyAckFloor:
 				h.AckFloor = x
+			case KeyAuthTime:
+				h.AuthTime = x
 			default:
 				h.LastID, h.HasLastID = x, true
 			}
