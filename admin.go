@@ -8,16 +8,15 @@ import (
 	"errors"
 	"html/template"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kievrpc/kiev/internal/figure"
 )
 
 // WithAdmin makes a Server serve its admin pages over HTTP on addr, such
@@ -172,7 +171,7 @@ func healthOK(checks []HealthStatus) bool {
 var statusPageHTML string
 
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
-	"num":    figure,
+	"num":    figure.Format,
 	"uptime": func(sec float64) string { return (time.Duration(sec) * time.Second).String() },
 	"clock":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") },
 }).Parse(statusPageHTML))
@@ -269,23 +268,4 @@ func (s *Server) AdminAddr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.adminAddr
-}
-
-// figure formats a number of the status page with fewer decimals the larger
-// it is: 1234, 12.5, 1.25, 0.125.
-func figure(f float64) string {
-	d := 3
-	switch a := math.Abs(f); {
-	case a >= 100:
-		d = 0
-	case a >= 10:
-		d = 1
-	case a >= 1:
-		d = 2
-	}
-	s := strconv.FormatFloat(f, 'f', d, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/figure"
 )
 
 var statCommand = &command{
@@ -171,7 +171,7 @@ func renderStatus(w io.Writer, st kiev.Status, fetchErr error) error {
 		for _, m := range s.Methods {
 			n++
 			fmt.Fprintf(tw, "%s.%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Name, m.Name, m.Calls, m.Errors,
-				m.MinuteCalls, m.MinuteErrs, num(m.Rate), num(m.P50Ms), num(m.P99Ms))
+				m.MinuteCalls, m.MinuteErrs, figure.Format(m.Rate), figure.Format(m.P50Ms), figure.Format(m.P99Ms))
 		}
 	}
 	if n == 0 {
@@ -204,7 +204,7 @@ func renderStatus(w io.Writer, st kiev.Status, fetchErr error) error {
 		tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "CLIENT\tPROVIDER\tWEIGHT\tIN FLIGHT\tCALLS\tERRORS\tSTATE")
 		for _, c := range st.Clients {
-			fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\tretries %d, budget %s\n", c.Target, c.Calls, c.Errors, c.Retries, num(c.Budget))
+			fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\tretries %d, budget %s\n", c.Target, c.Calls, c.Errors, c.Retries, figure.Format(c.Budget))
 			for _, p := range c.Providers {
 				state := "ok"
 				switch {
@@ -223,7 +223,7 @@ func renderStatus(w io.Writer, st kiev.Status, fetchErr error) error {
 		b.WriteString("\nhealth:")
 		for _, h := range st.Health {
 			if h.OK {
-				fmt.Fprintf(&b, "  %s ok (%s ms)", h.Name, num(h.TookMs))
+				fmt.Fprintf(&b, "  %s ok (%s ms)", h.Name, figure.Format(h.TookMs))
 			} else {
 				fmt.Fprintf(&b, "  %s FAILING: %s", h.Name, h.Error)
 			}
@@ -232,25 +232,6 @@ func renderStatus(w io.Writer, st kiev.Status, fetchErr error) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
-}
-
-// num formats a float compactly, with fewer decimals the larger it is:
-// 1234, 12.5, 0.125.
-func num(f float64) string {
-	d := 3
-	switch a := math.Abs(f); {
-	case a >= 100:
-		d = 0
-	case a >= 10:
-		d = 1
-	case a >= 1:
-		d = 2
-	}
-	s := strconv.FormatFloat(f, 'f', d, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }
 
 func sortedKeys[V any](m map[string]V) []string {
