@@ -35,39 +35,59 @@ type clientConn struct {
 
 // newClientConn handshakes on nc and starts the connection's goroutines.
 func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn, error) {
-	c := ep.c
 	deadline, _ := ctx.Deadline()
 	_ = nc.SetDeadline(deadline)
 	if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
 		return nil, err
 	}
-	pr := &progressReader{r: nc}
-	r := wire.NewReader(pr, readBufSize, c.opts.maxFrame)
-	v, err := wire.ReadPreface(r.Buffered())
-	if err != nil {
-		if errors.Is(err, wire.ErrBadMagic) {
-			return nil, fmt.Errorf("%s does not speak the kiev protocol: %w", ep.inst.Address, err)
-		}
-		return nil, err
-	}
-	if v > wire.Version {
-		return nil, fmt.Errorf("%s answered with protocol version %d, newer than this client's %d; it must answer with the lower version", ep.inst.Address, v, wire.Version)
+	cc := newConnOn(ep, nc)
+	r := cc.reader()
+	if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {
+		return nil, fmt.Errorf("%s: %w", ep.inst.Address, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
-	cc.link = newLink(nc, &c.opts.connOptions, cc.fail)
+	cc.run(func() { cc.readLoop(r) })
+	return cc, nil
+}
+
+// newConnOn makes the connection of ep on nc, not yet running.
+func newConnOn(ep *endpoint, nc net.Conn) *clientConn {
+	cc := &clientConn{c: ep.c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
+	cc.link = newLink(nc, &ep.c.opts.connOptions, cc.fail)
 	cc.link.blocking = true // a caller waits for room; see link.blocking
-	pr.seen = &cc.link.bytesSeen
-	c.wg.Add(2)
+	return cc
+}
+
+// reader returns the frame reader of cc's socket.
+func (cc *clientConn) reader() *wire.Reader {
+	return wire.NewReader(&progressReader{cc.nc, &cc.link.bytesSeen}, readBufSize, cc.c.opts.maxFrame)
+}
+
+// run starts cc's writer, and its reader, read.
+func (cc *clientConn) run(read func()) {
+	cc.c.wg.Add(2)
 	go func() {
-		defer c.wg.Done()
+		defer cc.c.wg.Done()
 		cc.link.writeLoop()
 	}()
 	go func() {
-		defer c.wg.Done()
-		cc.readLoop(r)
+		defer cc.c.wg.Done()
+		read()
 	}()
-	return cc, nil
+}
+
+// prefaceError says what is wrong with the server's answer to the
+// preface, the version v and the error of reading it, or returns nil.
+func prefaceError(v uint8, err error) error {
+	switch {
+	case errors.Is(err, wire.ErrBadMagic):
+		return fmt.Errorf("the peer does not speak the kiev protocol: %w", err)
+	case err != nil:
+		return err
+	case v > wire.Version:
+		return fmt.Errorf("the peer answered with protocol version %d, newer than this client's %d; it must answer with the lower version", v, wire.Version)
+	}
+	return nil
 }
 
 // send encodes call as a Request and queues it. For an async call it

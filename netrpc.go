@@ -127,32 +127,16 @@ func NewClient(conn io.ReadWriteCloser, opts ...DialOption) *Client {
 // handshake: the preface is the first thing the writer sends, calls queue
 // behind it, and the reader checks the server's preface before any reply.
 func startClientConn(ep *endpoint, nc net.Conn) *clientConn {
-	c := ep.c
-	cc := &clientConn{c: c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
-	cc.link = newLink(nc, &c.opts.connOptions, cc.fail)
-	cc.link.blocking = true
+	cc := newConnOn(ep, nc)
 	_ = cc.link.send(wire.AppendPreface(nil, wire.Version))
-	c.wg.Add(2)
-	go func() {
-		defer c.wg.Done()
-		cc.link.writeLoop()
-	}()
-	go func() {
-		defer c.wg.Done()
-		r := wire.NewReader(&progressReader{nc, &cc.link.bytesSeen}, readBufSize, c.opts.maxFrame)
-		v, err := wire.ReadPreface(r.Buffered())
-		switch {
-		case errors.Is(err, wire.ErrBadMagic):
-			err = fmt.Errorf("the peer does not speak the kiev protocol: %w", err)
-		case err == nil && v > wire.Version:
-			err = fmt.Errorf("the peer answered with protocol version %d, newer than this client's %d; it must answer with the lower version", v, wire.Version)
-		}
-		if err != nil {
+	cc.run(func() {
+		r := cc.reader()
+		if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {
 			cc.fail(fmt.Errorf("kiev: handshake: %w", err))
 			return
 		}
 		cc.readLoop(r)
-	}()
+	})
 	return cc
 }
 

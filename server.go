@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -419,33 +420,15 @@ func (s *Server) stopListening() []*serverConn {
 	for l := range s.listeners {
 		l.Close()
 	}
-	conns := make([]*serverConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	return conns
+	return slices.Collect(maps.Keys(s.conns))
 }
 
-// codecConnList returns the codecs ServeCodec serves.
-func (s *Server) codecConnList() []*codecConn {
+// keysOf returns the keys of m, one of the server's sets, read under its
+// lock.
+func keysOf[K comparable, V any](s *Server, m map[K]V) []K {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ccs := make([]*codecConn, 0, len(s.codecConns))
-	for cc := range s.codecConns {
-		ccs = append(ccs, cc)
-	}
-	return ccs
-}
-
-// packetServers returns the packet sockets being served.
-func (s *Server) packetServers() []*packetServer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pss := make([]*packetServer, 0, len(s.packets))
-	for ps := range s.packets {
-		pss = append(pss, ps)
-	}
-	return pss
+	return slices.Collect(maps.Keys(m))
 }
 
 // Shutdown stops the server gracefully. It first withdraws the server's
@@ -462,10 +445,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range s.stopListening() {
 		c.drain()
 	}
-	for _, cc := range s.codecConnList() {
+	for _, cc := range keysOf(s, s.codecConns) {
 		cc.drain()
 	}
-	for _, ps := range s.packetServers() {
+	for _, ps := range keysOf(s, s.packets) {
 		ps.drain()
 	}
 	done := make(chan struct{})
@@ -497,10 +480,10 @@ func (s *Server) Close() error {
 	for _, c := range s.stopListening() {
 		c.close(ErrServerClosed)
 	}
-	for _, cc := range s.codecConnList() {
+	for _, cc := range keysOf(s, s.codecConns) {
 		cc.close()
 	}
-	for _, ps := range s.packetServers() {
+	for _, ps := range keysOf(s, s.packets) {
 		ps.abort()
 	}
 	s.sched.Close()
