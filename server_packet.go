@@ -151,7 +151,6 @@ type packetCall struct {
 	resends int       // times the reply was sent again (MaxReplyResends)
 	session uint64    // the client's session, for a Retry's ticket
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
-	proven  bool      // its request carried a valid ticket
 	keep    time.Time // a signed call is remembered until its request goes stale
 	expires time.Time // when it may be forgotten, once done; zero while running
 	sc      *serverCall
@@ -309,7 +308,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		ps.replyError(f.ID, peer, addr, CodeOverloaded, fmt.Sprintf("kiev: refused: %d calls from this address are already running, the server's limit (WithMaxConcurrentCalls); retry later or on another server", ps.srv.opts.maxCalls), allow, h.Session)
 		return
 	}
-	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, proven: allow < 0, keep: a.until}
+	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
 	if addr == nil {
 		addr = peer.addr()
 	}
@@ -329,7 +328,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 	pc.sc = sc
 	st.calls[f.ID] = pc
 	ps.entries++
-	if !pc.proven {
+	if !pc.proven() {
 		ps.unproven++
 	}
 	ps.running++
@@ -372,7 +371,7 @@ func (ps *packetServer) session(k sessionKey, now time.Time, floor uint64) *peer
 
 // forget drops a call from the cache; ps.mu is held.
 func (ps *packetServer) forget(st *peerState, id uint64) {
-	if pc := st.calls[id]; pc != nil && !pc.proven {
+	if pc := st.calls[id]; pc != nil && !pc.proven() {
 		ps.unproven--
 	}
 	delete(st.calls, id)
@@ -483,6 +482,10 @@ func (ps *packetServer) send(b []byte, peer peerKey, addr net.Addr) {
 		ps.srv.packetStats.sent.Add(1)
 	}
 }
+
+// proven reports whether the call's address has shown it receives (or
+// the server bounds no answer): its answer may take any size.
+func (pc *packetCall) proven() bool { return pc.allow < 0 }
 
 // prefix, send and done make a packetCall the callSink of its call.
 func (pc *packetCall) prefix(b []byte) []byte { return wire.AppendPreface(b, wire.Version) }
