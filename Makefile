@@ -7,7 +7,13 @@ SHELL := /bin/bash
 # WITH_SERVICES exports the servers' addresses for the command after it.
 WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 
-.PHONY: demo test vet fmt bench compare overload fuzz services services-down \
+# The repository's Go modules besides kiev's own (the root) and bench/: the
+# database and config clients, each a module so that kiev's go.mod requires
+# only what the core uses, and the example that uses them. make test vets
+# and tests every one.
+SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
+
+.PHONY: demo test vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
 	test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-end
 
 demo:
@@ -17,7 +23,7 @@ demo:
 # can be run alone once `make services` is up:
 #   test-prep         scripts/services.sh up, and beside it go build -race
 #                     ./... (which compiles the race passes' packages) and
-#                     gofmt and go vet of both modules
+#                     gofmt and go vet of every module
 #   test-race         go test -race, every package but the ZooKeeper registry
 #   test-race-zk      go test -race, the ZooKeeper registry
 #   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
@@ -113,21 +119,22 @@ test:
 	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-norace test-bench
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
-# FerretDB's first build); go build -race ./..., which compiles what the race
-# passes need; and the checks that need no server (gofmt, then go vet of
-# both modules). Where the Go caches are empty, each compiles for minutes,
+# FerretDB's first build); go build -race in every module, which compiles what
+# the race passes need; and the checks that need no server (gofmt, then go
+# vet of every module). Where the Go caches are empty, each compiles for minutes,
 # and together they keep both cores busy. If anything fails, it stops the
 # others; test-end then stops the services that services.sh had started.
 test-prep:
 	@$(PROGRESS); \
 	say "scripts/services.sh up, and beside it go build -race and the checks"; \
 	bash scripts/services.sh up & up=$$!; \
-	run "go build -race ./..." $(GO) build -race ./... & race=$$!; \
+	run "go build -race ./..., every module" $(SUBMAKE) build-race & race=$$!; \
 	trap 'kill $$up $$race 2>/dev/null; wait' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
 	run gofmt $(SUBMAKE) -s fmt && \
 	run "go vet ./..." $(GO) vet ./... && \
-	run "go vet ./... in bench/" $(GO) -C bench vet ./... || exit; \
+	run "go vet ./... in bench/" $(GO) -C bench vet ./... && \
+	run "go vet ./... in $(SUBMODULES)" $(SUBMAKE) vet-submodules || exit; \
 	step "waiting for go build -race and scripts/services.sh up"; \
 	wait $$race || exit; race=; \
 	rc=0; wait $$up || rc=$$?; trap - EXIT; \
@@ -153,6 +160,10 @@ test-race:
 	@$(PROGRESS); step "go test -race, every package but the ZooKeeper registry"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' $(NOT_ZK_REGISTRY)
 	@$(PROGRESS); done_step
+	@$(PROGRESS); step "go test -race in $(SUBMODULES)"
+	$(WITH_SERVICES) for m in $(SUBMODULES); do \
+		$(GO) -C $$m test -race -count=1 -timeout 10m -skip '$(ZK_RECONNECT_TESTS)' ./... || exit; done
+	@$(PROGRESS); done_step
 
 test-race-zk:
 	@$(PROGRESS); step "go test -race, the ZooKeeper registry"
@@ -166,7 +177,9 @@ test-race-zk:
 # once.
 test-zk-failover:
 	@$(PROGRESS); step "go test -p 1 -v, the ZooKeeper failover tests"
-	set -o pipefail; $(WITH_SERVICES) $(GO) test -p 1 -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ ./clients/config/ \
+	set -o pipefail; $(WITH_SERVICES) $(GO) test -p 1 -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ \
+		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
+	set -o pipefail; $(WITH_SERVICES) $(GO) -C clients/config test -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v ./... \
 		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
 	@$(PROGRESS); done_step
 
@@ -175,6 +188,7 @@ test-zk-failover:
 test-norace:
 	@$(PROGRESS); step "go test without -race, the allocation guards and TestManySlowReaders"
 	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders' ./...
+	$(WITH_SERVICES) for m in $(SUBMODULES); do $(GO) -C $$m test -count=1 -run 'Alloc' ./... || exit; done
 	@$(PROGRESS); done_step
 
 # bench/ is a module of its own (test-prep vets it): run its end-to-end
@@ -206,8 +220,17 @@ test-end:
 		how="$$how in: $$what"; fi; \
 	say "$$how"
 
-vet:
+# build-race compiles what the race passes need, in every module.
+build-race:
+	@$(GO) build -race ./...
+	@for m in $(SUBMODULES); do $(GO) -C $$m build -race ./... || exit; done
+
+vet: vet-submodules
 	$(GO) vet ./...
+	$(GO) -C bench vet ./...
+
+vet-submodules:
+	@for m in $(SUBMODULES); do $(GO) -C $$m vet ./... || exit; done
 
 # services installs (if needed) and starts the servers the tests need
 # (scripts/services.sh up), and leaves them running; services-down stops
@@ -246,8 +269,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
-	$(GO) test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) ./clients/redis/
-	$(GO) test -run '^$$' -fuzz '^FuzzOptions$$' -fuzztime $(FUZZTIME) ./clients/mysql/
-	$(GO) test -run '^$$' -fuzz '^FuzzSummarize$$' -fuzztime $(FUZZTIME) ./clients/mongo/
+	$(GO) -C clients/redis test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) .
+	$(GO) -C clients/mysql test -run '^$$' -fuzz '^FuzzOptions$$' -fuzztime $(FUZZTIME) .
+	$(GO) -C clients/mongo test -run '^$$' -fuzz '^FuzzSummarize$$' -fuzztime $(FUZZTIME) .
 	for f in FuzzApolloConfig FuzzApolloNotifications FuzzZKNode FuzzSnapshotFile FuzzDecode; do \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./clients/config/ || exit 1; done
+		$(GO) -C clients/config test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) . || exit 1; done
