@@ -512,3 +512,81 @@ func TestClientCertsOnEveryEntryPoint(t *testing.T) {
 		t.Errorf("no warning for UDP on the opted-in server: %v", attrs)
 	}
 }
+
+// heldConn is an accepted connection whose Close the server calls is
+// held back: the socket stays open, so that a TLS handshake under way
+// completes though the server closed the connection meanwhile.
+type heldConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *heldConn) Close() error { c.closed.Store(true); return nil }
+
+type heldListener struct {
+	net.Listener
+	accepted chan *heldConn
+}
+
+func (l heldListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	hc := &heldConn{Conn: nc}
+	l.accepted <- hc
+	return hc, nil
+}
+
+// TestCloseDuringTLSHandshake closes the server while a connection's TLS
+// handshake completes. The connection then starts using the TLS conn in
+// place of the socket, while Close, on another goroutine, closes what the
+// connection uses: the race detector checks that the two agree on it
+// without a data race (the connection took the TLS conn outside its lock).
+func TestCloseDuringTLSHandshake(t *testing.T) {
+	ca := newCA(t, "kiev test CA")
+	log := &records{}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithTLS(&tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server", true)}}))
+	srv.Register(new(Arith))
+	l := heldListener{listen(t), make(chan *heldConn, 1)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	held := <-l.accepted
+	defer held.Conn.Close()
+
+	// Close and the handshake run side by side, with nothing ordering
+	// them, as a Close in production meets a handshake.
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	tc := tls.Client(nc, &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		t.Fatalf("TLS handshake: %v; the held socket should let it complete", err)
+	}
+	nc.Close() // the server's reader, waiting for the preface, ends
+
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Close did not return once the connection ended")
+	}
+	if err := <-served; !errors.Is(err, kiev.ErrServerClosed) {
+		t.Fatalf("Serve returned %v; want ErrServerClosed", err)
+	}
+	if !held.closed.Load() {
+		t.Fatal("Close did not close the connection")
+	}
+	if n := log.count("kiev: handshake failed; closing connection"); n != 0 {
+		t.Errorf("%d warnings of a failed handshake; the server closed the connection itself, which is no failure to warn of", n)
+	}
+}

@@ -27,7 +27,7 @@ import (
 // workers, or on the reader (inline.go).
 type serverConn struct {
 	srv      *Server
-	nc       net.Conn
+	nc       net.Conn // the socket, then its TLS conn: set by serve under mu, read by others under mu
 	link     *link
 	base     context.Context // parent of every handler ctx
 	stopBase func() bool     // stops the watch on base
@@ -66,19 +66,24 @@ func (c *serverConn) serve() {
 	if c.srv.opts.tls != nil {
 		tc, st, err := c.srv.tlsServer(c.nc)
 		if err != nil {
-			c.srv.warn("kiev: TLS handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
-			c.nc.Close()
+			c.handshakeFailed("kiev: TLS handshake failed; closing connection", err)
 			return
 		}
+		// close, on another goroutine, reads nc under mu.
+		c.mu.Lock()
 		c.nc, c.tls = tc, st
+		dead := c.dead
+		c.mu.Unlock()
+		if dead { // closed during the handshake: the socket is closed
+			return
+		}
 		c.link.setConn(tc)
 	}
 	r := wire.NewReader(&progressReader{c.nc, &c.link.bytesSeen}, readBufSize, c.srv.opts.maxFrame)
 	r.SetBudget(&c.srv.partial)
 	defer r.Release()
 	if err := c.handshake(r); err != nil {
-		c.srv.warn("kiev: handshake failed; closing connection", "peer", c.nc.RemoteAddr(), "err", err)
-		c.nc.Close()
+		c.handshakeFailed("kiev: handshake failed; closing connection", err)
 		return
 	}
 	c.mu.Lock()
@@ -94,6 +99,19 @@ func (c *serverConn) serve() {
 	<-c.readerDone
 	<-c.link.done
 	c.close(io.EOF) // after the client's end of stream: the replies are out
+}
+
+// handshakeFailed closes a connection whose handshake failed, and says so
+// unless the server closed it meanwhile.
+func (c *serverConn) handshakeFailed(msg string, err error) {
+	c.mu.Lock()
+	dead := c.dead
+	c.dead = true
+	c.mu.Unlock()
+	if !dead {
+		c.srv.warn(msg, "peer", c.nc.RemoteAddr(), "err", err)
+	}
+	c.nc.Close()
 }
 
 // read reads calls until the connection fails, then closes it; or until
@@ -396,7 +414,10 @@ func (c *serverConn) drain() {
 		// them unread would send a reset, which can destroy replies the
 		// client has not read yet. The reader then closes the socket.
 		<-c.link.done
-		if hc, ok := c.nc.(interface{ CloseWrite() error }); ok && hc.CloseWrite() == nil {
+		c.mu.Lock()
+		nc := c.nc
+		c.mu.Unlock()
+		if hc, ok := nc.(interface{ CloseWrite() error }); ok && hc.CloseWrite() == nil {
 			c.mu.Lock()
 			c.lingering = true
 			c.mu.Unlock()
@@ -416,12 +437,13 @@ func (c *serverConn) close(err error) {
 	}
 	c.dead = true
 	lingering := c.lingering
+	nc := c.nc // the socket, or its TLS conn once serve has it
 	c.mu.Unlock()
 	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
-		c.srv.warn("kiev: closing connection", "peer", c.nc.RemoteAddr(), "err", err)
+		c.srv.warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
 	}
 	c.link.stop(err)
-	c.nc.Close()
+	nc.Close()
 	c.cancelCalls(context.Canceled, true)
 }
 
