@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
-	"github.com/kievrpc/kiev/internal/wire"
 )
 
 // HTTP headers of kiev's HTTP front.
@@ -81,7 +80,7 @@ func (s *Server) HTTPHandler() http.Handler {
 	if s.requiresClientCerts() && s.opts.certsOptional {
 		s.opts.logger.Warn("kiev: serving callers without client certificates though WithTLS requires them (WithoutClientCertsOutsideTLS)", "entry", "HTTPHandler")
 	}
-	return httpFront{s}
+	return httpFront{s: s}
 }
 
 // ServeFastCGI serves HTTPHandler as a FastCGI responder on l, so that a
@@ -111,7 +110,7 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 		s.mu.Unlock()
 		l.Close()
 	}()
-	err := fcgi.Serve(fcgiListener{l, s}, httpFront{s})
+	err := fcgi.Serve(fcgiListener{l, s}, httpFront{s: s, base: s.baseContext(l)})
 	if s.isClosed() {
 		return ErrServerClosed
 	}
@@ -166,7 +165,14 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-type httpFront struct{ s *Server }
+// httpFront serves calls over HTTP. Their contexts' values come from
+// base, WithBaseContext's for ServeFastCGI's listener, or, if nil (for
+// HTTPHandler), from the request's context, which carries the values of
+// the http.Server's BaseContext and ConnContext.
+type httpFront struct {
+	s    *Server
+	base context.Context
+}
 
 // httpError answers an HTTP call that failed with code.
 func httpError(w http.ResponseWriter, code Code, msg string) {
@@ -257,13 +263,11 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			name = name[:i] + "." + name[i+1:]
 		}
 	}
-	m, err := s.lookup([]byte(name))
+	m, err := s.lookupCall([]byte(name))
 	switch {
 	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]):
 		httpError(w, CodeNotFound, fmt.Sprintf("kiev: %s is not served over HTTP", name))
 		return
-	case err != nil && len(s.opts.interceptors) > 0:
-		m = s.unknown // the interceptors judge the call first: see Server.unknown
 	case err != nil:
 		httpError(w, CodeNotFound, err.Error())
 		return
@@ -324,28 +328,40 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		*buf = append(*buf, "null"...)
 	}
 
-	hs := &httpSink{end: make(chan struct{})}
-	sc := &serverCall{srv: s, sink: hs, m: m, codec: codec.JSON, body: buf}
-	sc.req = Request{ServiceMethod: m.name, Peer: stringAddr(r.RemoteAddr), Codec: codec.JSON.Name(), Metadata: md, TLS: r.TLS, call: sc}
-	if m == s.unknown {
-		sc.req.ServiceMethod = truncate(name, maxUnknownName)
-	}
-	sc.ctx.parent = context.Background()
-	sc.ctx.call = sc
-	sc.ctx.md = md
-	sc.ctx.priority = s.priority(&sc.req, priority)
-	sc.ctx.deadline = time.Now().Add(timeout)
 	if s.isClosed() {
 		putBuf(buf)
 		httpError(w, CodeShutdown, "kiev: the server is shutting down; retry on another server")
 		return
 	}
-	stop := context.AfterFunc(r.Context(), func() {
+	// An HTTP connection is the caller's connection (FastCGI passes on
+	// the caller's address and port): WithMaxConcurrentCalls holds for
+	// it as for a TCP connection.
+	if !s.httpCalls.take(r.RemoteAddr, s.opts.maxCalls) {
+		putBuf(buf)
+		httpError(w, CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight on this connection, the server's limit (WithMaxConcurrentCalls); retry later or on another server", m.name, s.opts.maxCalls))
+		return
+	}
+	in := callHead{m: m, codec: codec.JSON, peer: stringAddr(r.RemoteAddr), tls: r.TLS, md: md, claimed: priority, deadline: time.Now().Add(timeout), body: buf}
+	if m == s.unknown {
+		in.asked = name
+	}
+	base := f.base
+	if base == nil {
+		base = r.Context()
+	}
+	hs := &httpSink{front: f, peer: r.RemoteAddr, end: make(chan struct{})}
+	sc := s.makeCall(&in, base, hs)
+	cancel := func() {
 		sc.callerGone.Store(true)
 		sc.ctx.cancel(context.Canceled)
-	})
+	}
+	stop := context.AfterFunc(r.Context(), cancel)
 	defer stop()
-	s.submit(sc, sc.ctx.parent)
+	if base != r.Context() && base.Done() != nil {
+		stopBase := context.AfterFunc(base, func() { sc.ctx.cancel(base.Err()) })
+		defer stopBase()
+	}
+	s.submit(sc, base)
 	select {
 	case <-hs.end:
 	case <-r.Context().Done():
@@ -373,42 +389,84 @@ func (bb *bytesBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// httpSink takes the answer of an HTTP call for its handler goroutine.
+// httpSink takes the answer of an HTTP call for its request goroutine,
+// which writes it.
 type httpSink struct {
-	mu   sync.Mutex
-	code Code
-	msg  string
-	body []byte
-	sent bool          // an answer was made
-	end  chan struct{} // closed by done
+	front httpFront
+	peer  string // the request's RemoteAddr, its count in Server.httpCalls
+	mu    sync.Mutex
+	code  Code
+	msg   string
+	body  []byte
+	sent  bool          // an answer was made
+	end   chan struct{} // closed by done
 }
 
-func (hs *httpSink) prefix(b []byte) []byte { return b }
-
-func (hs *httpSink) send(sc *serverCall, b []byte) error {
-	if err := wire.EndFrame(b, 0, sc.srv.opts.maxFrame); err != nil {
-		return fmt.Errorf("%w; return less or raise WithMaxFrameSize", err)
+// reply, fail, done and backlogged make an httpSink the callSink of its
+// call.
+func (hs *httpSink) reply(sc *serverCall, cd codec.Codec, v any) error {
+	body, err := cd.Marshal(nil, v)
+	if err != nil {
+		return &encodeError{err}
 	}
-	f, err := wire.Parse(b[4:])
-	var h wire.Header
-	if err == nil {
-		err = wire.ParseHeader(f.Header, &h)
+	if max := sc.srv.opts.maxFrame; len(body) > max {
+		return fmt.Errorf("%d bytes, over the %d-byte limit; return less or raise WithMaxFrameSize", len(body), max)
 	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	hs.sent = true
-	switch {
-	case err != nil:
-		hs.code, hs.msg = CodeInternal, "kiev: "+err.Error()
-	case h.ErrCode != 0:
-		hs.code, hs.msg = Code(h.ErrCode), string(h.ErrMsg)
-	default:
-		hs.code, hs.body = CodeOK, append([]byte(nil), f.Body...)
-	}
+	hs.sent, hs.code, hs.body = true, CodeOK, body
 	return nil
 }
 
-func (hs *httpSink) done(sc *serverCall) { close(hs.end) }
+func (hs *httpSink) fail(sc *serverCall, code Code, msg string, limited bool) error {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.sent, hs.code, hs.msg = true, code, msg
+	return nil
+}
+
+func (hs *httpSink) done(sc *serverCall) {
+	hs.front.s.httpCalls.put(hs.peer)
+	close(hs.end)
+}
 
 // backlogged: an HTTP reply is written by its own request goroutine.
 func (hs *httpSink) backlogged() (int, bool) { return 0, false }
+
+// peerCalls counts the calls in flight of each HTTP caller's connection,
+// for WithMaxConcurrentCalls.
+type peerCalls struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+// take counts a call of peer, unless it has max in flight already (max
+// 0: no limit).
+func (pc *peerCalls) take(peer string, max int) bool {
+	if max <= 0 {
+		return true
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.calls[peer] >= max {
+		return false
+	}
+	if pc.calls == nil {
+		pc.calls = make(map[string]int)
+	}
+	pc.calls[peer]++
+	return true
+}
+
+// put counts the end of a call of peer.
+func (pc *peerCalls) put(peer string) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if n, ok := pc.calls[peer]; ok {
+		if n <= 1 {
+			delete(pc.calls, peer)
+		} else {
+			pc.calls[peer] = n - 1
+		}
+	}
+}

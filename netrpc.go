@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/registry"
 )
@@ -387,11 +388,8 @@ func (cc *codecConn) serveOne(end chan struct{}) (bool, error) {
 		return false, nil
 	}
 	sink := &codecCall{conn: cc, method: h.ServiceMethod, seq: h.Seq, arg: argp, end: end}
-	sc := &serverCall{srv: s, sink: sink, m: m, codec: sink, id: h.Seq, body: getBuf(0)}
-	sc.req = Request{ServiceMethod: m.name, ID: h.Seq, Peer: connAddr("net/rpc codec"), Codec: sink.Name(), call: sc}
-	sc.ctx.parent = context.Background()
-	sc.ctx.call = sc
-	sc.ctx.priority = s.priority(&sc.req, DefaultPriority)
+	in := callHead{m: m, codec: sink, id: h.Seq, peer: connAddr("net/rpc codec"), claimed: DefaultPriority, body: getBuf(0)}
+	sc := s.makeCall(&in, context.Background(), sink)
 	cc.mu.Lock()
 	cc.calls++
 	cc.mu.Unlock()
@@ -412,50 +410,34 @@ func (cc *codecConn) respond(method string, seq uint64, reply any, errMsg string
 	}
 }
 
-// codecCall is one call read from a ServerCodec: the sink of its answer,
-// and the codec.Codec its serverCall decodes and encodes with, which hands
-// over the args the ServerCodec decoded and takes the reply as a value
 // for WriteResponse.
 type codecCall struct {
 	conn   *codecConn
 	method string
 	seq    uint64
 	arg    reflect.Value // a pointer to the decoded args
-	reply  any
 	end    chan struct{} // closed when the call is done; nil for ServeCodec
 }
 
 func (*codecCall) Name() string { return "net/rpc" }
 
-func (c *codecCall) Marshal(b []byte, v any) ([]byte, error) {
-	c.reply = v
-	return b, nil
-}
+// Marshal is not used: the sink hands the reply to the ServerCodec.
+func (c *codecCall) Marshal(b []byte, v any) ([]byte, error) { return b, nil }
 
 func (c *codecCall) Unmarshal(_ []byte, v any) error {
 	reflect.ValueOf(v).Elem().Set(c.arg.Elem())
 	return nil
 }
 
-func (c *codecCall) prefix(b []byte) []byte { return b }
+// reply, fail, done and backlogged make a codecCall the callSink of its
+// call: the ServerCodec encodes the reply value itself.
+func (c *codecCall) reply(_ *serverCall, _ codec.Codec, v any) error {
+	c.conn.respond(c.method, c.seq, v, "")
+	return nil
+}
 
-func (c *codecCall) send(sc *serverCall, b []byte) error {
-	if err := wire.EndFrame(b, 0, sc.srv.opts.maxFrame); err != nil {
-		return err
-	}
-	f, err := wire.Parse(b[4:])
-	var h wire.Header
-	if err == nil {
-		err = wire.ParseHeader(f.Header, &h)
-	}
-	switch {
-	case err != nil:
-		c.conn.respond(c.method, c.seq, nil, "kiev: "+err.Error())
-	case h.ErrCode != 0:
-		c.conn.respond(c.method, c.seq, nil, string(h.ErrMsg))
-	default:
-		c.conn.respond(c.method, c.seq, c.reply, "")
-	}
+func (c *codecCall) fail(_ *serverCall, _ Code, msg string, _ bool) error {
+	c.conn.respond(c.method, c.seq, nil, msg)
 	return nil
 }
 

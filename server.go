@@ -55,6 +55,7 @@ type Server struct {
 	hooks     hooks      // OnShutdown functions and health checks
 	logLimits logLimits  // lines per second of the warnings peers can cause
 	partial   byteBudget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
+	httpCalls peerCalls  // calls in flight of each HTTP caller (WithMaxConcurrentCalls)
 
 	// unknown is the method of calls of a method the server does not
 	// have, while it has interceptors: they see such calls too, so that
@@ -282,10 +283,7 @@ func (s *Server) Serve(l net.Listener) error {
 		l.Close()
 	}()
 
-	base := context.Background()
-	if s.opts.baseContext != nil {
-		base = s.opts.baseContext(l)
-	}
+	base := s.baseContext(l)
 	for {
 		nc, err := s.accept(l)
 		if err != nil {
@@ -493,6 +491,15 @@ func (s *Server) Close() error {
 	s.stopAdmin(hctx)
 	s.runShutdownHooks(hctx)
 	return nil
+}
+
+// baseContext is the parent of the contexts of the calls that come
+// through l: WithBaseContext's, or context.Background.
+func (s *Server) baseContext(l net.Listener) context.Context {
+	if s.opts.baseContext != nil {
+		return s.opts.baseContext(l)
+	}
+	return context.Background()
 }
 
 // Bounds of a connection's share of WithMaxQueuedBytes.

@@ -6,13 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"maps"
 	"math"
 	"net"
-	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,82 +262,6 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	return false, nil
 }
 
-// maxUnknownName bounds the name of an unknown method that interceptors
-// and logs see: the peer's to choose, up to a 64 KiB header.
-const maxUnknownName = 256
-
-// maxMetaPresize bounds the room made for a call's metadata before it is
-// read: the count of pairs is the peer's to choose, and pairs that repeat
-// one key (21,666 empty pairs fit in a 64 KiB header) would otherwise
-// size a map for all of them, 1.28 MiB per call.
-const maxMetaPresize = 8
-
-// newCall makes the call a Request frame asks for, or says why it cannot:
-// no such method, or an unknown codec. It copies the args, so the frame
-// may be reused.
-func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base context.Context, sink callSink) (*serverCall, Code, string) {
-	m, err := s.lookup(h.Method)
-	if err != nil {
-		if len(s.opts.interceptors) == 0 {
-			return nil, CodeNotFound, err.Error()
-		}
-		m = s.unknown // the interceptors judge the call first
-	}
-	cd := s.codecs[string(h.Codec)]
-	if cd == nil {
-		return nil, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", h.Codec, s.codecNames())
-	}
-	sc := &serverCall{srv: s, sink: sink, m: m, codec: cd, id: f.ID}
-	sc.req = Request{ServiceMethod: m.name, ID: f.ID, Peer: peer, Codec: cd.Name(), call: sc}
-	if m == s.unknown {
-		sc.req.ServiceMethod = truncate(string(h.Method), maxUnknownName)
-	}
-	if h.MetaCount > 0 {
-		md := make(Metadata, min(h.MetaCount, maxMetaPresize))
-		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
-		sc.req.Metadata = md
-	}
-	sc.ctx.parent = base
-	sc.ctx.call = sc
-	sc.ctx.md = sc.req.Metadata
-	claimed := DefaultPriority
-	if h.HasPriority {
-		claimed = Priority(h.Priority)
-	}
-	sc.ctx.priority = s.priority(&sc.req, claimed)
-	if h.HasTimeout {
-		sc.ctx.deadline = time.Now().Add(time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond)
-	}
-	sc.body = getBuf(len(f.Body))
-	*sc.body = append((*sc.body)[:0], f.Body...)
-	return sc, 0, ""
-}
-
-// priority is the priority a call that claims one is scheduled at: what
-// WithPriorityPolicy decides, or the claim.
-func (s *Server) priority(req *Request, claimed Priority) Priority {
-	if policy := s.opts.priorityPolicy; policy != nil {
-		return min(policy(req, claimed), MaxPriority)
-	}
-	return min(claimed, MaxPriority)
-}
-
-// submit hands a call to the scheduler.
-func (s *Server) submit(sc *serverCall, base context.Context) {
-	if err := base.Err(); err != nil {
-		sc.ctx.cancel(err)
-	}
-	s.sched.Submit(sc)
-}
-
-// release returns a call that will not run or be answered.
-func (sc *serverCall) release() {
-	if sc.body != nil {
-		putBuf(sc.body)
-		sc.body = nil
-	}
-}
-
 func (c *serverConn) replyError(id uint64, code Code, msg string) {
 	buf := getBuf(0)
 	b := appendError((*buf)[:0], id, code, msg, false)
@@ -464,30 +383,30 @@ func (c *serverConn) cancelCalls(err error, callerGone bool) {
 	}
 }
 
-func (s *Server) codecNames() string {
-	return strings.Join(slices.Sorted(maps.Keys(s.codecs)), ", ")
+// reply, fail, done and backlogged make a serverConn the callSink of its
+// calls.
+func (c *serverConn) reply(sc *serverCall, cd codec.Codec, v any) error {
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b, err := appendResponse((*buf)[:0], sc.id, cd, v)
+	*buf = b
+	if err != nil {
+		return err
+	}
+	return c.answer(sc, b)
 }
 
-// callSink is where a call's answer goes: the connection it came on, or
-// a packet socket and the caller's address.
-type callSink interface {
-	// prefix appends what goes before a Response frame: nothing on a
-	// connection, the preface in a datagram.
-	prefix(b []byte) []byte
-	// send sends b, a Response frame after its prefix, unless it is too
-	// large, which it reports.
-	send(sc *serverCall, b []byte) error
-	// done forgets the call; it is the last thing a call does.
-	done(sc *serverCall)
-	// backlogged reports the bytes of replies waiting for the caller to
-	// read them, and whether they are too many to run more of its calls.
-	backlogged() (int, bool)
+func (c *serverConn) fail(sc *serverCall, code Code, msg string, limited bool) error {
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b := appendError((*buf)[:0], sc.id, code, msg, limited)
+	*buf = b
+	return c.answer(sc, b)
 }
 
-// prefix, send and done make a serverConn the callSink of its calls.
-func (c *serverConn) prefix(b []byte) []byte { return b }
-
-func (c *serverConn) send(sc *serverCall, b []byte) error {
+// answer sends sc's Response frame b, unless it is too large, or too
+// large to add to the replies the client has left unread.
+func (c *serverConn) answer(sc *serverCall, b []byte) error {
 	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err != nil {
 		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
 	}
@@ -505,226 +424,9 @@ func (c *serverConn) send(sc *serverCall, b []byte) error {
 // twice its share of WithMaxQueuedBytes: error replies, not payloads.
 const maxBackloggedFrame = 1 << 10
 
-// backlogError says a reply was not queued because the client has left
-// too many unread.
-type backlogError struct{ queued int }
-
-func (e *backlogError) Error() string {
-	return fmt.Sprintf("%d KiB of replies wait for this client to read them, more than its share of the server's memory (WithMaxQueuedBytes); read replies as they come, or have fewer calls in flight", e.queued>>10)
-}
-
 func (c *serverConn) done(sc *serverCall) { c.finish(sc) }
 
 func (c *serverConn) backlogged() (int, bool) {
 	n := int(c.link.backlog.Load())
 	return n, n > 2*c.srv.connShare()
-}
-
-// serverCall is one call in flight.
-type serverCall struct {
-	srv        *Server
-	sink       callSink
-	m          *method
-	codec      codec.Codec
-	id         uint64
-	body       *[]byte
-	ctx        callContext // the handler's context
-	callerGone atomic.Bool // the caller canceled, or the connection died
-	answered   atomic.Bool // its Response is queued: the client may reuse its id
-	req        Request
-}
-
-// Priority, Deadline, Canceled, Cost, Run and Drop make a serverCall a
-// shed.Task, and Flow a shed.FlowTask: each connection is a flow that the
-// scheduler shares its limits fairly with the others.
-
-func (sc *serverCall) Priority() int               { return int(sc.ctx.priority) }
-func (sc *serverCall) Deadline() (time.Time, bool) { return sc.ctx.Deadline() }
-func (sc *serverCall) Canceled() bool              { return sc.callerGone.Load() }
-func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
-
-// Flow is the call's connection's, for fairness; nil over UDP and HTTP.
-// (Derived from the sink, not held: a field would take serverCall past
-// its allocation size class.)
-func (sc *serverCall) Flow() *shed.Flow {
-	if c, ok := sc.sink.(*serverConn); ok {
-		return &c.flow
-	}
-	return nil
-}
-
-// Drop answers a call the scheduler will not run.
-func (sc *serverCall) Drop(r shed.Reason) {
-	defer sc.sink.done(sc)
-	code := CodeOverloaded
-	if r == shed.Deadline {
-		code = CodeDeadlineExceeded
-	}
-	sc.m.stats.record(time.Now(), -1, code)
-	putBuf(sc.body)
-	sc.body = nil
-	sc.ctx.cancel(context.Canceled)
-	if sc.callerGone.Load() {
-		return
-	}
-	if msg := sc.m.dropped[r]; msg != "" {
-		sc.replyErr(code, msg, r == shed.Limited)
-	}
-}
-
-// dropMessages builds, once per method, the answers to its calls the
-// scheduler drops, by reason, so that refusing a call under overload costs
-// no allocation. A canceled call gets no answer.
-func dropMessages(name string) []string {
-	m := make([]string, len(shed.Reasons()))
-	m[shed.Evicted] = "kiev: " + name + " was shed: the server is overloaded and a more important call took its place in the queue; retry on another server"
-	m[shed.Refused] = "kiev: " + name + " was refused: the server is overloaded and its queue is full of calls as important; retry on another server"
-	m[shed.Expired] = "kiev: " + name + " was shed: it waited in the overloaded server's queue past the wait limit; retry on another server"
-	m[shed.Deadline] = "kiev: " + name + " was not run: too little time was left before the caller's deadline"
-	m[shed.Limited] = "kiev: " + name + " was refused at its adaptive limit: it has slowed down (its dependency is likely slow), and the call could not start in time; the server's other methods are not held; retry on another server"
-	return m
-}
-
-// Run executes the interceptor chain and the method, then replies.
-func (sc *serverCall) Run() { sc.RunTimed(time.Now()) }
-
-// RunTimed is Run for a call started at start, reporting when the handler
-// ended, which makes a serverCall a shed.TimedTask: the scheduler takes
-// the handler's time from the clock reads the call's metrics make anyway.
-func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
-	defer sc.sink.done(sc)
-	if n, over := sc.sink.backlogged(); over && !sc.callerGone.Load() {
-		// Its reply would only add to the pile the caller does not read.
-		sc.m.stats.record(start, -1, CodeOverloaded)
-		putBuf(sc.body)
-		sc.body = nil
-		sc.ctx.cancel(context.Canceled)
-		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &backlogError{queued: n}))
-		return start
-	}
-	sc.ctx.start(start)
-	sc.srv.inFlight.Add(1)
-	err := sc.protect(func() error { return sc.srv.handler(&sc.ctx, &sc.req) })
-	end = time.Now()
-	sc.srv.inFlight.Add(-1)
-	code := CodeOK
-	if err != nil {
-		code = codeOf(err)
-	}
-	sc.m.stats.record(end, end.Sub(start), code)
-	sc.logCall(end.Sub(start), code, err)
-	if sc.body != nil {
-		putBuf(sc.body)
-		sc.body = nil
-	}
-	expired := sc.ctx.Err() == context.DeadlineExceeded
-	sc.ctx.cancel(context.Canceled) // the handler is done; so are its goroutines' ctx
-	if sc.callerGone.Load() || expired {
-		// The caller has stopped waiting; a reply would only cost
-		// bandwidth.
-		return end
-	}
-	if err != nil {
-		sc.replyError(codeOf(err), err.Error())
-		return end
-	}
-	sc.reply()
-	return end
-}
-
-// protect runs f and turns a panic into a CodeInternal error.
-func (sc *serverCall) protect(f func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			stack := make([]byte, 8<<10)
-			stack = stack[:runtime.Stack(stack, false)]
-			sc.srv.logLimited(slog.LevelError, "kiev: handler panicked", "method", sc.m.name, "panic", p, "stack", string(stack))
-			err = &ServerError{Code: CodeInternal, Message: fmt.Sprintf("kiev: %s panicked: %v", sc.m.name, p)}
-		}
-	}()
-	return f()
-}
-
-// invoke is the innermost Handler: decode args, call the method.
-func (s *Server) invoke(ctx context.Context, req *Request) error {
-	sc := req.call
-	if sc == nil {
-		return &ServerError{Code: CodeInternal, Message: "kiev: a server interceptor passed on a Request it built itself; pass on the *Request it was given"}
-	}
-	if sc.m == s.unknown {
-		msg := "kiev: no method " + req.ServiceMethod
-		if _, err := s.lookup([]byte(req.ServiceMethod)); err != nil {
-			msg = err.Error()
-		}
-		return &ServerError{Code: CodeNotFound, Message: msg}
-	}
-	argp := sc.m.newArg()
-	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
-		return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err)}
-	}
-	putBuf(sc.body)
-	sc.body = nil
-	replyp := sc.m.newReply()
-	req.Args = argp.Interface()
-	req.Reply = replyp.Interface()
-	return sc.m.call(ctx, argp, replyp)
-}
-
-func (sc *serverCall) reply() {
-	buf := getBuf(0)
-	defer putBuf(buf)
-	b := sc.sink.prefix((*buf)[:0])
-	start := len(b)
-	b = wire.BeginFrame(b, wire.TypeResponse, sc.id)
-	b = wire.AppendString(b, wire.KeyCodec, sc.codec.Name())
-	_ = wire.EndHeader(b, start)
-	b, err := sc.codec.Marshal(b, sc.req.Reply)
-	*buf = b
-	if err != nil {
-		sc.srv.logLimited(slog.LevelError, "kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err)
-		sc.replyError(CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err))
-		return
-	}
-	if err := sc.sink.send(sc, b); err != nil {
-		if be, ok := err.(*backlogError); ok {
-			sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: reply of %s dropped: %v", sc.m.name, be))
-			return
-		}
-		sc.replyError(CodeTooLarge, fmt.Sprintf("kiev: reply of %s is too large: %v", sc.m.name, err))
-	}
-}
-
-// replyError answers the call with an error. A message too long for the
-// sink (a datagram, say) is cut short.
-func (sc *serverCall) replyError(code Code, msg string) { sc.replyErr(code, msg, false) }
-
-// replyErr sends an error Response; limited marks an Overloaded error as
-// the method's, refused at its adaptive limit, not the server's.
-func (sc *serverCall) replyErr(code Code, msg string, limited bool) {
-	buf := getBuf(0)
-	b := appendError(sc.sink.prefix((*buf)[:0]), sc.id, code, msg, limited)
-	if sc.sink.send(sc, b) != nil && len(msg) > maxShortError {
-		b = appendError(sc.sink.prefix(b[:0]), sc.id, code, msg[:maxShortError]+"...", limited)
-		_ = sc.sink.send(sc, b)
-	}
-	*buf = b
-	putBuf(buf)
-}
-
-// maxShortError is the length error messages are cut to when they do not
-// fit whole.
-const maxShortError = 256
-
-// appendError appends an error Response frame, without its length, which
-// the sink's send fills in.
-func appendError(b []byte, id uint64, code Code, msg string, limited bool) []byte {
-	start := len(b)
-	b = wire.BeginFrame(b, wire.TypeResponse, id)
-	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
-	b = wire.AppendString(b, wire.KeyErrMsg, msg)
-	if limited {
-		b = wire.AppendString(b, wire.KeyLimited, "")
-	}
-	_ = wire.EndHeader(b, start)
-	return b
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -147,7 +148,7 @@ type packetCall struct {
 	id      uint64
 	peer    peerKey
 	addr    net.Addr  // the peer, for sockets other than UDP
-	reply   []byte    // the reply datagram, once sent
+	answer  []byte    // the answer datagram, once sent
 	resends int       // times the reply was sent again (MaxReplyResends)
 	session uint64    // the client's session, for a Retry's ticket
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
@@ -251,7 +252,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		return
 	}
 	if pc := st.calls[f.ID]; pc != nil {
-		reply := pc.reply
+		reply := pc.answer
 		if !pc.expires.IsZero() {
 			// The client has not seen the reply: keep it while the
 			// client keeps asking, and a signed call while it is fresh.
@@ -487,17 +488,37 @@ func (ps *packetServer) send(b []byte, peer peerKey, addr net.Addr) {
 // the server bounds no answer): its answer may take any size.
 func (pc *packetCall) proven() bool { return pc.allow < 0 }
 
-// prefix, send and done make a packetCall the callSink of its call.
-func (pc *packetCall) prefix(b []byte) []byte { return wire.AppendPreface(b, wire.Version) }
+// reply, fail, done and backlogged make a packetCall the callSink of its
+// call.
+func (pc *packetCall) reply(sc *serverCall, cd codec.Codec, v any) error {
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b, err := appendResponse(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, cd, v)
+	*buf = b
+	if err != nil {
+		return err
+	}
+	return pc.send(b)
+}
 
-func (pc *packetCall) send(sc *serverCall, b []byte) error {
+func (pc *packetCall) fail(sc *serverCall, code Code, msg string, limited bool) error {
+	buf := getBuf(0)
+	defer putBuf(buf)
+	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, code, msg, limited)
+	*buf = b
+	return pc.send(b)
+}
+
+// send sends the datagram b, a Response after the preface, and keeps it
+// to answer the call's retransmissions.
+func (pc *packetCall) send(b []byte) error {
 	limit := pc.ps.srv.opts.packet.MaxDatagram
 	if err := wire.EndFrame(b, wire.PrefaceLen, limit-wire.PrefaceLen-4); err != nil {
 		return fmt.Errorf("%d bytes, over the %d-byte datagram limit; return less, raise Packet.MaxDatagram on both sides, or call over TCP", len(b), limit)
 	}
 	reply := append([]byte(nil), b...)
 	pc.ps.mu.Lock()
-	pc.reply = reply
+	pc.answer = reply
 	pc.ps.mu.Unlock()
 	pc.ps.sendWithin(reply, pc.allow, pc.id, pc.session, pc.peer, pc.addr)
 	return nil
