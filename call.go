@@ -145,6 +145,13 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 	return s.makeCall(&in, base, sink), 0, ""
 }
 
+// refuseAtLimit counts a call of m refused at WithMaxConcurrentCalls,
+// and returns what it is answered.
+func (s *Server) refuseAtLimit(m *method, what string) (Code, string) {
+	m.stats.record(time.Now(), -1, CodeOverloaded)
+	return CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight %s, the server's limit (WithMaxConcurrentCalls); retry later or on another server", m.name, s.opts.maxCalls, what)
+}
+
 // priority is the priority a call that claims one is scheduled at: what
 // WithPriorityPolicy decides, or the claim.
 func (s *Server) priority(req *Request, claimed Priority) Priority {

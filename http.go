@@ -338,7 +338,8 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it as for a TCP connection.
 	if !s.httpCalls.take(r.RemoteAddr, s.opts.maxCalls) {
 		putBuf(buf)
-		httpError(w, CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight on this connection, the server's limit (WithMaxConcurrentCalls); retry later or on another server", m.name, s.opts.maxCalls))
+		code, msg := s.refuseAtLimit(m, "on this connection")
+		httpError(w, code, msg)
 		return
 	}
 	in := callHead{m: m, codec: codec.JSON, peer: stringAddr(r.RemoteAddr), tls: r.TLS, md: md, claimed: priority, deadline: time.Now().Add(timeout), body: buf}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -348,4 +349,51 @@ func TestHTTPUnauthenticatedIs401(t *testing.T) {
 	t.Cleanup(hs.Close)
 	httpCase{name: "no token", method: "POST", path: "/Web.Hello", body: `{}`, status: 401, code: "Unauthenticated", contains: "unknown token"}.check(t, hs.Client(), hs.URL)
 	httpCase{name: "token", method: "POST", path: "/Web.Hello", body: `{"Name":"ann"}`, header: map[string]string{"Kiev-Meta-Authorization": "s3cret"}, status: 200, contains: "hello, ann"}.check(t, hs.Client(), hs.URL)
+}
+
+type originKey struct{}
+
+// Origin answers the origin value its context carries.
+type Origin struct{}
+
+func (Origin) Of(ctx context.Context, _ int, reply *string) error {
+	*reply, _ = ctx.Value(originKey{}).(string)
+	return nil
+}
+
+// TestHTTPBaseContext checks where the values of an HTTP call's context
+// come from: over FastCGI, from WithBaseContext's context for the
+// listener, as over TCP; through HTTPHandler, from the request's, which
+// carries the http.Server's BaseContext.
+func TestHTTPBaseContext(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithBaseContext(func(l net.Listener) context.Context {
+		return context.WithValue(context.Background(), originKey{}, "WithBaseContext")
+	}))
+	srv.Register(Origin{})
+	hs := httptest.NewUnstartedServer(srv.HTTPHandler())
+	hs.Config.BaseContext = func(net.Listener) context.Context {
+		return context.WithValue(context.Background(), originKey{}, "http.Server")
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	l := listen(t)
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeFastCGI(l) }()
+	ng := nginxtest.Start(t, l.Addr().String())
+	t.Cleanup(func() {
+		ng.Stop()
+		srv.Close()
+		<-done
+	})
+	for base, want := range map[string]string{hs.URL: "http.Server", ng.URL(): "WithBaseContext"} {
+		resp, err := http.Post(base+"/Origin.Of", "application/json", strings.NewReader("0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := strings.TrimSpace(string(b)); got != `"`+want+`"` {
+			t.Errorf("POST %s/Origin.Of = %s; want the value of %s", base, got, want)
+		}
+	}
 }

@@ -247,8 +247,12 @@ func WithPriorityPolicy(f func(req *Request, claimed Priority) Priority) ServerO
 }
 
 // WithBaseContext sets the function that gives the parent context of
-// every handler context for calls arriving through listener l. The default
-// is context.Background.
+// every handler context for calls arriving through listener l, that is
+// through Serve or ServeFastCGI; the handler contexts take their values
+// from it, and end when it does. The default is context.Background. Calls
+// through HTTPHandler take their values from the request's context, which
+// the http.Server's own BaseContext and ConnContext set; calls through
+// ServePacket, which has no listener, from context.Background.
 func WithBaseContext(f func(l net.Listener) context.Context) ServerOption {
 	return serverOption(func(o *serverOptions) { o.baseContext = f })
 }

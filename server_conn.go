@@ -242,7 +242,8 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	if max := c.srv.opts.maxCalls; max > 0 && len(c.calls) >= max {
 		c.mu.Unlock()
 		sc.release()
-		c.replyError(f.ID, CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d calls are already in flight on this connection, the server's limit (WithMaxConcurrentCalls); retry later or on another server", sc.m.name, max))
+		code, msg := c.srv.refuseAtLimit(sc.m, "on this connection")
+		c.replyError(f.ID, code, msg)
 		return false, nil
 	}
 	// An answered call (its Response queued) or one the client canceled

@@ -301,13 +301,6 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		stats.cacheFull.Add(1)
 		ps.sendRetry(f.ID, h.Session, peer, addr, allow)
 		return
-	case ps.srv.opts.maxCalls > 0 && ps.byPeer[peer] >= ps.srv.opts.maxCalls:
-		// A client address is a UDP client's connection: its sessions
-		// are the client's to choose.
-		ps.mu.Unlock()
-		stats.dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeOverloaded, fmt.Sprintf("kiev: refused: %d calls from this address are already running, the server's limit (WithMaxConcurrentCalls); retry later or on another server", ps.srv.opts.maxCalls), allow, h.Session)
-		return
 	}
 	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
 	if addr == nil {
@@ -316,6 +309,16 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 	sc, code, msg := ps.srv.newCall(f, h, addr, ps.base, pc)
 	if sc == nil {
 		ps.mu.Unlock()
+		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
+		return
+	}
+	if ps.srv.opts.maxCalls > 0 && ps.byPeer[peer] >= ps.srv.opts.maxCalls {
+		// A client address is a UDP client's connection: its sessions
+		// are the client's to choose.
+		ps.mu.Unlock()
+		sc.release()
+		stats.dropped.Add(1)
+		code, msg := ps.srv.refuseAtLimit(sc.m, "from this address")
 		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
 		return
 	}
