@@ -13,10 +13,10 @@ import (
 
 // Method is a typed handle on one method of a service: its Call takes
 // exactly the argument type A and returns the reply type R, so that a call
-// with the wrong types does not compile. Build one with MethodOf, which
+// with the wrong types does not compile. Build one with [MethodOf], which
 // takes the method itself and so checks A and R at compile time, or with
-// NewMethod, which takes the method's name and checks A and R against the
-// server's description of it. A call through a Method is a Client.Call in
+// [NewMethod], which takes the method's name and checks A and R against the
+// server's description of it. A call through a Method is a [Client.Call] in
 // every other respect: the same interceptors, retries, throttling,
 // metadata, priority and deadline, and the same errors, unchanged, at the
 // same cost in allocations.
@@ -32,12 +32,13 @@ type Method[A, R any] struct {
 	c    *Client
 	name string       // "Service.Method"
 	elem reflect.Type // when R is a pointer type, the type it points to; else nil
+	conv bool         // R is a named pointer type: convert a *elem to it
 }
 
 func newMethod[A, R any](c *Client, name string) *Method[A, R] {
 	m := &Method[A, R]{c: c, name: name}
 	if t := reflect.TypeFor[R](); t.Kind() == reflect.Pointer {
-		m.elem = t.Elem()
+		m.elem, m.conv = t.Elem(), t.Name() != ""
 	}
 	return m
 }
@@ -45,13 +46,13 @@ func newMethod[A, R any](c *Client, name string) *Method[A, R] {
 // String returns the "Service.Method" name that m calls.
 func (m *Method[A, R]) String() string { return m.name }
 
-// Call calls the method with args and returns its reply, as Client.Call
+// Call calls the method with args and returns its reply, as [Client.Call]
 // does, or R's zero value and the error. The method value m.Call is a
 // func(context.Context, A) (R, error).
 func (m *Method[A, R]) Call(ctx context.Context, args A) (R, error) {
 	var zero R
 	if m.elem != nil {
-		p := reflect.New(m.elem).Interface().(R)
+		p := m.fresh()
 		if err := m.c.Call(ctx, m.name, args, p); err != nil {
 			return zero, err
 		}
@@ -73,11 +74,20 @@ func (m *Method[A, R]) CallInto(ctx context.Context, args A, reply *R) error {
 	return m.c.Call(ctx, m.name, args, m.into(reply))
 }
 
-// Go starts a call of the method and returns at once, as Client.Go does:
+// Go starts a call of the method and returns at once, as [Client.Go] does:
 // the Call is sent on done when it completes, and its Reply is reply (or,
 // when R is a pointer type, *reply, set to a fresh value first if nil).
 func (m *Method[A, R]) Go(ctx context.Context, args A, reply *R, done chan *Call) *Call {
 	return m.c.Go(ctx, m.name, args, m.into(reply), done)
+}
+
+// fresh returns a pointer R to a new value, for a pointer type R.
+func (m *Method[A, R]) fresh() R {
+	p := reflect.New(m.elem)
+	if m.conv {
+		p = p.Convert(reflect.TypeFor[R]())
+	}
+	return p.Interface().(R)
 }
 
 // into returns what the codec decodes into for reply.
@@ -95,7 +105,7 @@ func (m *Method[A, R]) into(reply *R) any {
 	return p.Interface()
 }
 
-// MethodOption configures MethodOf and NetRPCMethodOf.
+// MethodOption configures [MethodOf] and [NetRPCMethodOf].
 type MethodOption interface{ applyMethod(*methodOptions) }
 
 type methodOptions struct {
@@ -106,9 +116,9 @@ type methodOption func(*methodOptions)
 
 func (f methodOption) applyMethod(o *methodOptions) { f(o) }
 
-// WithServiceName tells MethodOf the name the method's service is
+// WithServiceName tells [MethodOf] the name the method's service is
 // registered under, when it is not the name of the method's receiver type:
-// a service registered with RegisterName, or a method expression of an
+// a service registered with [Server.RegisterName], or a method expression of an
 // interface that the service implements. An empty name means the
 // receiver type's name.
 func WithServiceName(name string) MethodOption {
@@ -122,20 +132,20 @@ func WithServiceName(name string) MethodOption {
 //	func (t *T) Mul(ctx context.Context, args A, reply *R) error
 //
 // so the compiler checks that A and R are the method's own types, and the
-// name needs no string: the call goes to "T.Mul", the name Register gives
-// it (see WithServiceName for another). T may also be an interface that
+// name needs no string: the call goes to "T.Mul", the name
+// [Server.Register] gives it (see [WithServiceName] for another). T may also be an interface that
 // the service implements, such as one a package shares between servers
 // and clients; its method expression, API.Mul, calls "API.Mul" unless
 // WithServiceName says otherwise.
 //
 // MethodOf fails if method is not such a method expression (a func
 // literal, say), or if a server could not serve the method, for the reason
-// Register would give. It does not ask the server. For a method of net/rpc's
-// shape, without ctx, use NetRPCMethodOf.
+// Register would give. It does not ask the server. For a method of
+// net/rpc's shape, without ctx, use [NetRPCMethodOf].
 //
-// Call returns R by value. A protobuf message must not be copied, so for
-// a method that replies one, call CallInto, or use NewMethod with a pointer
-// reply type, NewMethod[*pb.Args, *pb.Reply].
+// [Method.Call] returns R by value. A protobuf message must not be copied,
+// so for a method that replies one, call [Method.CallInto], or use
+// [NewMethod] with a pointer reply type, NewMethod[*pb.Args, *pb.Reply].
 func MethodOf[T, A, R any](c *Client, method func(T, context.Context, A, *R) error, opts ...MethodOption) (*Method[A, R], error) {
 	name, err := methodName[T]("MethodOf", method, opts)
 	if err != nil {
@@ -144,7 +154,7 @@ func MethodOf[T, A, R any](c *Client, method func(T, context.Context, A, *R) err
 	return newMethod[A, R](c, name), nil
 }
 
-// NetRPCMethodOf is MethodOf for a method of net/rpc's shape,
+// NetRPCMethodOf is [MethodOf] for a method of net/rpc's shape,
 //
 //	func (t *T) Add(args A, reply *R) error
 //
@@ -169,7 +179,7 @@ func methodName[T any](caller string, fn any, opts []MethodOption) (string, erro
 		return "", fmt.Errorf("kiev: %s: the method is nil; pass a method expression, such as (*Arith).Mul", caller)
 	}
 	t := reflect.TypeFor[T]()
-	named, recv := t, ""
+	named := t
 	if t.Kind() == reflect.Pointer {
 		named = t.Elem()
 	}
@@ -178,7 +188,7 @@ func methodName[T any](caller string, fn any, opts []MethodOption) (string, erro
 	}
 	// The symbol of a method expression is "pkg.T.M" or "pkg.(*T).M",
 	// with a generic type's arguments written "[...]".
-	recv = named.Name()
+	recv := named.Name()
 	if i := strings.IndexByte(recv, '['); i >= 0 {
 		recv = recv[:i] + "[...]"
 	}
@@ -193,7 +203,7 @@ func methodName[T any](caller string, fn any, opts []MethodOption) (string, erro
 	meth := sym[dot+1:]
 	m, ok := t.MethodByName(meth)
 	if dot < 0 || !strings.HasSuffix(sym[:dot], "."+recv) || !ok {
-		return "", fmt.Errorf("kiev: %s: the func passed (%s) is not a method expression of an exported method of %s; pass one, such as (%s).Mul", caller, sym, t, recv)
+		return "", fmt.Errorf("kiev: %s: the func passed (%s) is not a method expression of an exported method of %s; pass one, such as %s.Mul", caller, sym, t, recv)
 	}
 	if t.Kind() != reflect.Interface && m.Type != fv.Type() {
 		return "", fmt.Errorf("kiev: %s: the func passed (%s) is not the method %s.%s", caller, sym, t, meth)
@@ -213,11 +223,11 @@ func methodName[T any](caller string, fn any, opts []MethodOption) (string, erro
 // NewMethod returns a Method that calls serviceMethod ("Service.Method")
 // through c, once it has checked A and R against the server's own types.
 // It asks the server, with ctx, for its description of the service (a
-// call to ReflectionService's Describe), and fails if the service or the
-// method is unknown (an error that matches ErrNotFound and lists what
-// there is), if the server cannot be asked, or if A cannot carry the
-// method's argument or R its reply: that error names the types of both
-// sides.
+// call to [ReflectionService]'s Describe, in msgpack whatever c's codec),
+// and fails if the service or the method is unknown (an error that matches
+// [ErrNotFound] and lists what there is), if the server cannot be asked,
+// or if A cannot carry the method's argument or R its reply: that error
+// names the types of both sides.
 //
 // Types fit as the codec decodes them: they are the same, or have the
 // same shape, field by field (struct fields are matched by their names on
@@ -226,9 +236,9 @@ func methodName[T any](caller string, fn any, opts []MethodOption) (string, erro
 // pointer fits what it points to). So a client may use its own copy of the
 // server's types.
 //
-// MethodOf checks the types at compile time instead, without asking, when
+// [MethodOf] checks the types at compile time instead, without asking, when
 // the client can import the service's type or an interface it implements.
-// Over UDP, NewMethod needs a server that sets Packet.ServeReflection.
+// Over UDP, NewMethod needs a server that sets [Packet.ServeReflection].
 func NewMethod[A, R any](ctx context.Context, c *Client, serviceMethod string) (*Method[A, R], error) {
 	ta, tr := reflect.TypeFor[A](), reflect.TypeFor[R]()
 	what := fmt.Sprintf("NewMethod[%s, %s](%q)", ta, tr, serviceMethod)

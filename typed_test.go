@@ -159,6 +159,9 @@ type MyArgs struct{ A, B int64 }
 
 type MyReply struct{ C int32 }
 
+// ReplyPtr is a named pointer type.
+type ReplyPtr *Reply
+
 // TestNewMethod checks NewMethod's check of the types against the
 // server's, and its errors, which name the types of both sides.
 func TestNewMethod(t *testing.T) {
@@ -173,6 +176,14 @@ func TestNewMethod(t *testing.T) {
 	own := must[*kiev.Method[MyArgs, *MyReply]](t)(kiev.NewMethod[MyArgs, *MyReply](ctx, c, "Arith.Mul"))
 	if r, err := own.Call(ctx, MyArgs{6, 7}); err != nil || r.C != 42 {
 		t.Errorf("Arith.Mul into a copy of the types: %v, %v", r, err)
+	}
+	named := must[*kiev.Method[*Args, ReplyPtr]](t)(kiev.NewMethod[*Args, ReplyPtr](ctx, c, "Arith.Mul"))
+	if r, err := named.Call(ctx, &Args{2, 5}); err != nil || r.C != 10 {
+		t.Errorf("Arith.Mul into a named pointer type: %v, %v", r, err)
+	}
+	var rp ReplyPtr
+	if err := named.CallInto(ctx, &Args{3, 5}, &rp); err != nil || rp.C != 15 {
+		t.Errorf("Arith.Mul into a nil named pointer: %v, %v", rp, err)
 	}
 	must[*kiev.Method[map[string]int, map[string]any]](t)(kiev.NewMethod[map[string]int, map[string]any](ctx, c, "Arith.Mul"))
 	must[*kiev.Method[[]byte, string]](t)(kiev.NewMethod[[]byte, string](ctx, c, "Arith.Echo"))
