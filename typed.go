@@ -288,7 +288,7 @@ func (e *methodError) Error() string { return e.msg }
 func (e *methodError) Unwrap() error { return e.err }
 
 // describeShape names a shape's type and, when the type's name does not
-// say it, its kind: "kiev_test.Reply (a struct)", "int".
+// say it, its kind: "kiev_test.Reply (struct)", "int".
 func describeShape(s TypeShape) string {
 	if s.Type == s.Kind || (s.Kind == "int" && strings.HasPrefix(s.Type, "int")) ||
 		(s.Kind == "uint" && strings.HasPrefix(s.Type, "uint")) || (s.Kind == "float" && strings.HasPrefix(s.Type, "float")) {
