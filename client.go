@@ -280,7 +280,9 @@ func (c *Client) start(ctx context.Context, ep *endpoint, call *Call, async bool
 	if err := ctx.Err(); err != nil {
 		return nil, &callError{call.ServiceMethod, err}
 	}
-	call.codec = c.opts.codec
+	if call.codec == nil { // else set by its maker, as NewMethod does
+		call.codec = c.opts.codec
+	}
 	cc, err := ep.conn(ctx)
 	if err != nil {
 		err = &callError{call.ServiceMethod, err}

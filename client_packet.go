@@ -232,7 +232,9 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 	if !ok {
 		deadline = time.Now().Add(c.opts.packet.Timeout)
 	}
-	call.codec = c.opts.codec
+	if call.codec == nil { // else set by its maker, as NewMethod does
+		call.codec = c.opts.codec
+	}
 	// The id is taken and the call made pending together, so that the
 	// ack floor never passes a call about to be sent.
 	pk.mu.Lock()

@@ -64,6 +64,25 @@ ErrUnauthenticated, ErrTooLarge, ErrBadRequest, ErrInternal,
 context.DeadlineExceeded and context.Canceled. A reply that is not a
 pointer is refused before the call is sent.
 
+# Typed calls
+
+A Method[A, R] calls one method with its own types: its Call takes an A
+and returns an R, so a call with the wrong types does not compile.
+MethodOf builds one from a method expression, and the compiler checks A
+and R against the method's signature; the name comes from the method:
+
+	mul, err := kiev.MethodOf(c, (*Arith).Mul) // a *Method[Args, int]
+	product, err := mul.Call(ctx, Args{7, 8})
+
+NetRPCMethodOf does the same for net/rpc's method shape, and
+WithServiceName names a service registered under another name, or one
+known to the client by an interface it implements. NewMethod builds one
+from a "Service.Method" name: it asks the server for the method's
+description and refuses, with an error naming both sides' types, types
+that do not fit it. A Method's calls are Client.Calls, with the same
+interceptors, metadata, priority, deadline and errors, and no allocation
+more; Method.Go is Client.Go, typed.
+
 # Moving from net/rpc
 
 Services move unchanged, and a client adds a ctx to Call and Go and
