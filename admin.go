@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,7 +97,14 @@ func (s *Server) registerMetrics() {
 //     drops by reason; the providers of every dialed service with their
 //     balancer's view;
 //   - /debug/kiev?format=json: the same as JSON (see Status), for tools
-//     such as the kiev command's stat.
+//     such as the kiev command's stat;
+//   - /healthz: a liveness probe, 200 "ok" while the admin server answers;
+//   - /readyz: a readiness probe, 200 "ready" once the registry confirmed
+//     the server's registrations while it is not shutting down and its
+//     health checks pass (see HealthService), else 503 with the reasons.
+//     WithAdminAuth does not guard the two probes, which Kubernetes sends
+//     without credentials; they show no more than the failing checks'
+//     names.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	var g prometheus.Gatherer = s.registry
@@ -110,8 +118,16 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{ErrorLog: nil}))
 	mux.Handle("GET /debug/kiev", statusHandler{s, "../"})
 	mux.Handle("GET /{$}", statusHandler{s, ""})
+	mux.HandleFunc("GET /healthz", s.serveLiveness)
+	mux.HandleFunc("GET /readyz", s.serveReadiness)
 	if check := s.opts.adminAuth; check != nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+				// Probes carry no credentials; the answers say no more
+				// than a status word and the names of failing checks.
+				mux.ServeHTTP(w, r)
+				return
+			}
 			if err := check(r); err != nil {
 				w.Header().Set("Cache-Control", "no-store")
 				http.Error(w, "kiev admin: unauthorized: "+err.Error(), http.StatusUnauthorized)
@@ -121,6 +137,37 @@ func (s *Server) AdminHandler() http.Handler {
 		})
 	}
 	return mux
+}
+
+// serveLiveness answers /healthz, a liveness probe: 200 while the admin
+// server answers at all, so that Kubernetes restarts only a process that
+// is stuck. A server that shuts down is alive still: it drains.
+func (s *Server) serveLiveness(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// serveReadiness answers /readyz, a readiness probe: 200 "ready" when the
+// registry has confirmed the server's registrations, it is not shutting
+// down and its health checks pass (HealthOf); else 503 with a line for
+// each reason, so that Kubernetes sends it no traffic and holds a rolling
+// update until it is ready.
+func (s *Server) serveReadiness(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	ok, why := s.readiness(ctx)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if ok {
+		_, _ = io.WriteString(w, "ready\n")
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, "not ready:\n")
+	for _, reason := range why {
+		_, _ = io.WriteString(w, "  "+reason+"\n")
+	}
 }
 
 // statusHandler serves the status page and its JSON twin.

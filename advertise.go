@@ -159,11 +159,16 @@ func (s *Server) registerAll(ins []registry.Instance) {
 		return
 	}
 	reg := s.registryOf()
+	s.regPending.Add(int64(len(ins)))
 	s.regWG.Go(func() {
 		for _, in := range ins {
 			ctx, cancel := context.WithTimeout(s.regCtx, registerTimeout)
 			err := reg.Register(ctx, in)
 			cancel()
+			s.regPending.Add(-1)
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				s.regFailed.Store(&err) // past a deadline, the registry keeps trying
+			}
 			switch {
 			case err == nil, errors.Is(err, context.Canceled):
 			case errors.Is(err, context.DeadlineExceeded):

@@ -70,6 +70,9 @@ type Provider struct {
 	// client keeps calling those it is connected to until their
 	// connections end.
 	Unlisted bool
+	// NotServing is set while the provider's health service says it
+	// does not serve (WithHealthCheck); it is out of balancing meanwhile.
+	NotServing bool
 }
 
 // group is the changing set of providers of one service, kept up to date
@@ -160,7 +163,11 @@ func (g *group) update(set []registry.Instance) {
 			next = append(next, ep)
 			continue
 		}
-		next = append(next, newEndpoint(g.c, in))
+		ep := newEndpoint(g.c, in)
+		if iv := g.c.opts.healthInterval; iv > 0 {
+			g.c.wg.Go(func() { ep.watchHealth(iv) })
+		}
+		next = append(next, ep)
 	}
 	if len(next) == 0 && len(old) > 0 {
 		// The registry lists no provider at all. That is what a
@@ -229,6 +236,9 @@ func (g *group) rebuild(resolved bool) {
 		return false
 	})
 	for _, ep := range g.endpoints {
+		if ep.notServing.Load() {
+			continue // until its health service says it serves
+		}
 		if until := ep.ejectedUntil(); until.After(now) {
 			if next.IsZero() || until.Before(next) {
 				next = until
@@ -260,6 +270,16 @@ func (g *group) ejected(ep *endpoint) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.closed && slices.Contains(g.state.Load().ready, ep) {
+		g.rebuild(false)
+	}
+}
+
+// reconsider rebuilds the picker after ep's health service changed its
+// answer: out of balancing or back in.
+func (g *group) reconsider() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
 		g.rebuild(false)
 	}
 }
@@ -353,7 +373,7 @@ func (g *group) providers() []Provider {
 	ps := make([]Provider, len(eps))
 	for i, ep := range eps {
 		until := ep.ejectedUntil()
-		ps[i] = Provider{Instance: ep.inst, InFlight: ep.InFlight(), Unlisted: ep.unlisted.Load()}
+		ps[i] = Provider{Instance: ep.inst, InFlight: ep.InFlight(), Unlisted: ep.unlisted.Load(), NotServing: ep.notServing.Load()}
 		if until.After(now) {
 			ps[i].Ejected, ps[i].EjectedUntil = true, until
 		}

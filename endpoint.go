@@ -44,13 +44,15 @@ type endpoint struct {
 	ejections int       // ejections in a row, each longer
 	ejectEnd  time.Time // out of balancing until then
 
-	streak     atomic.Int32 // calls failed in a row, for outlier ejection
-	wasEjected atomic.Bool  // ejections > 0
-	unlisted   atomic.Bool  // kept while connected, though the registry lists it no more
+	streak     atomic.Int32  // calls failed in a row, for outlier ejection
+	wasEjected atomic.Bool   // ejections > 0
+	unlisted   atomic.Bool   // kept while connected, though the registry lists it no more
+	notServing atomic.Bool   // its health service says it does not serve (WithHealthCheck)
+	gone       chan struct{} // closed by close
 }
 
 func newEndpoint(c *Client, inst registry.Instance) *endpoint {
-	ep := &endpoint{c: c, inst: inst, id: inst.ID(), throttle: newThrottlers(c.opts.throttle)}
+	ep := &endpoint{c: c, inst: inst, id: inst.ID(), throttle: newThrottlers(c.opts.throttle), gone: make(chan struct{})}
 	switch inst.Network {
 	case "udp", "udp4", "udp6":
 		ep.udp = true
@@ -200,6 +202,7 @@ func (ep *endpoint) close(err error, graceful bool) {
 		return
 	}
 	ep.closed = true
+	close(ep.gone)
 	cc, pk := ep.cc, ep.pk
 	ep.cc, ep.pk = nil, nil
 	ep.live.Store(nil)

@@ -265,7 +265,7 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := s.lookupCall([]byte(name))
 	switch {
-	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]):
+	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]) && !strings.HasPrefix(name, HealthService+"."):
 		httpError(w, CodeNotFound, fmt.Sprintf("kiev: %s is not served over HTTP", name))
 		return
 	case err != nil:

@@ -375,17 +375,12 @@ func TestHTTPBaseContext(t *testing.T) {
 		return context.WithValue(context.Background(), originKey{}, "http.Server")
 	}
 	hs.Start()
-	t.Cleanup(hs.Close)
-	l := listen(t)
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeFastCGI(l) }()
-	ng := nginxtest.Start(t, l.Addr().String())
 	t.Cleanup(func() {
-		ng.Stop()
+		hs.Close()
 		srv.Close()
-		<-done
 	})
-	for base, want := range map[string]string{hs.URL: "http.Server", ng.URL(): "WithBaseContext"} {
+	check := func(base, want string) {
+		t.Helper()
 		resp, err := http.Post(base+"/Origin.Of", "application/json", strings.NewReader("0"))
 		if err != nil {
 			t.Fatal(err)
@@ -396,4 +391,17 @@ func TestHTTPBaseContext(t *testing.T) {
 			t.Errorf("POST %s/Origin.Of = %s; want the value of %s", base, got, want)
 		}
 	}
+	check(hs.URL, "http.Server")
+
+	l := listen(t)
+	t.Cleanup(func() { l.Close() })
+	ng := nginxtest.Start(t, l.Addr().String())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeFastCGI(l) }()
+	t.Cleanup(func() {
+		ng.Stop()
+		srv.Close()
+		<-done
+	})
+	check(ng.URL(), "WithBaseContext")
 }

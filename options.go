@@ -113,22 +113,23 @@ func (o *serverOptions) fill() {
 
 type dialOptions struct {
 	connOptions
-	codec        codec.Codec
-	interceptors []ClientInterceptor
-	dialTimeout  time.Duration
-	minBackoff   time.Duration
-	maxBackoff   time.Duration
-	dialer       func(ctx context.Context, network, addr string) (net.Conn, error)
-	retry        RetryPolicy
-	throttle     Throttle
-	registry     registry.Registry
-	balancer     balance.Balancer
-	failFast     bool
-	providerWait time.Duration // < 0: no bound but the call's context
-	outlier      Outlier
-	packet       Packet
-	packetKey    *packetKey // WithPacketKey
-	tls          *tls.Config
+	codec          codec.Codec
+	interceptors   []ClientInterceptor
+	dialTimeout    time.Duration
+	minBackoff     time.Duration
+	maxBackoff     time.Duration
+	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
+	retry          RetryPolicy
+	throttle       Throttle
+	registry       registry.Registry
+	balancer       balance.Balancer
+	failFast       bool
+	providerWait   time.Duration // < 0: no bound but the call's context
+	outlier        Outlier
+	packet         Packet
+	packetKey      *packetKey // WithPacketKey
+	tls            *tls.Config
+	healthInterval time.Duration // WithHealthCheck
 }
 
 func (o *dialOptions) fill() {

@@ -96,13 +96,13 @@ var (
 // reflectionService is the receiver of ReflectionService.
 type reflectionService struct{ s *Server }
 
-// List returns every service of the server but ReflectionService, sorted
-// by name.
+// List returns every service of the server but kiev's own (such as
+// ReflectionService and HealthService), sorted by name.
 func (r *reflectionService) List(ctx context.Context, _ struct{}, reply *[]ServiceInfo) error {
 	r.s.mu.Lock()
 	names := make([]string, 0, len(r.s.services))
 	for name := range r.s.services {
-		if name != ReflectionService {
+		if !isBuiltin(name) {
 			names = append(names, name)
 		}
 	}
@@ -128,19 +128,25 @@ func (r *reflectionService) Describe(ctx context.Context, service string, reply 
 	return nil
 }
 
-// registerReflection adds ReflectionService to a new server. Its name
-// holds a dot, which Register refuses, so it goes into the tables here.
+// registerReflection adds ReflectionService to a new server.
 func (s *Server) registerReflection() {
-	methods, _, err := buildService("Reflection", &reflectionService{s: s}, true)
+	s.registerBuiltin(ReflectionService, "Reflection", &reflectionService{s: s})
+}
+
+// registerBuiltin adds one of kiev's own services, rcvr of type typeName,
+// to a new server under name. Its name holds a dot, which Register
+// refuses, so it goes into the tables here.
+func (s *Server) registerBuiltin(name, typeName string, rcvr any) {
+	methods, _, err := buildService(typeName, rcvr, true)
 	if err != nil {
-		panic(err) // reflectionService breaks the method contract
+		panic(err) // a builtin service breaks the method contract
 	}
-	for name, m := range methods {
-		m.name = ReflectionService + "." + name
+	for mname, m := range methods {
+		m.name = name + "." + mname
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.services[ReflectionService] = methods
+	s.services[name] = methods
 	all := make(map[string]*method, len(*s.methods.Load())+len(methods))
 	for k, v := range *s.methods.Load() {
 		all[k] = v
@@ -182,7 +188,7 @@ func (s *Server) unknownService(name string) string {
 	s.mu.Lock()
 	var names []string
 	for n := range s.services {
-		if n != ReflectionService {
+		if !isBuiltin(n) {
 			names = append(names, n)
 		}
 	}

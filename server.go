@@ -56,6 +56,11 @@ type Server struct {
 	logLimits logLimits  // lines per second of the warnings peers can cause
 	partial   byteBudget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
 	httpCalls peerCalls  // calls in flight of each HTTP caller (WithMaxConcurrentCalls)
+	health    healthState
+	// Registrations not yet confirmed by the registry, and the last one
+	// that failed, for readiness (/readyz).
+	regPending atomic.Int64
+	regFailed  atomic.Pointer[error]
 
 	// unknown is the method of calls of a method the server does not
 	// have, while it has interceptors: they see such calls too, so that
@@ -110,6 +115,7 @@ func NewServer(opts ...ServerOption) *Server {
 	empty := map[string]*method{}
 	s.methods.Store(&empty)
 	s.registerReflection()
+	s.registerHealthService()
 	s.registerMetrics()
 	return s
 }
@@ -439,6 +445,7 @@ func keysOf[K comparable, V any](s *Server, m map[K]V) []K {
 // replied. If ctx ends first, Shutdown closes what is left as Close does
 // and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopServing()
 	s.unpublish(ctx)
 	for _, c := range s.stopListening() {
 		c.drain()
@@ -472,6 +479,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // their handlers' contexts are canceled. Close waits for the connection
 // goroutines to exit, but not for handlers that ignore their context.
 func (s *Server) Close() error {
+	s.stopServing()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	s.unpublish(ctx)
 	cancel()

@@ -275,7 +275,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		}
 		return
 	}
-	if bytes.HasPrefix(h.Method, []byte("kiev.")) && !ps.srv.opts.packet.ServeReflection {
+	if bytes.HasPrefix(h.Method, []byte(ReflectionService+".")) && !ps.srv.opts.packet.ServeReflection {
 		ps.mu.Unlock()
 		stats.dropped.Add(1)
 		ps.replyError(f.ID, peer, addr, CodeNotFound, "kiev: kiev.Reflection is not served over UDP (Packet.ServeReflection); call it over TCP", allow, h.Session)

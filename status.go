@@ -99,6 +99,7 @@ type ProviderStatus struct {
 	Ejected      bool      `json:"ejected"`
 	EjectedUntil time.Time `json:"ejected_until,omitzero"`
 	Unlisted     bool      `json:"unlisted,omitempty"`
+	NotServing   bool      `json:"not_serving,omitempty"` // its health service says so (WithHealthCheck)
 }
 
 // HealthStatus is the outcome of one health check.
@@ -220,6 +221,7 @@ func (c *Client) status() ClientStatus {
 		ps := ProviderStatus{
 			ID: ep.id, Address: ep.inst.Address, Weight: ep.Weight(), InFlight: ep.InFlight(),
 			Calls: ep.stats.calls.Load(), Errors: ep.stats.errors.Load(), Unlisted: ep.unlisted.Load(),
+			NotServing: ep.notServing.Load(),
 		}
 		if until.After(now) {
 			ps.Ejected, ps.EjectedUntil = true, until

@@ -5,6 +5,7 @@
 //
 //	kiev call [flags] <target> <Service.Method> [json | -]
 //	kiev describe [flags] <target> [Service]
+//	kiev health [flags] <target> [Service]
 //	kiev list [flags] <zookeeper://host:2181[/root]> [Service...]
 //	kiev stat [flags] <admin-addr>
 //	kiev help [command]
@@ -17,7 +18,9 @@
 // the server's argument struct by field name, and prints the reply as
 // JSON. describe lists the methods a server offers with the shapes of
 // their arguments and replies, from the reflection service every kiev
-// server has (kiev.ReflectionService). list shows the services and
+// server has (kiev.ReflectionService). health asks a server's health
+// service (kiev.HealthService) whether it serves, and exits with 1 if
+// not. list shows the services and
 // providers in a ZooKeeper registry. stat shows a server's status page,
 // refreshed every second.
 //
@@ -83,7 +86,7 @@ type runner interface {
 }
 
 // commands are the subcommands, in the order help lists them.
-var commands = []*command{callCommand, describeCommand, listCommand, statCommand}
+var commands = []*command{callCommand, describeCommand, healthCommand, listCommand, statCommand}
 
 func lookupCommand(name string) *command {
 	for _, c := range commands {

@@ -144,7 +144,7 @@ func wantRun(t *testing.T, code int, inStdout, inStderr []string, args ...string
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
-		_, stderr := wantRun(t, exitOK, []string{"Usage:", "call", "describe", "list", "stat", "Exit status"}, nil, args...)
+		_, stderr := wantRun(t, exitOK, []string{"Usage:", "call", "describe", "health", "list", "stat", "Exit status"}, nil, args...)
 		if stderr != "" {
 			t.Errorf("kiev %v wrote to stderr: %s", args, stderr)
 		}
@@ -163,7 +163,7 @@ func TestUsageErrors(t *testing.T) {
 		want []string
 	}{
 		{nil, []string{"Usage:", "Commands:"}},
-		{[]string{"nope"}, []string{`kiev: unknown command "nope"; the commands are call, describe, list, stat`, "Run 'kiev help' for usage."}},
+		{[]string{"nope"}, []string{`kiev: unknown command "nope"; the commands are call, describe, health, list, stat`, "Run 'kiev help' for usage."}},
 		{[]string{"help", "nope"}, []string{`unknown command "nope"`}},
 		{[]string{"--timeout", "1s", "call"}, []string{"flag --timeout comes before a command"}},
 		{[]string{"call"}, []string{"kiev call: missing <target> and <Service.Method>", "Run 'kiev help call' for usage."}},
