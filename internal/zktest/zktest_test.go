@@ -127,3 +127,46 @@ func TestProxy(t *testing.T) {
 	defer c2.Close()
 	roundTrip(t, c2, "again")
 }
+
+func TestSharedEnsemble(t *testing.T) {
+	for _, addr := range SharedEnsemble(t) {
+		mode, err := Mode(addr, time.Second)
+		if err != nil {
+			t.Fatalf("a member of the shared ensemble at $%s does not answer: %v", EnvEnsemble, err)
+		}
+		if mode != "leader" && mode != "follower" {
+			t.Errorf("%s is %s; want a leader or a follower", addr, mode)
+		}
+	}
+}
+
+// TestEnsembleKillLeader kills the leader of a private ensemble: another
+// member leads, and the killed one comes back as a follower.
+func TestEnsembleKillLeader(t *testing.T) {
+	start := time.Now()
+	e := StartEnsemble(t, 3)
+	t.Logf("3 members serving after %v", time.Since(start).Round(time.Millisecond))
+	leader := e.AwaitLeader(10 * time.Second)
+	followers := 0
+	for _, m := range e.Members {
+		if mode, err := m.Mode(time.Second); err == nil && mode == "follower" {
+			followers++
+		}
+	}
+	if followers != 2 {
+		t.Fatalf("%d followers; want 2: %s", followers, e.Modes())
+	}
+
+	leader.Kill()
+	leader.Kill() // killing a stopped member does nothing
+	killed := time.Now()
+	next := e.AwaitLeader(10 * time.Second)
+	if next == leader {
+		t.Fatalf("%s still leads after it was killed", leader)
+	}
+	t.Logf("new leader %s after %v", next, time.Since(killed).Round(time.Millisecond))
+	leader.Start()
+	if mode, err := leader.Mode(time.Second); err != nil || mode != "follower" {
+		t.Fatalf("the old leader came back as %q, %v; want a follower", mode, err)
+	}
+}
