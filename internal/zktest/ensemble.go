@@ -8,11 +8,6 @@ import (
 	"time"
 )
 
-// EnvEnsemble names the shared three-member ensemble that
-// scripts/services.sh starts, as a comma-separated list of its members'
-// addresses ("127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184").
-const EnvEnsemble = "KIEV_ZOOKEEPER_ENSEMBLE"
-
 // SharedEnsemble returns the addresses of the members of the shared
 // ensemble named by $KIEV_ZOOKEEPER_ENSEMBLE, or skips the test when it is
 // unset. Tests sharing it must keep their nodes apart, and must not stop

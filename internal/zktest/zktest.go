@@ -1,13 +1,18 @@
 // Package zktest runs real ZooKeeper servers for tests: a private server
-// per test that the test may stop and restart ([Start]), the shared server
-// that scripts/services.sh starts ([Shared]), and a TCP [Proxy] that can
-// pause or cut the connections between a client and a server.
+// per test that the test may stop and restart ([Start]), a private
+// ensemble whose members it may kill, stop and restart ([StartEnsemble]),
+// the shared server and the shared ensemble that scripts/services.sh
+// starts ([Shared], [SharedEnsemble]), a TCP [Proxy] that can pause or cut
+// the connections between a client and a server, and a record of the
+// session changes kiev's registries log ([Sessions]).
 //
 // The servers come from the Debian zookeeper package. scripts/services.sh
-// installs it, and `eval "$(scripts/services.sh env)"` sets the two
-// variables this package reads:
+// installs it, and `eval "$(scripts/services.sh env)"` sets the variables
+// this package reads:
 //
 //   - KIEV_ZOOKEEPER, the address of the shared server ("127.0.0.1:2181");
+//   - KIEV_ZOOKEEPER_ENSEMBLE, the addresses of the shared ensemble's
+//     members ("127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184");
 //   - KIEV_ZOOKEEPER_CLASSPATH, the Java classpath of ZooKeeper's server.
 //
 // Tests skip, saying which variable is missing, where they are unset.
@@ -31,6 +36,7 @@ import (
 // The environment variables the package reads.
 const (
 	EnvAddr      = "KIEV_ZOOKEEPER"
+	EnvEnsemble  = "KIEV_ZOOKEEPER_ENSEMBLE" // comma-separated
 	EnvClasspath = "KIEV_ZOOKEEPER_CLASSPATH"
 )
 

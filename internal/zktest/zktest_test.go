@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,31 @@ func TestEnsembleKillLeader(t *testing.T) {
 	leader.Start()
 	if mode, err := leader.Mode(time.Second); err != nil || mode != "follower" {
 		t.Fatalf("the old leader came back as %q, %v; want a follower", mode, err)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	s := NewSessions()
+	start := time.Now()
+	a, b := s.Logger("a"), s.Logger("b").With("k", "v")
+	a.Debug("kiev/registry/zookeeper: session established", "server", "127.0.0.1:1")
+	b.Warn("kiev/registry/zookeeper: lost the connection to ZooKeeper; reconnecting", "server", "127.0.0.1:2")
+	b.Debug("kiev/registry/zookeeper: session established", "server", "127.0.0.1:3")
+	a.Info("something else", "server", "127.0.0.1:4")
+	if got := s.Where("a"); got != "127.0.0.1:1" {
+		t.Errorf(`Where("a") = %q`, got)
+	}
+	if got := s.Where("c"); got != "" {
+		t.Errorf(`Where("c") = %q; want ""`, got)
+	}
+	es := s.Since(start)
+	if len(es) != 3 || Count(es, Established) != 2 || Count(es, Disconnected) != 1 || Count(es, Expired) != 0 {
+		t.Errorf("Since = %+v; want 2 established, 1 disconnected", es)
+	}
+	if e := s.AwaitEstablished(t, "b", "127.0.0.1:2", start, time.Second); e.Server != "127.0.0.1:3" {
+		t.Errorf("AwaitEstablished = %+v", e)
+	}
+	if tail := s.Tail(1 << 10); !strings.Contains(tail, "something else") || !strings.Contains(tail, "k=v") {
+		t.Errorf("Tail lacks a line:\n%s", tail)
 	}
 }
