@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -52,9 +53,11 @@ func StartEnsemble(t testing.TB, n int) *Ensemble {
 		m.writeConfig(peers.String())
 	}
 	t.Cleanup(func() {
+		var wg sync.WaitGroup
 		for _, m := range e.Members {
-			m.Stop()
+			wg.Go(m.Stop)
 		}
+		wg.Wait()
 	})
 	t.Cleanup(func() { // before the members stop, lest their shutdown fill the tails
 		if t.Failed() {
