@@ -232,17 +232,20 @@ func (r *ensembleRig) stats(ps []*ensembleProvider) map[string]*zk.Stat {
 }
 
 // lost lists the registrations of ps that did not survive since before:
-// a provider missing from a set the monitor was given, or a node that is
+// a provider missing from a set a monitor was given, or a node that is
 // gone or was made again (by a new session, after the old one expired).
-func (r *ensembleRig) lost(ps []*ensembleProvider, before map[string]*zk.Stat, m *setMonitor) []string {
+func (r *ensembleRig) lost(ps []*ensembleProvider, before map[string]*zk.Stat, ms ...*setMonitor) []string {
 	r.t.Helper()
 	after := r.stats(ps)
 	var lost []string
 	for _, p := range ps {
 		b, a := before[p.addr], after[p.addr]
+		for i, m := range ms {
+			if n := m.missing(p.addr); n > 0 {
+				lost = append(lost, fmt.Sprintf("%s missing from %d of the %d sets monitor %d was given", p.name, n, m.count(), i))
+			}
+		}
 		switch {
-		case m.missing(p.addr) > 0:
-			lost = append(lost, fmt.Sprintf("%s missing from %d of the %d sets the monitor was given", p.name, m.missing(p.addr), m.count()))
 		case a == nil:
 			lost = append(lost, p.name+"'s node is gone")
 		case b == nil:
@@ -261,17 +264,29 @@ type setMonitor struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	armed   bool // every provider in want was in a set; counting began
-	sets    int
+	armed   bool           // counting: every set must hold every provider in want
+	first   time.Time      // when the first set came
+	sets    int            // counted
 	absent  map[string]int // by address in want: sets without it
 	want    []string
 	changed chan struct{}
 }
 
-// monitor starts a setMonitor of the providers at addrs. It counts from
-// the first set that holds them all: a new session may first read a
-// member that has yet to apply the latest writes.
+// monitor starts a setMonitor of the providers at addrs and waits until it
+// counts, from the first set that holds them all: a new session may first
+// read a member that has yet to apply the latest writes.
 func (r *ensembleRig) monitor(addrs []string) *setMonitor {
+	r.t.Helper()
+	m := r.startMonitor(addrs, false)
+	m.await(r.t, func() bool { return m.armed }, 30*time.Second)
+	return m
+}
+
+// startMonitor starts a setMonitor of the providers at addrs, counting
+// from its first set if armed, and returns at once: its Watch waits for
+// the ensemble to answer, as a client's does when it starts during a
+// failure.
+func (r *ensembleRig) startMonitor(addrs []string, armed bool) *setMonitor {
 	t := r.t
 	t.Helper()
 	reg, err := zookeeper.New(zookeeper.Config{Servers: r.zk.Servers(), Root: r.root, SessionTimeout: ensembleSession})
@@ -279,13 +294,14 @@ func (r *ensembleRig) monitor(addrs []string) *setMonitor {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := reg.Watch(ctx, "Steady")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &setMonitor{done: make(chan struct{}), absent: map[string]int{}, want: addrs, changed: make(chan struct{})}
+	m := &setMonitor{done: make(chan struct{}), armed: armed, absent: map[string]int{}, want: addrs, changed: make(chan struct{})}
 	go func() {
 		defer close(m.done)
+		w, err := reg.Watch(ctx, "Steady")
+		if err != nil {
+			return // canceled by the test's end
+		}
+		defer w.Stop()
 		for {
 			set, err := w.Next(ctx)
 			if err != nil {
@@ -296,11 +312,9 @@ func (r *ensembleRig) monitor(addrs []string) *setMonitor {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		w.Stop()
 		<-m.done
 		reg.Close()
 	})
-	m.await(t, func() bool { return m.armed }, 30*time.Second)
 	return m
 }
 
@@ -316,6 +330,9 @@ func (m *setMonitor) add(set []registry.Instance) {
 		all = all && has[a]
 	}
 	m.armed = m.armed || all
+	if m.first.IsZero() {
+		m.first = time.Now()
+	}
 	if m.armed {
 		m.sets++
 		for _, a := range m.want {
@@ -332,6 +349,13 @@ func (m *setMonitor) missing(addr string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.absent[addr]
+}
+
+// firstSet returns when the first set came, or the zero time.
+func (m *setMonitor) firstSet() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.first
 }
 
 func (m *setMonitor) count() int {
@@ -516,6 +540,9 @@ func TestZooKeeperEnsembleLeaderCrash(t *testing.T) {
 	leader.Kill()
 	killed := time.Now()
 	callsAtKill := load.calls.Load()
+	// A watcher started now reads during the election: its every set
+	// must hold every provider, the first included.
+	late := r.startMonitor(addrsOf(ps), true)
 	writable := make(chan error, 1)
 	var wrote time.Time
 	go func() {
@@ -529,15 +556,16 @@ func TestZooKeeperEnsembleLeaderCrash(t *testing.T) {
 		t.Fatalf("Register after the leader's crash: %v", err)
 	}
 	callsMeanwhile := load.calls.Load() - callsAtKill
+	late.await(t, func() bool { return late.sets > 0 }, 30*time.Second)
 	load.awaitCalls(t, 500)
 	load.stop()
 
-	lost := checkLost(t, r.lost(ps, before, m), len(ps))
+	lost := checkLost(t, r.lost(ps, before, m, late), len(ps))
 	events := r.log.Since(killed)
 	checkExpired(t, events)
-	t.Logf("figure: leader crash (SIGKILL of %s): new leader (%s) after %v, registrations writable after %v; %s (%d between the kill and writable); %s; %d sessions reconnected, none expired",
+	t.Logf("figure: leader crash (SIGKILL of %s): new leader (%s) after %v, registrations writable after %v; %s (%d between the kill and writable); %s; %d sessions reconnected, none expired; a watcher started at the kill got its first set %v after it, whole",
 		leader, next, elected.Sub(killed).Round(10*time.Millisecond), wrote.Sub(killed).Round(10*time.Millisecond),
-		load.check(t), callsMeanwhile, lost, zktest.Count(events, zktest.Established))
+		load.check(t), callsMeanwhile, lost, zktest.Count(events, zktest.Established), late.firstSet().Sub(killed).Round(10*time.Millisecond))
 }
 
 // TestZooKeeperEnsembleQuorumLoss stops two of the three members, for
@@ -579,6 +607,9 @@ func TestZooKeeperEnsembleQuorumLoss(t *testing.T) {
 	lostQuorum := time.Now()
 	callsAtStop := load.calls.Load()
 	late := r.startProvider("p3")
+	// A watcher started now, when no member serves, waits: its first set,
+	// once the quorum is back, holds every provider.
+	watcher := r.startMonitor(addrsOf(ps), true)
 	// The outage lasts longer than the sessions' timeout: that they
 	// outlive it is what is under test. All along, the client lists the
 	// providers it knew.
@@ -600,14 +631,19 @@ func TestZooKeeperEnsembleQuorumLoss(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the load's counts
 	}
+	watcher.await(t, func() bool { return watcher.sets > 0 }, 30*time.Second)
+	if first := watcher.firstSet(); first.Before(restart) {
+		t.Errorf("a watcher started while no member served got a set %v before the restart began", restart.Sub(first))
+	}
 	load.awaitCalls(t, 500)
 	load.stop()
 
-	lost := checkLost(t, r.lost(ps, before, m), len(ps))
+	lost := checkLost(t, r.lost(ps, before, m, watcher), len(ps))
 	checkExpired(t, r.log.Since(stop))
-	t.Logf("figure: quorum loss: 2 of 3 members stopped for %v (the last one stopped serving %v after them; sessions %v): %d calls meanwhile; quorum back %v after the restart began; p3, started during the outage, listed by the client %v after that; %s; %s, none expired",
+	t.Logf("figure: quorum loss: 2 of 3 members stopped for %v (the last one stopped serving %v after them; sessions %v): %d calls meanwhile; quorum back %v after the restart began; p3, started during the outage, listed by the client %v after that; a watcher started during the outage got its first set, whole, %v after the restart began; %s; %s, none expired",
 		restart.Sub(stop).Round(10*time.Millisecond), lostQuorum.Sub(stop).Round(10*time.Millisecond), ensembleSession, callsDuring,
-		back.Sub(restart).Round(10*time.Millisecond), found.Sub(back).Round(10*time.Millisecond), load.check(t), lost)
+		back.Sub(restart).Round(10*time.Millisecond), found.Sub(back).Round(10*time.Millisecond),
+		watcher.firstSet().Sub(restart).Round(10*time.Millisecond), load.check(t), lost)
 }
 
 // TestZooKeeperEnsemblePartition cuts the member that a provider's
