@@ -174,7 +174,9 @@ test-race-zk:
 # ZooKeeper client's chatter. -p 1: each package stops, restarts and
 # partitions ZooKeeper servers and freezes provider processes, and their
 # timing bounds assume a machine not doing the same for another package at
-# once.
+# once. The root package's TestZooKeeperEnsemble* (matched by TestZooKeeper)
+# kill, stop and cut off members of three-member ensembles of their own, in
+# about 45 s, and print their figures on "figure: " lines (RELIABILITY.md).
 test-zk-failover:
 	@$(PROGRESS); step "go test -p 1 -v, the ZooKeeper failover tests"
 	set -o pipefail; $(WITH_SERVICES) $(GO) test -p 1 -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ \

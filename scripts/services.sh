@@ -28,7 +28,7 @@
 # functions and listing it in SERVICES.
 set -euo pipefail
 
-SERVICES=(redis mariadb zookeeper ferretdb chromium nginx)
+SERVICES=(redis mariadb zookeeper zookeeper_ensemble ferretdb chromium nginx)
 STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
 T0=${KIEV_T0:-$(date +%s)}
 
@@ -298,6 +298,124 @@ zookeeper_env() {
 	echo "export KIEV_ZOOKEEPER_CLASSPATH=$ZK_CLASSPATH"
 }
 
+# --- ZooKeeper ensemble --------------------------------------------------------
+# Three members on loopback beside the standalone server, for the tests that
+# run against an ensemble without stopping its members (the registry's
+# conformance suite); the tests that kill, stop and partition members start
+# private ensembles of their own (internal/zktest). Member N (1 to 3) takes
+# client port 2181+N, quorum port 2890+N and election port 3890+N, and keeps
+# its state under $ZKE_DIR/N. Members that already answer are used as they
+# are; `up` starts the others and waits for all three to serve, which takes a
+# quorum and a leader.
+
+ZKE_MEMBERS=(1 2 3)
+ZKE_QUORUM_BASE=2890
+ZKE_ELECTION_BASE=3890
+ZKE_DIR=$STATE_DIR/zookeeper-ensemble
+
+# zke_port N prints member N's client port.
+zke_port() { echo $((ZK_PORT + $1)); }
+
+# zke_addrs prints the members' addresses, comma-separated.
+zke_addrs() {
+	local n addrs=()
+	for n in "${ZKE_MEMBERS[@]}"; do addrs+=("$ZK_HOST:$(zke_port "$n")"); done
+	(IFS=,; echo "${addrs[*]}")
+}
+
+zookeeper_ensemble_packages() {
+	local n
+	for n in "${ZKE_MEMBERS[@]}"; do
+		if ! zk_ruok "$ZK_HOST" "$(zke_port "$n")"; then
+			[[ -f $ZK_JAR ]] || echo zookeeper
+			command -v java >/dev/null || echo default-jre-headless
+			return 0
+		fi
+	done
+}
+
+# zke_start N writes member N's config and starts it.
+zke_start() {
+	local n=$1 m dir=$ZKE_DIR/$1
+	mkdir -p "$dir/data"
+	stop_pidfile "$dir/pid" # a stale member of ours that stopped answering
+	echo "$n" >"$dir/data/myid"
+	{
+		cat <<EOF
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$(zke_port "$n")
+clientPortAddress=$ZK_HOST
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+EOF
+		for m in "${ZKE_MEMBERS[@]}"; do
+			echo "server.$m=$ZK_HOST:$((ZKE_QUORUM_BASE + m)):$((ZKE_ELECTION_BASE + m))"
+		done
+	} >"$dir/zoo.cfg"
+	setsid java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+		-Dorg.slf4j.simpleLogger.showDateTime=true \
+		-cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
+		"$dir/zoo.cfg" >"$dir/log" 2>&1 </dev/null &
+	echo $! >"$dir/pid"
+}
+
+zookeeper_ensemble_up() {
+	local n i ours=() waiting=()
+	for n in "${ZKE_MEMBERS[@]}"; do
+		zk_ruok "$ZK_HOST" "$(zke_port "$n")" || ours+=("$n")
+	done
+	if ((${#ours[@]} == 0)); then
+		log "zookeeper_ensemble: already answering on $(zke_addrs)"
+	else
+		[[ -f $ZK_JAR ]] || die "zookeeper_ensemble: $ZK_JAR is missing (Debian's zookeeper package)"
+		command -v java >/dev/null || die "zookeeper_ensemble: no java command (Debian's default-jre-headless)"
+		log "zookeeper_ensemble: starting member(s) ${ours[*]} of $(zke_addrs) (state in $ZKE_DIR)"
+		for n in "${ours[@]}"; do zke_start "$n"; done
+		started zookeeper_ensemble
+	fi
+	for ((i = 0; i < 300; i++)); do # 30 s
+		waiting=()
+		for n in "${ZKE_MEMBERS[@]}"; do
+			zk_ready "$ZK_HOST" "$(zke_port "$n")" || waiting+=("$n")
+		done
+		if ((${#waiting[@]} == 0)); then
+			if ((${#ours[@]})); then
+				log "zookeeper_ensemble: ready (PIDs $(for n in "${ours[@]}"; do cat "$ZKE_DIR/$n/pid"; done | xargs))"
+			fi
+			return 0
+		fi
+		for n in "${ours[@]}"; do
+			alive "$(<"$ZKE_DIR/$n/pid")" || break 2
+		done
+		sleep 0.1
+	done
+	log "zookeeper_ensemble: member(s) ${waiting[*]} not serving within 30 s, or exited"
+	for n in "${ours[@]}"; do
+		log "zookeeper_ensemble: the end of $ZKE_DIR/$n/log:"
+		tail -n 20 "$ZKE_DIR/$n/log" >&2 || true
+	done
+	for n in "${ours[@]}"; do stop_pidfile "$ZKE_DIR/$n/pid"; done
+	return 1
+}
+
+zookeeper_ensemble_down() {
+	local n
+	for n in "${ZKE_MEMBERS[@]}"; do
+		if [[ -f $ZKE_DIR/$n/pid ]]; then
+			log "zookeeper_ensemble: stopping member $n, PID $(<"$ZKE_DIR/$n/pid")"
+		fi
+		stop_pidfile "$ZKE_DIR/$n/pid"
+	done
+}
+
+zookeeper_ensemble_env() {
+	echo "export KIEV_ZOOKEEPER_ENSEMBLE=$(zke_addrs)"
+}
+
 # --- FerretDB (MongoDB wire protocol) ---------------------------------------
 # MongoDB is not packaged for Debian; FerretDB is a MongoDB-wire server in Go.
 # Version v1.24.2 is built from its module once, into a cache keyed by the
@@ -471,7 +589,7 @@ UP_PIDS=() # the services' _up functions that `up` runs in the background
 # once, beside apt, and the others when apt is done. It fails if any fails,
 # once all have ended.
 up() {
-	local s i need pkgs=() early=() late=() names=() failed=()
+	local s p i need pkgs=() early=() late=() names=() failed=()
 	mkdir -p "$STATE_DIR"
 	for s in "${SERVICES[@]}"; do
 		need=()
@@ -479,7 +597,9 @@ up() {
 			mapfile -t need < <("${s}_packages")
 		fi
 		if ((${#need[@]})); then
-			pkgs+=("${need[@]}")
+			for p in "${need[@]}"; do # the ZooKeeper services share theirs
+				[[ " ${pkgs[*]} " == *" $p "* ]] || pkgs+=("$p")
+			done
 			late+=("$s")
 		else
 			early+=("$s")

@@ -1,13 +1,18 @@
 // Package zktest runs real ZooKeeper servers for tests: a private server
-// per test that the test may stop and restart ([Start]), the shared server
-// that scripts/services.sh starts ([Shared]), and a TCP [Proxy] that can
-// pause or cut the connections between a client and a server.
+// per test that the test may stop and restart ([Start]), a private
+// ensemble whose members it may kill, stop and restart ([StartEnsemble]),
+// the shared server and the shared ensemble that scripts/services.sh
+// starts ([Shared], [SharedEnsemble]), a TCP [Proxy] that can pause or cut
+// the connections between a client and a server, and a record of the
+// session changes kiev's registries log ([Sessions]).
 //
 // The servers come from the Debian zookeeper package. scripts/services.sh
-// installs it, and `eval "$(scripts/services.sh env)"` sets the two
-// variables this package reads:
+// installs it, and `eval "$(scripts/services.sh env)"` sets the variables
+// this package reads:
 //
 //   - KIEV_ZOOKEEPER, the address of the shared server ("127.0.0.1:2181");
+//   - KIEV_ZOOKEEPER_ENSEMBLE, the addresses of the shared ensemble's
+//     members ("127.0.0.1:2182,127.0.0.1:2183,127.0.0.1:2184");
 //   - KIEV_ZOOKEEPER_CLASSPATH, the Java classpath of ZooKeeper's server.
 //
 // Tests skip, saying which variable is missing, where they are unset.
@@ -31,6 +36,7 @@ import (
 // The environment variables the package reads.
 const (
 	EnvAddr      = "KIEV_ZOOKEEPER"
+	EnvEnsemble  = "KIEV_ZOOKEEPER_ENSEMBLE" // comma-separated
 	EnvClasspath = "KIEV_ZOOKEEPER_CLASSPATH"
 )
 
@@ -52,14 +58,17 @@ func Shared(t testing.TB) string {
 	return addr
 }
 
-// Server is a private ZooKeeper server: a standalone java process with its
-// own data directory and loopback port. Stop and Start may be called in
-// turn to stop it and bring it back with the same port and data, so that
-// its sessions and persistent nodes survive, as an ensemble's do.
+// Server is a private ZooKeeper server: a java process with its own data
+// directory and loopback port, standalone ([Start]) or a member of an
+// [Ensemble]. Stop (or Kill) and Start may be called in turn to stop it and
+// bring it back with the same port and data, so that its sessions and
+// persistent nodes survive, as an ensemble's do.
 type Server struct {
 	t         testing.TB
 	dir       string
 	port      int
+	id        int    // myid in an ensemble; 0 for a standalone server
+	heap      string // the JVM's -Xmx flag
 	classpath string
 	java      string
 
@@ -70,34 +79,13 @@ type Server struct {
 }
 
 // Start starts a private ZooKeeper on a free loopback port, with its data
-// in a directory of t.TempDir(), and waits until it serves sessions. The server is
-// stopped when the test ends. Start skips the test when
+// in a directory of t.TempDir(), and waits until it serves sessions. The
+// server is stopped when the test ends. Start skips the test when
 // $KIEV_ZOOKEEPER_CLASSPATH is unset.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	cp := os.Getenv(EnvClasspath)
-	if cp == "" {
-		t.Skipf("zktest: %s is not set; %s to run private ZooKeeper servers", EnvClasspath, howToRun)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("zktest: %s is set but java is not installed: %v", EnvClasspath, err)
-	}
-	s := &Server{t: t, dir: t.TempDir(), port: freePort(t), classpath: cp, java: java}
-	cfg := fmt.Sprintf(`tickTime=500
-initLimit=10
-syncLimit=5
-dataDir=%s
-clientPort=%d
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-forceSync=no
-admin.enableServer=false
-4lw.commands.whitelist=*
-`, filepath.Join(s.dir, "data"), s.port)
-	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-		t.Fatalf("zktest: %v", err)
-	}
+	s := newServer(t, 0)
+	s.writeConfig("")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("zktest: the end of ZooKeeper's log:\n%s", s.logTail())
@@ -108,26 +96,85 @@ admin.enableServer=false
 	return s
 }
 
+// newServer prepares a server, member id of an ensemble or 0 for a
+// standalone one, on a free port, with a directory of t.TempDir(). It
+// skips the test when $KIEV_ZOOKEEPER_CLASSPATH is unset.
+func newServer(t testing.TB, id int) *Server {
+	t.Helper()
+	cp := os.Getenv(EnvClasspath)
+	if cp == "" {
+		t.Skipf("zktest: %s is not set; %s to run private ZooKeeper servers", EnvClasspath, howToRun)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("zktest: %s is set but java is not installed: %v", EnvClasspath, err)
+	}
+	heap := "-Xmx256m"
+	if id > 0 {
+		heap = "-Xmx128m" // three of them share a small machine
+	}
+	return &Server{t: t, dir: t.TempDir(), port: freePort(t), id: id, heap: heap, classpath: cp, java: java}
+}
+
+// writeConfig writes the server's zoo.cfg, with extra (an ensemble's
+// server lines) at its end, and the myid file of an ensemble's member.
+func (s *Server) writeConfig(extra string) {
+	s.t.Helper()
+	data := filepath.Join(s.dir, "data")
+	cfg := fmt.Sprintf(`tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+forceSync=no
+admin.enableServer=false
+4lw.commands.whitelist=*
+`, data, s.port) + extra
+	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+		s.t.Fatalf("zktest: %v", err)
+	}
+	if s.id == 0 {
+		return
+	}
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		s.t.Fatalf("zktest: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(s.id)+"\n"), 0o644); err != nil {
+		s.t.Fatalf("zktest: %v", err)
+	}
+}
+
 // Addr returns the server's address, "127.0.0.1:port". It stays the same
 // across Stop and Start.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 // Start starts the stopped server again on the same port and data
-// directory and waits until it serves sessions. It fails the test if the server
-// does not come up within [StartTimeout].
+// directory and waits until it serves sessions. It fails the test if the
+// server does not come up within [StartTimeout]. A member of an ensemble
+// serves only once it has joined a quorum: Start it while a majority of
+// the members runs, or while starting the member that makes one.
 func (s *Server) Start() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.launchLocked()
+	s.awaitLocked()
+}
+
+// launchLocked starts the java process. REQUIRES s.mu is held.
+func (s *Server) launchLocked() {
+	s.t.Helper()
 	if s.cmd != nil {
-		s.t.Fatalf("zktest: Start of the server on %s, which is running", s.Addr())
+		s.t.Fatalf("zktest: Start of %s, which is running", s)
 	}
 	logf, err := os.OpenFile(filepath.Join(s.dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatalf("zktest: %v", err)
 	}
 	cmd := exec.Command(s.java,
-		"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		s.heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-cp", s.classpath,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
@@ -144,21 +191,27 @@ func (s *Server) Start() {
 		close(exited)
 	}()
 	s.cmd, s.exited, s.log = cmd, exited, logf
+}
 
+// awaitLocked waits until the launched server serves sessions, for at
+// most [StartTimeout]. REQUIRES s.mu is held.
+func (s *Server) awaitLocked() {
+	s.t.Helper()
 	deadline := time.Now().Add(StartTimeout)
 	for {
 		if Ready(s.Addr(), time.Second) == nil {
 			return
 		}
 		select {
-		case <-exited:
+		case <-s.exited:
+			state := s.cmd.ProcessState
 			s.reapLocked()
-			s.t.Fatalf("zktest: ZooKeeper exited before serving: %s\n%s", cmd.ProcessState, s.logTail())
+			s.t.Fatalf("zktest: %s exited before serving: %s\n%s", s, state, s.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.stopLocked()
-			s.t.Fatalf("zktest: ZooKeeper on %s was not serving within %v\n%s", s.Addr(), StartTimeout, s.logTail())
+			s.t.Fatalf("zktest: %s was not serving within %v\n%s", s, StartTimeout, s.logTail())
 		}
 	}
 }
@@ -186,9 +239,37 @@ func (s *Server) stopLocked() {
 	s.reapLocked()
 }
 
+// Kill kills the server with SIGKILL, as a crash or the kernel's OOM
+// killer would, and waits for it to exit. Its data directory is kept for
+// Start. Killing a stopped server does nothing.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.exited
+	s.reapLocked()
+}
+
 func (s *Server) reapLocked() {
 	s.log.Close()
 	s.cmd, s.exited, s.log = nil, nil, nil
+}
+
+// Mode returns what the server says it is, within timeout: "standalone",
+// "leader" or "follower". It fails if the server is down or does not
+// serve, as a member that lost its quorum does not.
+func (s *Server) Mode(timeout time.Duration) (string, error) { return Mode(s.Addr(), timeout) }
+
+// String names the server in messages: "ZooKeeper on 127.0.0.1:port", or
+// "member 2 (127.0.0.1:port)" of an ensemble.
+func (s *Server) String() string {
+	if s.id == 0 {
+		return "ZooKeeper on " + s.Addr()
+	}
+	return fmt.Sprintf("member %d (%s)", s.id, s.Addr())
 }
 
 // logTail returns the end of the server's log, for failure messages.
@@ -219,14 +300,23 @@ func Ruok(addr string, timeout time.Duration) error {
 // answer to "srvr" within timeout shows its mode (standalone, leader or
 // follower).
 func Ready(addr string, timeout time.Duration) error {
+	_, err := Mode(addr, timeout)
+	return err
+}
+
+// Mode returns the mode the ZooKeeper server at addr shows in its answer to
+// "srvr" within timeout: "standalone", "leader" or "follower".
+func Mode(addr string, timeout time.Duration) (string, error) {
 	b, err := fourLetters(addr, "srvr", timeout)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if !bytes.Contains(b, []byte("\nMode: ")) {
-		return fmt.Errorf("zktest: %s is not serving: %q", addr, b)
+	_, rest, ok := bytes.Cut(b, []byte("\nMode: "))
+	if !ok {
+		return "", fmt.Errorf("zktest: %s is not serving: %q", addr, b)
 	}
-	return nil
+	mode, _, _ := bytes.Cut(rest, []byte("\n"))
+	return string(bytes.TrimSpace(mode)), nil
 }
 
 // fourLetters sends ZooKeeper's four-letter word cmd to addr and returns

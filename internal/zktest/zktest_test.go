@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +127,73 @@ func TestProxy(t *testing.T) {
 	}
 	defer c2.Close()
 	roundTrip(t, c2, "again")
+}
+
+func TestSharedEnsemble(t *testing.T) {
+	for _, addr := range SharedEnsemble(t) {
+		mode, err := Mode(addr, time.Second)
+		if err != nil {
+			t.Fatalf("a member of the shared ensemble at $%s does not answer: %v", EnvEnsemble, err)
+		}
+		if mode != "leader" && mode != "follower" {
+			t.Errorf("%s is %s; want a leader or a follower", addr, mode)
+		}
+	}
+}
+
+// TestEnsembleKillLeader kills the leader of a private ensemble: another
+// member leads, and the killed one comes back as a follower.
+func TestEnsembleKillLeader(t *testing.T) {
+	start := time.Now()
+	e := StartEnsemble(t, 3)
+	t.Logf("3 members serving after %v", time.Since(start).Round(time.Millisecond))
+	leader := e.AwaitLeader(10 * time.Second)
+	followers := 0
+	for _, m := range e.Members {
+		if mode, err := m.Mode(time.Second); err == nil && mode == "follower" {
+			followers++
+		}
+	}
+	if followers != 2 {
+		t.Fatalf("%d followers; want 2: %s", followers, e.Modes())
+	}
+
+	leader.Kill()
+	leader.Kill() // killing a stopped member does nothing
+	killed := time.Now()
+	next := e.AwaitLeader(10 * time.Second)
+	if next == leader {
+		t.Fatalf("%s still leads after it was killed", leader)
+	}
+	t.Logf("new leader %s after %v", next, time.Since(killed).Round(time.Millisecond))
+	leader.Start()
+	if mode, err := leader.Mode(time.Second); err != nil || mode != "follower" {
+		t.Fatalf("the old leader came back as %q, %v; want a follower", mode, err)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	s := NewSessions()
+	start := time.Now()
+	a, b := s.Logger("a"), s.Logger("b").With("k", "v")
+	a.Debug("kiev/registry/zookeeper: session established", "server", "127.0.0.1:1")
+	b.Warn("kiev/registry/zookeeper: lost the connection to ZooKeeper; reconnecting", "server", "127.0.0.1:2")
+	b.Debug("kiev/registry/zookeeper: session established", "server", "127.0.0.1:3")
+	a.Info("something else", "server", "127.0.0.1:4")
+	if got := s.Where("a"); got != "127.0.0.1:1" {
+		t.Errorf(`Where("a") = %q`, got)
+	}
+	if got := s.Where("c"); got != "" {
+		t.Errorf(`Where("c") = %q; want ""`, got)
+	}
+	es := s.Since(start)
+	if len(es) != 3 || Count(es, Established) != 2 || Count(es, Disconnected) != 1 || Count(es, Expired) != 0 {
+		t.Errorf("Since = %+v; want 2 established, 1 disconnected", es)
+	}
+	if e := s.AwaitEstablished(t, "b", "127.0.0.1:2", start, time.Second); e.Server != "127.0.0.1:3" {
+		t.Errorf("AwaitEstablished = %+v", e)
+	}
+	if tail := s.Tail(1 << 10); !strings.Contains(tail, "something else") || !strings.Contains(tail, "k=v") {
+		t.Errorf("Tail lacks a line:\n%s", tail)
+	}
 }

@@ -32,9 +32,11 @@ const testDigest = "kiev:s3cret"
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if addr := os.Getenv(zktest.EnvAddr); addr != "" {
-		if err := deleteRunRoot(addr); err != nil {
-			fmt.Fprintf(os.Stderr, "deleting %s: %v\n", runRoot, err)
+	for _, env := range []string{zktest.EnvAddr, zktest.EnvEnsemble} {
+		if addrs := os.Getenv(env); addrs != "" {
+			if err := deleteRunRoot(strings.Split(addrs, ",")[0]); err != nil {
+				fmt.Fprintf(os.Stderr, "deleting %s from $%s: %v\n", runRoot, env, err)
+			}
 		}
 	}
 	if code == 0 {
