@@ -8,7 +8,7 @@ SHELL := /bin/bash
 WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 
 .PHONY: demo test vet fmt bench compare overload fuzz services services-down \
-	test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-end
+	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-bench test-end
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -16,11 +16,14 @@ demo:
 # make test runs these steps in turn; each is a target of its own, which
 # can be run alone once `make services` is up:
 #   test-prep         scripts/services.sh up, and beside it go build -race
-#                     ./... (which compiles the race passes' packages) and
-#                     gofmt and go vet of both modules
+#                     ./... in kiev's module and registry/etcd's (which
+#                     compiles the race passes' packages), gofmt, and go vet
+#                     of every module (kiev, bench/, registry/etcd/)
 #   test-race         go test -race, every package but the ZooKeeper registry
 #   test-race-zk      go test -race, the ZooKeeper registry
 #   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
+#   test-etcd         go test -race -v, registry/etcd's module, with its
+#                     failure tests' figures
 #   test-norace       the allocation guards and TestManySlowReaders
 #   test-bench        bench/'s end-to-end tests
 # The go test steps do not overlap: the comments above them say why each
@@ -110,24 +113,27 @@ test:
 	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
 		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
-	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-norace test-bench
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-bench
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
-# FerretDB's first build); go build -race ./..., which compiles what the race
+# FerretDB's first build); go build -race ./... in kiev's module and then in
+# registry/etcd's (etcd's client and grpc-go), which compiles what the race
 # passes need; and the checks that need no server (gofmt, then go vet of
-# both modules). Where the Go caches are empty, each compiles for minutes,
+# every module). Where the Go caches are empty, each compiles for minutes,
 # and together they keep both cores busy. If anything fails, it stops the
 # others; test-end then stops the services that services.sh had started.
 test-prep:
 	@$(PROGRESS); \
 	say "scripts/services.sh up, and beside it go build -race and the checks"; \
 	bash scripts/services.sh up & up=$$!; \
-	run "go build -race ./..." $(GO) build -race ./... & race=$$!; \
+	{ run "go build -race ./..." $(GO) build -race ./... && \
+	  run "go build -race ./... in registry/etcd/" $(GO) -C registry/etcd build -race ./...; } & race=$$!; \
 	trap 'kill $$up $$race 2>/dev/null; wait' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
 	run gofmt $(SUBMAKE) -s fmt && \
 	run "go vet ./..." $(GO) vet ./... && \
-	run "go vet ./... in bench/" $(GO) -C bench vet ./... || exit; \
+	run "go vet ./... in bench/" $(GO) -C bench vet ./... && \
+	run "go vet ./... in registry/etcd/" $(GO) -C registry/etcd vet ./... || exit; \
 	step "waiting for go build -race and scripts/services.sh up"; \
 	wait $$race || exit; race=; \
 	rc=0; wait $$up || rc=$$?; trap - EXIT; \
@@ -170,6 +176,16 @@ test-zk-failover:
 		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
 	@$(PROGRESS); done_step
 
+# registry/etcd is a module of its own (test-prep vets it). Its tests run
+# against the shared etcd and private ones they stop, restart, wipe and
+# partition, and a provider process they kill; -v shows their figures, and
+# the filter drops the registries' Debug and Info lines.
+test-etcd:
+	@$(PROGRESS); step "go test -race -v, the etcd registry's module"
+	set -o pipefail; $(WITH_SERVICES) $(GO) -C registry/etcd test -race -count=1 -timeout 10m -v ./... \
+		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
+	@$(PROGRESS); done_step
+
 # Allocation guards and the many-slow-readers test (bounds on memory and
 # latency) skip under -race: run them once without it.
 test-norace:
@@ -208,6 +224,8 @@ test-end:
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C bench vet ./...
+	$(GO) -C registry/etcd vet ./...
 
 # services installs (if needed) and starts the servers the tests need
 # (scripts/services.sh up), and leaves them running; services-down stops

@@ -2,17 +2,18 @@
 // Instance for each service they serve, and clients watch a service's
 // full set of providers.
 //
-// Two implementations ship with kiev: registry/memory, in-process and the
-// embedded default, and registry/zookeeper, on a ZooKeeper ensemble.
-// Package registry/registrytest holds the conformance suite every
-// implementation must pass.
+// Three implementations ship with kiev: registry/memory, in-process and
+// the embedded default; registry/zookeeper, on a ZooKeeper ensemble; and
+// registry/etcd, on an etcd cluster, in a module of its own. Package
+// registry/registrytest holds the conformance suite every implementation
+// must pass.
 //
 // # Layout in a shared store
 //
-// The registries that keep providers in a hierarchical store, such as
-// registry/zookeeper (as nodes), lay them out alike, with the helpers of
-// this package, so that tools and other implementations can read any of
-// them:
+// The registries that keep providers in a hierarchical store,
+// registry/zookeeper (as nodes) and registry/etcd (as keys), lay them out
+// alike, with the helpers of this package, so that tools and other
+// implementations can read either:
 //
 //	<root>/<service>/providers/<network>-<address>
 //

@@ -14,7 +14,7 @@
 // # Layout
 //
 // Every node lies under [Config.Root], "/kiev" by default, in the layout
-// that package registry describes:
+// that package registry describes and registry/etcd shares:
 //
 //	<Root>/<service>/providers/<network>-<address>
 //
