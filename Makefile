@@ -9,12 +9,15 @@ WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 
 # The repository's Go modules besides kiev's own (the root) and bench/: the
 # database and config clients, each a module so that kiev's go.mod requires
-# only what the core uses, and the example that uses them. make test vets
-# and tests every one.
+# only what the core uses, and the example that uses them; make test's race
+# pass tests them. The integrations with heavy dependencies, each a module
+# too, have steps of their own (test-etcd). make test builds and vets every
+# module.
 SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
+INTEGRATIONS = registry/etcd
 
 .PHONY: demo test vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
-	test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-end
+	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-bench test-end
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -22,11 +25,13 @@ demo:
 # make test runs these steps in turn; each is a target of its own, which
 # can be run alone once `make services` is up:
 #   test-prep         scripts/services.sh up, and beside it go build -race
-#                     ./... (which compiles the race passes' packages) and
-#                     gofmt and go vet of every module
+#                     ./... in every module (which compiles the race
+#                     passes' packages), gofmt, and go vet of every module
 #   test-race         go test -race, every package but the ZooKeeper registry
 #   test-race-zk      go test -race, the ZooKeeper registry
 #   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
+#   test-etcd         go test -race -v, registry/etcd's module, with its
+#                     failure tests' figures
 #   test-norace       the allocation guards and TestManySlowReaders
 #   test-bench        bench/'s end-to-end tests
 # The go test steps do not overlap: the comments above them say why each
@@ -116,12 +121,13 @@ test:
 	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
 		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
-	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-norace test-bench
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-bench
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
-# FerretDB's first build); go build -race in every module, which compiles what
-# the race passes need; and the checks that need no server (gofmt, then go
-# vet of every module). Where the Go caches are empty, each compiles for minutes,
+# FerretDB's first build); go build -race ./... in every module (etcd's
+# client and grpc-go among them), which compiles what the race passes need;
+# and the checks that need no server (gofmt, then go vet of every module).
+# Where the Go caches are empty, each compiles for minutes,
 # and together they keep both cores busy. If anything fails, it stops the
 # others; test-end then stops the services that services.sh had started.
 test-prep:
@@ -134,7 +140,7 @@ test-prep:
 	run gofmt $(SUBMAKE) -s fmt && \
 	run "go vet ./..." $(GO) vet ./... && \
 	run "go vet ./... in bench/" $(GO) -C bench vet ./... && \
-	run "go vet ./... in $(SUBMODULES)" $(SUBMAKE) vet-submodules || exit; \
+	run "go vet ./... in $(SUBMODULES) $(INTEGRATIONS)" $(SUBMAKE) vet-submodules || exit; \
 	step "waiting for go build -race and scripts/services.sh up"; \
 	wait $$race || exit; race=; \
 	rc=0; wait $$up || rc=$$?; trap - EXIT; \
@@ -185,6 +191,16 @@ test-zk-failover:
 		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
 	@$(PROGRESS); done_step
 
+# registry/etcd is a module of its own (test-prep vets it). Its tests run
+# against the shared etcd and private ones they stop, restart, wipe and
+# partition, and a provider process they kill; -v shows their figures, and
+# the filter drops the registries' Debug and Info lines.
+test-etcd:
+	@$(PROGRESS); step "go test -race -v, the etcd registry's module"
+	set -o pipefail; $(WITH_SERVICES) $(GO) -C registry/etcd test -race -count=1 -timeout 10m -v ./... \
+		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
+	@$(PROGRESS); done_step
+
 # Allocation guards and the many-slow-readers test (bounds on memory and
 # latency) skip under -race: run them once without it.
 test-norace:
@@ -225,14 +241,14 @@ test-end:
 # build-race compiles what the race passes need, in every module.
 build-race:
 	@$(GO) build -race ./...
-	@for m in $(SUBMODULES); do $(GO) -C $$m build -race ./... || exit; done
+	@for m in $(SUBMODULES) $(INTEGRATIONS); do $(GO) -C $$m build -race ./... || exit; done
 
 vet: vet-submodules
 	$(GO) vet ./...
 	$(GO) -C bench vet ./...
 
 vet-submodules:
-	@for m in $(SUBMODULES); do $(GO) -C $$m vet ./... || exit; done
+	@for m in $(SUBMODULES) $(INTEGRATIONS); do $(GO) -C $$m vet ./... || exit; done
 
 # services installs (if needed) and starts the servers the tests need
 # (scripts/services.sh up), and leaves them running; services-down stops
@@ -268,7 +284,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzProtobufUnmarshal$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackFast$$' -fuzztime $(FUZZTIME) ./codec/
 	$(GO) test -run '^$$' -fuzz '^FuzzMsgpackEncode$$' -fuzztime $(FUZZTIME) ./codec/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
 	$(GO) -C clients/redis test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) .

@@ -92,6 +92,10 @@ type Client struct {
 //     same, on a ZooKeeper registry (see registry/zookeeper) that the
 //     client opens and closes itself. "?session_timeout=10s" sets its
 //     session timeout.
+//   - a URL of a registry scheme that an imported package registered
+//     (see RegisterScheme), such as "etcd://host:2379/Service" with
+//     github.com/kievrpc/kiev/registry/etcd imported: the same, on that
+//     registry.
 //
 // A service client is returned at once, before any provider is known;
 // calls wait within their context for one to register, for at most
@@ -132,14 +136,14 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 		return c, nil
 	}
 	reg, own := c.opts.registry, false
-	if reg == nil && t.zookeeper == nil && defaultRegistry.Load() == nil {
+	if reg == nil && t.open == nil && defaultRegistry.Load() == nil {
 		if err := hostLike(target); err != nil {
 			return nil, err
 		}
 	}
 	switch {
-	case t.zookeeper != nil:
-		if reg, err = openZooKeeper(t.zookeeper, c.opts.logger); err != nil {
+	case t.open != nil:
+		if reg, err = t.open(c.opts.logger); err != nil {
 			return nil, fmt.Errorf("kiev: Dial %q: %w", target, err)
 		}
 		own = true

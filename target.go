@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kievrpc/kiev/registry"
@@ -16,7 +18,114 @@ import (
 type target struct {
 	network, addr string
 	service       string
-	zookeeper     *zookeeper.Config // for a zookeeper:// target
+	// open opens the registry that a registry URL (zookeeper://, or a
+	// scheme given to RegisterScheme) names, which the client owns; nil
+	// for other targets.
+	open func(logger *slog.Logger) (registry.Registry, error)
+}
+
+// schemeParser is the parse function of RegisterScheme.
+type schemeParser = func(*url.URL) (string, func(*slog.Logger) (registry.Registry, error), error)
+
+// schemes holds the registry URL schemes given to RegisterScheme.
+var schemes struct {
+	mu    sync.RWMutex
+	parse map[string]schemeParser
+}
+
+// builtinSchemes are the schemes parseTarget knows itself.
+var builtinSchemes = []string{"tcp", "udp", "unix", "zookeeper", "zk"}
+
+// schemeModules names the packages that register well-known schemes, for
+// the error of a Dial whose program did not import one.
+var schemeModules = map[string]string{"etcd": "github.com/kievrpc/kiev/registry/etcd"}
+
+// RegisterScheme makes Dial accept targets of the form scheme://..., each
+// naming a service in a registry that the client opens, as zookeeper://
+// targets do. The packages of registries that live in modules of their own
+// call it from an init function, so that importing the package is all a
+// program needs, as with database/sql drivers: importing
+// github.com/kievrpc/kiev/registry/etcd makes
+// kiev.Dial("etcd://10.0.0.1:2379/Arith") work.
+//
+// Each Dial of such a target calls parse with the target as url.Parse
+// reads it. parse returns the service that the URL names and a function
+// that opens its registry, or an error that says how to write the URL.
+// Dial calls open once, with the client's logger (see WithLogger), and the
+// client closes the registry when it is closed.
+//
+// RegisterScheme is safe for concurrent use. It panics if parse is nil, or
+// if scheme is not a lower-case URL scheme (a letter, then letters,
+// digits, '+', '-' or '.'), is one Dial knows itself (tcp, udp, unix,
+// zookeeper, zk), or is already registered.
+func RegisterScheme(scheme string, parse func(u *url.URL) (service string, open func(logger *slog.Logger) (registry.Registry, error), err error)) {
+	switch {
+	case parse == nil:
+		panic(fmt.Sprintf("kiev: RegisterScheme(%q) with a nil parse function", scheme))
+	case !validScheme(scheme):
+		panic(fmt.Sprintf("kiev: RegisterScheme(%q): not a lower-case URL scheme such as \"etcd\"", scheme))
+	case slices.Contains(builtinSchemes, scheme):
+		panic(fmt.Sprintf("kiev: RegisterScheme(%q): Dial knows %s:// targets itself", scheme, scheme))
+	}
+	schemes.mu.Lock()
+	defer schemes.mu.Unlock()
+	if _, dup := schemes.parse[scheme]; dup {
+		panic(fmt.Sprintf("kiev: RegisterScheme(%q) called twice", scheme))
+	}
+	if schemes.parse == nil {
+		schemes.parse = make(map[string]schemeParser)
+	}
+	schemes.parse[scheme] = parse
+}
+
+// validScheme reports whether s is a lower-case URL scheme (RFC 3986).
+func validScheme(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789+-.") == ""
+}
+
+// registeredScheme returns the parse function of a scheme given to
+// RegisterScheme, or nil.
+func registeredScheme(scheme string) schemeParser {
+	schemes.mu.RLock()
+	defer schemes.mu.RUnlock()
+	return schemes.parse[scheme]
+}
+
+// knownSchemes lists the schemes Dial accepts, for error messages:
+// "tcp://, udp://, unix://, zookeeper:// or etcd://".
+func knownSchemes() string {
+	schemes.mu.RLock()
+	names := []string{"tcp", "udp", "unix", "zookeeper"}
+	extra := make([]string, 0, len(schemes.parse))
+	for s := range schemes.parse {
+		extra = append(extra, s)
+	}
+	schemes.mu.RUnlock()
+	slices.Sort(extra)
+	names = append(names, extra...)
+	for i := range names {
+		names[i] += "://"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// parseScheme parses a target of a scheme given to RegisterScheme.
+func parseScheme(s string, parse schemeParser) (target, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return target{}, fmt.Errorf("kiev: Dial %q: %v", s, err)
+	}
+	service, open, err := parse(u)
+	if err != nil {
+		return target{}, fmt.Errorf("kiev: Dial %q: %w", s, err)
+	}
+	if service == "" || open == nil {
+		return target{}, fmt.Errorf("kiev: Dial %q: the %s:// scheme's parse function returned no service or no open function", s, u.Scheme)
+	}
+	return target{service: service, open: open}, nil
 }
 
 func parseTarget(s string) (target, error) {
@@ -38,7 +147,7 @@ func parseTarget(s string) (target, error) {
 			return target{}, fmt.Errorf("kiev: Dial %q: that is an IPv6 address without its port; write %q", s, "["+strings.Trim(rest, "[]")+"]:PORT")
 		}
 		if _, _, err := net.SplitHostPort(rest); err != nil {
-			return target{}, fmt.Errorf("kiev: Dial %q: want host:port, a service name, or a URL (tcp://, unix://, zookeeper://): %v", s, err)
+			return target{}, fmt.Errorf("kiev: Dial %q: want host:port, a service name, or a URL (%s): %v", s, knownSchemes(), err)
 		}
 		return target{network: "tcp", addr: rest}, nil
 	case "udp":
@@ -49,7 +158,13 @@ func parseTarget(s string) (target, error) {
 	case "zookeeper", "zk":
 		return parseZooKeeper(s)
 	}
-	return target{}, fmt.Errorf("kiev: Dial %q: unknown scheme %q; use host:port, a service name, tcp://, udp://, unix:// or zookeeper://", s, scheme)
+	if parse := registeredScheme(scheme); parse != nil {
+		return parseScheme(s, parse)
+	}
+	if pkg, ok := schemeModules[scheme]; ok {
+		return target{}, fmt.Errorf("kiev: Dial %q: unknown scheme %q; import %s to use %s:// targets", s, scheme, pkg, scheme)
+	}
+	return target{}, fmt.Errorf("kiev: Dial %q: unknown scheme %q; use host:port, a service name, %s", s, scheme, knownSchemes())
 }
 
 // isServiceName reports whether s is a bare service name rather than an
@@ -67,7 +182,7 @@ func hostLike(s string) error {
 	if net.ParseIP(s) == nil && s != "localhost" && !dnsName(s) {
 		return nil
 	}
-	return fmt.Errorf("kiev: Dial %q: that is a host without its port, and a bare name is a service to find in a registry, which would wait for a provider that never registers; write %q (or \"tcp://%s:PORT\"), or to find a service of that name, give WithRegistry, SetDefaultRegistry or a zookeeper:// target", s, s+":PORT", s)
+	return fmt.Errorf("kiev: Dial %q: that is a host without its port, and a bare name is a service to find in a registry, which would wait for a provider that never registers; write %q (or \"tcp://%s:PORT\"), or to find a service of that name, give WithRegistry, SetDefaultRegistry or a registry URL such as zookeeper://", s, s+":PORT", s)
 }
 
 // dnsName reports whether s reads as a lower-case DNS name ending in a
@@ -127,13 +242,10 @@ func parseZooKeeper(s string) (target, error) {
 			return bad("unknown parameter %q (known: session_timeout)", k)
 		}
 	}
-	return target{service: service, zookeeper: cfg}, nil
-}
-
-// openZooKeeper opens the registry of a zookeeper:// target; it logs
-// through the client's logger.
-func openZooKeeper(cfg *zookeeper.Config, log *slog.Logger) (registry.Registry, error) {
-	c := *cfg
-	c.Logger = log
-	return zookeeper.New(c)
+	open := func(log *slog.Logger) (registry.Registry, error) {
+		c := *cfg
+		c.Logger = log
+		return zookeeper.New(c)
+	}
+	return target{service: service, open: open}, nil
 }

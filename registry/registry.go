@@ -2,10 +2,35 @@
 // Instance for each service they serve, and clients watch a service's
 // full set of providers.
 //
-// Two implementations ship with kiev: registry/memory, in-process and the
-// embedded default, and registry/zookeeper, on a ZooKeeper ensemble.
-// Package registry/registrytest holds the conformance suite every
-// implementation must pass.
+// Three implementations ship with kiev: registry/memory, in-process and
+// the embedded default; registry/zookeeper, on a ZooKeeper ensemble; and
+// registry/etcd, on an etcd cluster, in a module of its own. Package
+// registry/registrytest holds the conformance suite every implementation
+// must pass.
+//
+// # Layout in a shared store
+//
+// The registries that keep providers in a hierarchical store,
+// registry/zookeeper (as nodes) and registry/etcd (as keys), lay them out
+// alike, with the helpers of this package, so that tools and other
+// implementations can read either:
+//
+//	<root>/<service>/providers/<network>-<address>
+//
+// ([ProvidersPath], [NodeName]). The service name and the address are
+// escaped as URL path segments (url.PathEscape), so that each makes one
+// path component: 127.0.0.1:7000 over tcp is "tcp-127.0.0.1:7000", and
+// /run/a.sock over unix is "unix-%2Frun%2Fa.sock". A provider's data is
+// JSON ([EncodeNode]): a format version "v" beside the fields of
+// Instance, with their JSON names:
+//
+//	{"v":1,"service":"Arith","network":"tcp","address":"10.0.0.7:7000","codecs":["msgpack"],"weight":2}
+//
+// Readers ([DecodeNode]) ignore fields they do not know and accept any "v"
+// of 1 or more, reading the fields of version 1; so a later kiev may add
+// fields (and bump "v") while older clients keep reading its providers
+// during a rollout. A change that older readers must not misread needs a
+// new layout, not a new "v".
 package registry
 
 import (

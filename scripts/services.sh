@@ -28,7 +28,7 @@
 # functions and listing it in SERVICES.
 set -euo pipefail
 
-SERVICES=(redis mariadb zookeeper zookeeper_ensemble ferretdb chromium nginx)
+SERVICES=(redis mariadb zookeeper zookeeper_ensemble etcd ferretdb chromium nginx)
 STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
 T0=${KIEV_T0:-$(date +%s)}
 
@@ -414,6 +414,82 @@ zookeeper_ensemble_down() {
 
 zookeeper_ensemble_env() {
 	echo "export KIEV_ZOOKEEPER_ENSEMBLE=$(zke_addrs)"
+}
+
+# --- etcd --------------------------------------------------------------------
+# Debian's etcd-server (3.4) serves the v3 API that the etcd registry's
+# client speaks; etcd-client brings etcdctl, for looking at the keys by hand.
+# apt_install keeps the package's systemd unit from starting an etcd of its
+# own. The shared server keeps its data under $ETCD_DIR; the registry's
+# failure tests run private servers of their own (KIEV_ETCD_BIN).
+
+ETCD_HOST=127.0.0.1
+ETCD_PORT=2379
+ETCD_PEER_PORT=2380
+ETCD_BIN=/usr/bin/etcd
+ETCD_DIR=$STATE_DIR/etcd
+
+# etcd_healthy succeeds if the etcd on HOST PORT answers GET /health with
+# {"health":"true"} (it has a leader), through bash's /dev/tcp.
+etcd_healthy() {
+	local host=${1:-$ETCD_HOST} port=${2:-$ETCD_PORT}
+	[[ $( (
+		exec 3<>"/dev/tcp/$host/$port" || exit 1
+		printf 'GET /health HTTP/1.0\r\nHost: %s\r\n\r\n' "$host" >&3
+		timeout 2 cat <&3
+	) 2>/dev/null) == *'"health":"true"'* ]]
+}
+
+etcd_packages() {
+	etcd_healthy && return 0
+	[[ -x $ETCD_BIN ]] || echo etcd-server
+	command -v etcdctl >/dev/null || echo etcd-client
+}
+
+etcd_up() {
+	if etcd_healthy; then
+		log "etcd: already answering on $ETCD_HOST:$ETCD_PORT"
+		return 0
+	fi
+	[[ -x $ETCD_BIN ]] || die "etcd: $ETCD_BIN is missing (Debian's etcd-server package)"
+	if tcp_open "$ETCD_HOST" "$ETCD_PORT" || tcp_open "$ETCD_HOST" "$ETCD_PEER_PORT"; then
+		die "etcd: something that is not a healthy etcd listens on $ETCD_HOST:$ETCD_PORT or :$ETCD_PEER_PORT"
+	fi
+	mkdir -p "$ETCD_DIR"
+	stop_pidfile "$ETCD_DIR/pid" # a stale server of ours that stopped answering
+	local client=http://$ETCD_HOST:$ETCD_PORT peer=http://$ETCD_HOST:$ETCD_PEER_PORT
+	log "etcd: starting on $ETCD_HOST:$ETCD_PORT (state in $ETCD_DIR)"
+	setsid "$ETCD_BIN" --name kiev --data-dir "$ETCD_DIR/data" \
+		--listen-client-urls "$client" --advertise-client-urls "$client" \
+		--listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+		--initial-cluster "kiev=$peer" --log-level warn >"$ETCD_DIR/log" 2>&1 </dev/null &
+	echo $! >"$ETCD_DIR/pid"
+	started etcd
+	local pid=$! i
+	for ((i = 0; i < 300; i++)); do # 30 s
+		if etcd_healthy; then
+			log "etcd: ready (PID $pid)"
+			return 0
+		fi
+		alive "$pid" || break
+		sleep 0.1
+	done
+	log "etcd: not healthy within 30 s; the end of $ETCD_DIR/log:"
+	tail -n 40 "$ETCD_DIR/log" >&2 || true
+	stop_pidfile "$ETCD_DIR/pid"
+	return 1
+}
+
+etcd_down() {
+	if [[ -f $ETCD_DIR/pid ]]; then
+		log "etcd: stopping PID $(<"$ETCD_DIR/pid")"
+	fi
+	stop_pidfile "$ETCD_DIR/pid"
+}
+
+etcd_env() {
+	echo "export KIEV_ETCD=$ETCD_HOST:$ETCD_PORT"
+	echo "export KIEV_ETCD_BIN=$ETCD_BIN"
 }
 
 # --- FerretDB (MongoDB wire protocol) ---------------------------------------

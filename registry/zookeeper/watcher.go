@@ -171,7 +171,7 @@ func (w *watcher) read() ([]registry.Instance, <-chan zk.Event, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			in, err := decodeNode(data, w.service, name)
+			in, err := registry.DecodeNode(data, w.service, name)
 			if err != nil {
 				w.skip(name, stat, err)
 				continue

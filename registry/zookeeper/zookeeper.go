@@ -13,7 +13,8 @@
 //
 // # Layout
 //
-// Every node lies under [Config.Root], "/kiev" by default:
+// Every node lies under [Config.Root], "/kiev" by default, in the layout
+// that package registry describes and registry/etcd shares:
 //
 //	<Root>/<service>/providers/<network>-<address>
 //
@@ -188,7 +189,7 @@ func New(cfg Config) (*Registry, error) {
 	if root == "" {
 		root = "/kiev"
 	}
-	if err := checkRoot(root); err != nil {
+	if err := registry.CheckRoot(root); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	timeout := cfg.SessionTimeout
@@ -244,7 +245,7 @@ func (r *Registry) Register(ctx context.Context, in registry.Instance) error {
 	if err := in.Validate(); err != nil {
 		return err
 	}
-	data, err := encodeNode(in)
+	data, err := registry.EncodeNode(in)
 	if err != nil {
 		return fmt.Errorf("kiev/registry/zookeeper: encoding %s: %w", in.ID(), err)
 	}
@@ -255,7 +256,7 @@ func (r *Registry) Register(ctx context.Context, in registry.Instance) error {
 // until ZooKeeper has deleted its node. It deletes only the node the
 // registry's own session made.
 func (r *Registry) Deregister(ctx context.Context, in registry.Instance) error {
-	if err := checkService(in.Service); err != nil {
+	if err := registry.CheckService(in.Service); err != nil {
 		return err
 	}
 	return r.set(ctx, r.nodePath(in), in.ID(), nil, false)
@@ -316,7 +317,7 @@ func (r *Registry) set(ctx context.Context, path, id string, data []byte, want b
 // Watch starts watching the providers of service. It waits for the first
 // read of the set, within ctx.
 func (r *Registry) Watch(ctx context.Context, service string) (registry.Watcher, error) {
-	if err := checkService(service); err != nil {
+	if err := registry.CheckService(service); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
