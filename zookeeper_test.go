@@ -587,8 +587,16 @@ func TestZooKeeperSessionExpiry(t *testing.T) {
 			t.Fatalf("answered by %q", got)
 		}
 	}
-	if ps := c.Providers(); len(ps) != 1 || !ps[0].Unlisted || ps[0].Instance.Address != p.addr {
-		t.Errorf("client's providers while the registry lists none: %+v; want p0, kept though unlisted", ps)
+	// The client's own watch sees the deletion a moment after the test's.
+	unlisted := func() bool {
+		ps := c.Providers()
+		return len(ps) == 1 && ps[0].Unlisted && ps[0].Instance.Address == p.addr
+	}
+	for wait := time.Now().Add(10 * time.Second); !unlisted() && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond) // polling the client's view; nothing to wait on
+	}
+	if !unlisted() {
+		t.Errorf("client's providers while the registry lists none: %+v; want p0, kept though unlisted", c.Providers())
 	}
 
 	proxy.Resume()
