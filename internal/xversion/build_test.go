@@ -87,8 +87,12 @@ var builds = sync.OnceValues(func() ([]build, error) {
 	return out, nil
 })
 
-// buildLog says how each build was had; written only inside builds.
-var buildLog []string
+// buildLog says how each build was had; written only inside builds, and
+// logged by the first test that asks for them.
+var (
+	buildLog  []string
+	logBuilds sync.Once
+)
 
 // allBuilds returns the builds, failing the test if they cannot be made.
 func allBuilds(t *testing.T) []build {
@@ -97,9 +101,11 @@ func allBuilds(t *testing.T) []build {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range buildLog {
-		t.Log("peer ", l)
-	}
+	logBuilds.Do(func() {
+		for _, l := range buildLog {
+			t.Logf("peer %s", l)
+		}
+	})
 	return bs
 }
 
