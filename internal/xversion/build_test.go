@@ -31,7 +31,7 @@ var pinned = []pin{
 	{
 		commit: "ce822a9d2acf488937534efdd810798d706e3741",
 		about:  "before the drain's last GoAway (LastID, key 11), UDP tickets (key 12) and signed datagrams (keys 13-15)",
-		lacks:  features{lastID: true, ticket: true},
+		lacks:  features{lastID: true, ticket: true, sign: true},
 	},
 }
 
@@ -47,6 +47,15 @@ type pin struct {
 type features struct {
 	lastID bool // the last GoAway of a drain, with LastID (key 11): calls past it never ran
 	ticket bool // UDP proof of address (key 12): a reply over 3 times its request waits for a ticket
+	sign   bool // signed datagrams (keys 13-15; WithPacketKey, WithPacketKeys): the peer is built with the tag kiev_nosign
+}
+
+// tags are the build tags of the peer for a commit that lacks f.
+func (f features) tags() string {
+	if f.sign {
+		return "kiev_nosign"
+	}
+	return ""
 }
 
 // build is one compiled peer program (./peer).
@@ -66,14 +75,14 @@ var builds = sync.OnceValues(func() ([]build, error) {
 	var out []build
 	t0 := time.Now()
 	bin := filepath.Join(binDir, "peer-new"+exeSuffix())
-	if err := goBuild(".", "./peer", bin); err != nil {
+	if err := goBuild(".", "./peer", bin, ""); err != nil {
 		return nil, fmt.Errorf("building the current tree's peer: %w", err)
 	}
 	buildLog = append(buildLog, fmt.Sprintf("new: built in %v", time.Since(t0).Round(time.Millisecond)))
 	out = append(out, build{name: "new", bin: bin})
 	for _, p := range pinned {
 		t0 := time.Now()
-		bin, cached, err := oldBuild(p.commit)
+		bin, cached, err := oldBuild(p.commit, p.lacks.tags())
 		if err != nil {
 			return nil, err
 		}
@@ -113,9 +122,9 @@ func allBuilds(t *testing.T) []build {
 // user's cache if it was built before, else building it in a git worktree
 // of the commit into which the current peer's source is copied (so that
 // it compiles against that commit's kiev: the module path is the same).
-// The cache key covers the commit, the peer's source, and the Go version
-// and platform.
-func oldBuild(commit string) (bin string, cached bool, err error) {
+// The cache key covers the commit, the peer's source and build tags, and
+// the Go version and platform.
+func oldBuild(commit, tags string) (bin string, cached bool, err error) {
 	top, err := repoRoot()
 	if err != nil {
 		return "", false, err
@@ -129,7 +138,7 @@ func oldBuild(commit string) (bin string, cached bool, err error) {
 		return "", false, err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %s %s/%s\n", commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(h, "%s %s %s/%s tags=%s\n", commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, tags)
 	names := make([]string, 0, len(src))
 	for name := range src {
 		names = append(names, name)
@@ -177,7 +186,7 @@ func oldBuild(commit string) (bin string, cached bool, err error) {
 		}
 	}
 	part := filepath.Join(dir, fmt.Sprintf(".peer-%s-%d", key, os.Getpid()))
-	if err := goBuild(tree, "./internal/xversion/peer", part); err != nil {
+	if err := goBuild(tree, "./internal/xversion/peer", part, tags); err != nil {
 		os.Remove(part)
 		return "", false, fmt.Errorf("building the peer at %s (it may use API that commit lacks): %w", commit, err)
 	}
@@ -244,13 +253,14 @@ func git(dir string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// goBuild builds pkg in dir into out, within five minutes, from the Go
-// module cache alone (GOPROXY=off): the test needs no network.
-func goBuild(dir, pkg, out string) error {
+// goBuild builds pkg in dir into out with the build tags, within five
+// minutes, from the Go module cache alone (GOPROXY=off): the test needs
+// no network.
+func goBuild(dir, pkg, out, tags string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// go test puts its toolchain's bin first in the PATH of the test.
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=readonly")
 	var stderr bytes.Buffer

@@ -15,8 +15,9 @@ import (
 
 // Addrs are a peer server's addresses, as it prints them.
 type Addrs struct {
-	TCP string `json:"tcp"`
-	UDP string `json:"udp"`
+	TCP       string `json:"tcp"`
+	UDP       string `json:"udp"`
+	UDPSigned string `json:"udp_signed"` // only signed calls; "" if the build cannot sign
 }
 
 // Result is one scenario's outcome, as a peer client prints it.
@@ -85,7 +86,7 @@ func runClient(t *testing.T, b build, a Addrs, network, codec string, scenarios 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	args := []string{"-mode", "client", "-tcp", a.TCP, "-udp", a.UDP, "-net", network, "-codec", codec}
+	args := []string{"-mode", "client", "-tcp", a.TCP, "-udp", a.UDP, "-udp-signed", a.UDPSigned, "-net", network, "-codec", codec}
 	if len(scenarios) > 0 {
 		args = append(args, "-scenarios", strings.Join(scenarios, ","))
 	}
@@ -131,12 +132,15 @@ func (b *lockedBuffer) String() string {
 }
 
 // cell is what the matrix shows of a result: "ok" for the outcome the
-// current tree gives against itself, the class for a documented
-// difference, and FAIL and the class for the rest.
+// current tree gives against itself, "–" for a scenario that does not
+// apply, the class for a documented difference, and FAIL and the class
+// for the rest.
 func cell(r Result, want []string) string {
 	switch {
 	case !slices.Contains(want, r.Class):
 		return "FAIL: " + r.Class
+	case r.Class == "n/a":
+		return "–"
 	case r.Class == baseline[r.Scenario]:
 		return "ok"
 	}

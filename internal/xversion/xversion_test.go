@@ -23,7 +23,8 @@ func TestMain(m *testing.M) {
 // scenarioNames are the peer's scenarios, in the order it runs them.
 var scenarioNames = []string{
 	"call", "meta", "deadline", "deadline-expired", "priority", "cancel",
-	"error-code", "not-found", "big-reply", "drain", "drain-load",
+	"error-code", "error-long", "not-found", "big-reply", "signed", "drain",
+	"drain-load",
 }
 
 // baseline is each scenario's class between two builds of the current
@@ -38,8 +39,10 @@ var baseline = map[string]string{
 	"priority":         "ok",
 	"cancel":           "Canceled",
 	"error-code":       "code 451",
+	"error-long":       "code 451",
 	"not-found":        "ErrNotFound",
 	"big-reply":        "ok",
+	"signed":           "ok",
 	"drain":            "ok",
 	"drain-load":       "ok",
 }
@@ -49,11 +52,31 @@ var baseline = map[string]string{
 // the error that its documentation promises.
 func expect(scenario, network string, client, server build) []string {
 	switch {
-	case scenario == "big-reply" && network == "udp" && client.lacks.ticket && !server.lacks.ticket:
-		// A server with tickets holds a reply over 3 times its request
-		// for an address not yet shown to receive, and sends a Retry:
-		// "A client that does not know tickets sees a held Response as
-		// ErrCode 8" (PROTOCOL.md, Datagrams; Packet.MaxAmplification).
+	case scenario == "signed" && network == "tcp":
+		return []string{"n/a"}
+	case scenario == "signed" && client.lacks.sign && !server.lacks.sign:
+		// The server takes only signed calls on that socket: it "answers
+		// a Request whose signature is missing ... with ErrCode 10
+		// (Unauthenticated)" (PROTOCOL.md, Datagrams). The other way, a
+		// server older than signatures skips their fields (keys 13-15)
+		// and runs the call, which the peer checks.
+		want := []string{"ErrUnauthenticated"}
+		if client.lacks.ticket {
+			// The refusal is a Response of 230 bytes (its text is 204),
+			// over 3 times a request under 77 bytes, as the protobuf
+			// call with empty args is: it is held like any Response, and
+			// the client, older than tickets, sees the Retry, ErrCode 8.
+			// No handler runs.
+			want = append(want, "ErrOverloaded")
+		}
+		return want
+	case (scenario == "big-reply" || scenario == "error-long") && heldForOldClient(network, client, server):
+		// A server with tickets holds a Response over 3 times its
+		// request for an address not yet shown to receive, and sends a
+		// Retry: "A client that does not know tickets sees a held
+		// Response as ErrCode 8" (PROTOCOL.md, Datagrams;
+		// Packet.MaxAmplification). That the client then runs the call
+		// again is a bug (knownBugs).
 		return []string{"ErrOverloaded"}
 	case scenario == "drain-load" && network == "tcp" && server.lacks.lastID:
 		// "Without that GoAway (an older server ...), such a call's
@@ -62,6 +85,45 @@ func expect(scenario, network string, client, server build) []string {
 		return []string{baseline[scenario], "unknown outcome"}
 	}
 	return []string{baseline[scenario]}
+}
+
+// knownBugs are outcomes between builds that break what kiev promises,
+// found by this test between commits already made. Each is accepted where
+// it applies, shown as BUG in the matrix and logged, so that the matrix
+// goes on guarding the rest; remove one when it is fixed, or when its old
+// build is no longer pinned. RELIABILITY.md lists them too.
+var knownBugs = []struct {
+	scenario string
+	prefix   string // of the class
+	applies  func(network string, client, server build) bool
+	what     string
+}{
+	{"big-reply", "ErrOverloaded, ran ", heldForOldClient, heldRetried},
+	{"error-long", "ErrOverloaded, ran ", heldForOldClient, heldRetried},
+}
+
+// heldRetried is the known bug of a held Response and a client older
+// than tickets.
+const heldRetried = "a UDP client older than tickets takes the Retry of a held Response (a reply, or an error " +
+	"with a long text, over 3 times its request), ErrCode 8, for a call shed unrun, as ErrOverloaded " +
+	"promises, and retries it as a new call: the handler runs once per attempt (3 by default), and the " +
+	"call fails with ErrOverloaded, an application error's code lost. " +
+	"Workaround: Packet.MaxAmplification -1 on the servers while such clients remain, or TCP"
+
+// heldForOldClient says whether a server holds a large Response for a
+// client that cannot fetch it.
+func heldForOldClient(network string, client, server build) bool {
+	return network == "udp" && client.lacks.ticket && !server.lacks.ticket
+}
+
+// knownBug returns what the known bug is that r shows, or "".
+func knownBug(r Result, p pair) string {
+	for _, b := range knownBugs {
+		if b.scenario == r.Scenario && strings.HasPrefix(r.Class, b.prefix) && b.applies(p.network, p.client, p.server) {
+			return b.what
+		}
+	}
+	return ""
 }
 
 // pair is one row of the matrix: a client build calling a server build.
@@ -107,7 +169,7 @@ func TestCrossVersion(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "| client → server | net | codec | %s |\n", strings.Join(scenarioNames, " | "))
 	fmt.Fprintf(&table, "|---|---|---|%s\n", strings.Repeat("---|", len(scenarioNames)))
-	var notes, drains []string
+	var notes, drains, bugs []string
 	for _, p := range rows {
 		cells := make([]string, len(scenarioNames))
 		for i := range cells {
@@ -128,9 +190,13 @@ func TestCrossVersion(t *testing.T) {
 				if r.Scenario == "drain-load" {
 					drains = append(drains, fmt.Sprintf("%s: %s", p, r.Detail))
 				}
-				if !slices.Contains(want, r.Class) {
+				switch bug := knownBug(r, p); {
+				case bug != "":
+					cells[i] = "BUG: " + r.Class
+					bugs = append(bugs, fmt.Sprintf("%s %s: %s (%s): %s", p, r.Scenario, r.Class, r.Detail, bug))
+				case !slices.Contains(want, r.Class):
 					t.Errorf("%s: %s (%s); want %s", r.Scenario, r.Class, r.Detail, strings.Join(want, " or "))
-				} else if r.Class != baseline[r.Scenario] {
+				case r.Class != baseline[r.Scenario] && r.Class != "n/a":
 					notes = append(notes, fmt.Sprintf("%s %s: %s (%s)", p, r.Scenario, r.Class, r.Detail))
 				}
 			}
@@ -146,5 +212,8 @@ func TestCrossVersion(t *testing.T) {
 	t.Logf("drain-load, the calls of 8 callers while their server drained:\n%s", strings.Join(drains, "\n"))
 	if len(notes) > 0 {
 		t.Logf("documented differences:\n%s", strings.Join(notes, "\n"))
+	}
+	if len(bugs) > 0 {
+		t.Logf("KNOWN BUGS, accepted so that the matrix guards the rest (knownBugs):\n%s", strings.Join(bugs, "\n"))
 	}
 }

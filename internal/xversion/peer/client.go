@@ -20,9 +20,10 @@ import (
 
 // clientConfig says where and how the scenarios call.
 type clientConfig struct {
-	tcp, udp string // the server's addresses; Ctl is called over tcp
-	network  string // "tcp" or "udp": what the scenarios call over
-	codec    string // "msgpack" or "protobuf"
+	tcp, udp  string // the server's addresses; Ctl is called over tcp
+	udpSigned string // the server's address for signed UDP calls, if it has one
+	network   string // "tcp" or "udp": what the scenarios call over
+	codec     string // "msgpack" or "protobuf"
 }
 
 // Result is one scenario's outcome, printed as a JSON line.
@@ -50,8 +51,10 @@ var scenarios = []scenario{
 	{"priority", (*runner).priority},
 	{"cancel", (*runner).cancel},
 	{"error-code", (*runner).errorCode},
+	{"error-long", (*runner).errorLong},
 	{"not-found", (*runner).notFound},
 	{"big-reply", (*runner).bigReply},
+	{"signed", (*runner).signed},
 	{"drain", (*runner).drain},
 	{"drain-load", (*runner).drainLoad},
 }
@@ -327,15 +330,45 @@ func (r *runner) cancel(ctx context.Context) (string, string) {
 }
 
 // errorCode: a handler's error with code 451 reaches the caller as a
-// *kiev.ServerError with that code and its text.
+// *kiev.ServerError with that code and its text, and the handler ran
+// once.
 func (r *runner) errorCode(ctx context.Context) (string, string) {
-	const msg = "unavailable for legal reasons"
-	_, err := r.invoke(ctx, r.c, "Fail", payload{ID: 451, Name: msg})
-	var se *kiev.ServerError
-	if errors.As(err, &se) && se.Code == 451 && se.Message != msg {
-		return "wrong", fmt.Sprintf("code 451 with text %q, want %q", se.Message, msg)
+	return r.fail(ctx, 0)
+}
+
+// errorLong: errorCode with a text 400 bytes longer, made by the handler,
+// so that over UDP the error's Response is over 3 times its request (the
+// amplification bound).
+func (r *runner) errorLong(ctx context.Context) (string, string) {
+	return r.fail(ctx, 400)
+}
+
+// fail calls Fail with code 451 and a text extra bytes longer than its
+// args' Name. If the handler ran other than once, the class says how many
+// times.
+func (r *runner) fail(ctx context.Context, extra int64) (string, string) {
+	tk := newToken("unavailable for legal reasons")
+	msg, args := tk, payload{ID: 451, Name: tk}
+	if extra > 0 {
+		msg += " " + strings.Repeat("x", int(extra))
+		args.Tags = []int64{extra}
 	}
-	return classify(err), fmt.Sprintf("%v", err)
+	_, err := r.invoke(ctx, r.c, "Fail", args)
+	o, cerr := r.control(ctx, "Runs", CtlMsg{Token: tk})
+	if cerr != nil {
+		return failed("Ctl.Runs", cerr)
+	}
+	class := classify(err)
+	var se *kiev.ServerError
+	switch {
+	case err == nil:
+		return "wrong", fmt.Sprintf("Fail succeeded; the handler ran %d times", o.Ran)
+	case errors.As(err, &se) && se.Code == 451 && se.Message != msg:
+		return "wrong", fmt.Sprintf("code 451 with text %q, want %q", truncate(se.Message, 60), truncate(msg, 60))
+	case o.Ran != 1:
+		class = fmt.Sprintf("%s, ran %d times", class, o.Ran)
+	}
+	return class, fmt.Sprintf("%s; the handler ran %d times", truncate(err.Error(), 120), o.Ran)
 }
 
 // notFound: a method the service lacks fails with ErrNotFound.
@@ -348,17 +381,58 @@ func (r *runner) notFound(ctx context.Context) (string, string) {
 }
 
 // bigReply: a reply of 3,000 bytes, over 3 times its request's (the UDP
-// amplification bound), within one datagram.
+// amplification bound), within one datagram. The handler must run once
+// for the call: if it ran more often (the client retried a call it was
+// told had not run), the class says how many times.
 func (r *runner) bigReply(ctx context.Context) (string, string) {
 	const n = 3000
-	out, err := r.invoke(ctx, r.c, "Big", payload{ID: n})
+	tk := newToken("big")
+	out, err := r.invoke(ctx, r.c, "Big", payload{ID: n, Name: tk})
+	o, cerr := r.control(ctx, "Runs", CtlMsg{Token: tk})
+	if cerr != nil {
+		return failed("Ctl.Runs", cerr)
+	}
+	ran := fmt.Sprintf("the handler ran %d times", o.Ran)
+	switch {
+	case err == nil && (len(out.Name) != n || o.Ran != 1):
+		return "wrong", fmt.Sprintf("a reply of %d bytes, want %d; %s", len(out.Name), n, ran)
+	case err != nil && o.Ran > 1:
+		return fmt.Sprintf("%s, ran %d times", classify(err), o.Ran), fmt.Sprintf("%v; %s", err, ran)
+	case err != nil:
+		return classify(err), fmt.Sprintf("%v; %s", err, ran)
+	}
+	return "ok", fmt.Sprintf("a %d-byte reply; %s", n, ran)
+}
+
+// signed (UDP only; "n/a" over TCP): a call signed with packetKey, if
+// this build can sign, to the server's socket for signed calls, if it has
+// one, else to its plain one. A server that checks signatures must see
+// the key's id; one older than signatures skips their fields and runs
+// the call; a signed server refuses an unsigned call with
+// ErrUnauthenticated.
+func (r *runner) signed(ctx context.Context) (string, string) {
+	if r.cfg.network != "udp" {
+		return "n/a", "signatures are for datagrams"
+	}
+	addr, want := r.cfg.udp, ""
+	if r.cfg.udpSigned != "" {
+		addr, want = r.cfg.udpSigned, packetKeyID
+	}
+	c, err := r.dial(r.cfg.tcp, addr, signingClient()...)
 	if err != nil {
-		return failed("Big", err)
+		return failed("dial", err)
 	}
-	if len(out.Name) != n {
-		return "wrong", fmt.Sprintf("reply of %d bytes, want %d", len(out.Name), n)
+	out, err := r.invoke(ctx, c, "Signer", payload{})
+	how := fmt.Sprintf("client signs: %v, server checks: %v", canSign, want != "")
+	switch {
+	case err != nil:
+		return classify(err), fmt.Sprintf("%s; %v", how, err)
+	case !canSign && want != "":
+		return "wrong", how + "; an unsigned call ran"
+	case out.Name != want:
+		return "wrong", fmt.Sprintf("%s; the handler saw key %q, want %q", how, out.Name, want)
 	}
-	return "ok", "3000-byte reply"
+	return "ok", how
 }
 
 // drain: while a call runs on a server that drains, new calls fail with

@@ -4,19 +4,21 @@
 // against that commit's kiev), and runs each build against the other.
 //
 // It uses only kiev's exported API, and only what every pinned commit
-// has, so that the same source builds in each.
+// has, so that the same source builds in each; sign.go, built unless the
+// tag kiev_nosign is set, holds what only newer commits have.
 //
 // In server mode it serves the test services over TCP and UDP, answering
-// msgpack and protobuf, prints one JSON line with its addresses, and runs
-// until its standard input closes:
+// msgpack and protobuf, and where its kiev signs datagrams, on a second
+// UDP socket that takes only signed calls; it prints one JSON line with
+// its addresses, and runs until its standard input closes:
 //
 //	peer -mode server
-//	{"tcp":"127.0.0.1:41234","udp":"127.0.0.1:50611"}
+//	{"tcp":"127.0.0.1:41234","udp":"127.0.0.1:50611","udp_signed":"127.0.0.1:39820"}
 //
 // In client mode it runs the scenarios against a server over one network
 // with one codec, and prints one JSON line per scenario:
 //
-//	peer -mode client -tcp 127.0.0.1:41234 -udp 127.0.0.1:50611 -net udp -codec protobuf
+//	peer -mode client -tcp 127.0.0.1:41234 -udp 127.0.0.1:50611 -udp-signed 127.0.0.1:39820 -net udp -codec protobuf
 //	{"scenario":"call","class":"ok","detail":"..."}
 //
 // A scenario's class is "ok", the name of the error the call failed with
@@ -45,10 +47,16 @@ import (
 // bytes so that the big-reply scenario's reply fits one datagram.
 const maxDatagram = 8192
 
+// packetKeyID and packetKey sign the signed scenario's datagrams.
+const packetKeyID = "xv"
+
+var packetKey = []byte("kiev cross-version test key")
+
 func main() {
 	mode := flag.String("mode", "", "server or client")
 	tcp := flag.String("tcp", "", "client: the server's TCP address")
 	udp := flag.String("udp", "", "client: the server's UDP address")
+	udpSigned := flag.String("udp-signed", "", "client: the server's UDP address for signed calls, if it has one")
 	network := flag.String("net", "tcp", "client: the network the scenarios call over, tcp or udp")
 	codecName := flag.String("codec", "msgpack", "client: the codec of the scenarios' calls, msgpack or protobuf")
 	only := flag.String("scenarios", "", "client: comma-separated scenarios to run (default all)")
@@ -63,7 +71,7 @@ func main() {
 		if *only != "" {
 			names = strings.Split(*only, ",")
 		}
-		err = runClient(clientConfig{tcp: *tcp, udp: *udp, network: *network, codec: *codecName}, names, os.Stdout)
+		err = runClient(clientConfig{tcp: *tcp, udp: *udp, udpSigned: *udpSigned, network: *network, codec: *codecName}, names, os.Stdout)
 	default:
 		err = errors.New("-mode must be server or client")
 	}
@@ -87,19 +95,28 @@ func serve(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer srv.close()
+	if canSign {
+		signed, a, err := start(false, signingServer()...)
+		if err != nil {
+			return err
+		}
+		defer signed.close()
+		addrs.UDPSigned = a.UDP
+	}
 	line, _ := json.Marshal(addrs)
 	if _, err := fmt.Fprintf(out, "%s\n", line); err != nil {
 		return err
 	}
 	_, _ = io.Copy(io.Discard, bufio.NewReader(in))
-	srv.close()
 	return nil
 }
 
 // Addrs are a server's addresses.
 type Addrs struct {
-	TCP string `json:"tcp"`
-	UDP string `json:"udp"`
+	TCP       string `json:"tcp"`
+	UDP       string `json:"udp"`
+	UDPSigned string `json:"udp_signed,omitempty"` // calls signed with packetKey only
 }
 
 // server is one kiev.Server serving the test services on a TCP listener
@@ -112,9 +129,10 @@ type server struct {
 
 // start starts a server of the test services on loopback; withCtl adds the
 // Ctl service, which only the process's first server has.
-func start(withCtl bool) (*server, Addrs, error) {
+func start(withCtl bool, opts ...kiev.ServerOption) (*server, Addrs, error) {
+	opts = append([]kiev.ServerOption{kiev.WithLogger(logger()), kiev.WithPacket(kiev.Packet{MaxDatagram: maxDatagram})}, opts...)
 	s := &server{
-		srv:    kiev.NewServer(kiev.WithLogger(logger()), kiev.WithPacket(kiev.Packet{MaxDatagram: maxDatagram})),
+		srv:    kiev.NewServer(opts...),
 		ran:    new(counter),
 		served: make(chan error, 2),
 	}

@@ -85,6 +85,18 @@ func (s *service[M, PM]) Priority(ctx context.Context, a PM, r PM) error {
 	return nil
 }
 
+// packetKeyMetadata is kiev.PacketKeyMetadata, which older commits lack:
+// the metadata key under which a handler finds the id of the key that
+// signed its datagram.
+const packetKeyMetadata = "kiev-packet-key"
+
+// Signer replies with the id of the key that signed the call's datagram,
+// in Name: "" if it was not signed, or the server did not check.
+func (s *service[M, PM]) Signer(ctx context.Context, a PM, r PM) error {
+	set(r, 0, kiev.MetadataFrom(ctx).Get(packetKeyMetadata), nil)
+	return nil
+}
+
 // Deadline replies with the microseconds left until the handler's
 // deadline in ID, or -1 if it has none.
 func (s *service[M, PM]) Deadline(ctx context.Context, a PM, r PM) error {
@@ -117,13 +129,21 @@ func (s *service[M, PM]) Wait(ctx context.Context, a PM, r PM) error {
 }
 
 // Fail returns an error with the code in the args' ID and their Name as
-// its text.
+// its text, followed by a space and Tags[0] x's if Tags is set; it
+// counts its runs under the Name for Ctl.Runs.
 func (s *service[M, PM]) Fail(ctx context.Context, a PM, r PM) error {
-	return kiev.Errorf(kiev.Code(a.GetId()), "%s", a.GetName())
+	tokens.get(a.GetName()).runs.Add(1)
+	msg := a.GetName()
+	if t := a.GetTags(); len(t) > 0 {
+		msg += " " + strings.Repeat("x", int(min(max(t[0], 0), 60000)))
+	}
+	return kiev.Errorf(kiev.Code(a.GetId()), "%s", msg)
 }
 
-// Big replies with a Name of ID bytes (at most 60,000).
+// Big replies with a Name of ID bytes (at most 60,000), and counts its
+// runs under its args' Name for Ctl.Runs.
 func (s *service[M, PM]) Big(ctx context.Context, a PM, r PM) error {
+	tokens.get(a.GetName()).runs.Add(1)
 	set(r, a.GetId(), strings.Repeat("x", int(min(max(a.GetId(), 0), 60000))), nil)
 	return nil
 }
@@ -149,13 +169,15 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) add()         { c.n.Add(1) }
 func (c *counter) value() int64 { return c.n.Load() }
 
-// token follows one Wait call, by the name its caller gave it.
+// token follows one Wait call, or counts the runs of Big calls, by the
+// name their caller gave it.
 type token struct {
 	started chan struct{} // closed when Wait starts
 	release chan struct{} // closed by Ctl.Release
 	done    chan struct{} // closed when Wait ends, after outcome is set
 	outcome string        // "released" or the handler's ctx error
 	once    sync.Once
+	runs    atomic.Int64 // Big and Fail calls of this name that ran
 }
 
 // tokenSet holds the process's tokens.
@@ -191,7 +213,7 @@ type CtlMsg struct {
 	Token string // a Wait call
 	TCP   string // a spawned server's addresses
 	UDP   string
-	Ran   int64  // Work calls a drained server completed
+	Ran   int64  // Work calls a drained server completed; Big and Fail calls of a token that ran
 	Err   string // how a drain went, "" if well
 }
 
@@ -229,6 +251,13 @@ func (c *Ctl) Outcome(ctx context.Context, a CtlMsg, r *CtlMsg) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Runs replies with the number of Big and Fail calls of the token that
+// ran.
+func (c *Ctl) Runs(ctx context.Context, a CtlMsg, r *CtlMsg) error {
+	r.Ran = tokens.get(a.Token).runs.Load()
+	return nil
 }
 
 // Spawn starts a server of the test services on new listeners, so that a
