@@ -65,8 +65,9 @@ func expect(scenario, network string, client, server build) []string {
 			// The refusal is a Response of 230 bytes (its text is 204),
 			// over 3 times a request under 77 bytes, as the protobuf
 			// call with empty args is: it is held like any Response, and
-			// the client, older than tickets, sees the Retry, ErrCode 8.
-			// No handler runs.
+			// the client, older than tickets, sees the Retry, ErrCode 8
+			// (or its own throttle's ErrOverloaded, after the Retries of
+			// the scenarios before). No handler runs.
 			want = append(want, "ErrOverloaded")
 		}
 		return want
