@@ -17,7 +17,7 @@ SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/b
 INTEGRATIONS = registry/etcd
 
 .PHONY: demo test vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
-	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-bench test-end
+	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-end
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -33,6 +33,8 @@ demo:
 #   test-etcd         go test -race -v, registry/etcd's module, with its
 #                     failure tests' figures
 #   test-norace       the allocation guards and TestManySlowReaders
+#   test-xversion     the cross-version test: kiev of earlier commits
+#                     against today's (internal/xversion)
 #   test-bench        bench/'s end-to-end tests
 # The go test steps do not overlap: the comments above them say why each
 # needs the machine to itself.
@@ -121,7 +123,7 @@ test:
 	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
 		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
-	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-bench
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
 # FerretDB's first build); go build -race ./... in every module (etcd's
@@ -158,9 +160,10 @@ test-prep:
 # and the config client's ZooKeeper tests (TestZK*), which set watches as
 # soon as they connect, run in a pass of their own without -race. Every
 # other test runs with it; kiev's ZooKeeper registry in a pass of its own,
-# so that no other package's tests hold up its connections' goroutines.
+# so that no other package's tests hold up its connections' goroutines,
+# and the cross-version test in test-xversion.
 ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable|TestZK
-NOT_ZK_REGISTRY = $$($(GO) list ./... | grep -v '/registry/zookeeper$$')
+NOT_ZK_REGISTRY = $$($(GO) list ./... | grep -v -e '/registry/zookeeper$$' -e '/internal/xversion$$')
 
 test-race:
 	@$(PROGRESS); step "go test -race, every package but the ZooKeeper registry"
@@ -207,6 +210,19 @@ test-norace:
 	@$(PROGRESS); step "go test without -race, the allocation guards and TestManySlowReaders"
 	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders' ./...
 	$(WITH_SERVICES) for m in $(SUBMODULES); do $(GO) -C $$m test -count=1 -run 'Alloc' ./... || exit; done
+	@$(PROGRESS); done_step
+
+# The cross-version test builds kiev's peer of internal/xversion from this
+# tree and from the commits pinned in its build_test.go (checked out with
+# git worktree from the clone's history; built once into
+# ~/.cache/kiev-xversion), runs each against the others over TCP and UDP
+# with both codecs, and prints the matrix (-v; the filter drops the lines
+# of each passing subtest). It runs alone: it starts a dozen processes and
+# its drains time their calls.
+test-xversion:
+	@$(PROGRESS); step "go test -race -v, the cross-version test"
+	set -o pipefail; $(GO) test -race -count=1 -timeout 10m -v ./internal/xversion/ \
+		| grep --line-buffered -vE '^ *(=== (RUN|PAUSE|CONT|NAME)|--- PASS)'
 	@$(PROGRESS); done_step
 
 # bench/ is a module of its own (test-prep vets it): run its end-to-end
