@@ -149,6 +149,7 @@ type packetCall struct {
 	peer    peerKey
 	addr    net.Addr  // the peer, for sockets other than UDP
 	answer  []byte    // the answer datagram, once sent
+	code    Code      // the answer's error code, CodeOK for a reply
 	resends int       // times the reply was sent again (MaxReplyResends)
 	session uint64    // the client's session, for a Retry's ticket
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
@@ -252,7 +253,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		return
 	}
 	if pc := st.calls[f.ID]; pc != nil {
-		reply := pc.answer
+		reply, code := pc.answer, pc.code
 		if !pc.expires.IsZero() {
 			// The client has not seen the reply: keep it while the
 			// client keeps asking, and a signed call while it is fresh.
@@ -271,7 +272,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		ps.mu.Unlock()
 		stats.duplicates.Add(1)
 		if reply != nil {
-			ps.sendWithin(reply, allow, f.ID, h.Session, peer, addr)
+			ps.sendWithin(reply, code, allow, f.ID, h.Session, peer, addr)
 		}
 		return
 	}
@@ -299,7 +300,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 		// did not yet gets a ticket.
 		ps.mu.Unlock()
 		stats.cacheFull.Add(1)
-		ps.sendRetry(f.ID, h.Session, peer, addr, allow)
+		ps.sendRetry(f.ID, h.Session, peer, addr, allow, CodeOverloaded)
 		return
 	}
 	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
@@ -406,35 +407,46 @@ func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code 
 	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
 	*buf = b
 	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
-		ps.sendWithin(b, allow, id, session, peer, addr)
+		ps.sendWithin(b, code, allow, id, session, peer, addr)
 	}
 }
 
-// sendWithin sends the answer b to call id if it takes no more than allow
-// bytes (-1: any), and a Retry instead if it does.
-func (ps *packetServer) sendWithin(b []byte, allow int, id, session uint64, peer peerKey, addr net.Addr) {
+// sendWithin sends the answer b, of error code code (CodeOK for a reply),
+// to call id if it takes no more than allow bytes (-1: any), and a Retry
+// instead if it does.
+func (ps *packetServer) sendWithin(b []byte, code Code, allow int, id, session uint64, peer peerKey, addr net.Addr) {
 	if allow < 0 || len(b) <= allow {
 		ps.send(b, peer, addr)
 		return
 	}
-	ps.sendRetry(id, session, peer, addr, allow)
+	ps.sendRetry(id, session, peer, addr, allow, code)
 }
 
-// retryMsg is what a client older than the ticket sees of a Retry.
-const retryMsg = "kiev: reply held until this address shows it receives (Packet.MaxAmplification); resend with the ticket"
+// retryMsg is what a client older than the ticket reads in a Retry. It is
+// short: a Retry must fit in the bytes a small request earns.
+const retryMsg = "kiev: answer held until this address shows it receives (Packet.MaxAmplification); resend with the ticket"
 
 // sendRetry answers call id with a Retry: a Response that carries a ticket
 // for the client's address and session, and for clients that do not know
-// tickets, an Overloaded error that says why. It is sent only if it takes
-// no more than allow bytes.
-func (ps *packetServer) sendRetry(id, session uint64, peer peerKey, addr net.Addr, allow int) {
+// tickets, an error that says why. Its code is the held answer's, so that
+// such a client acts on it as on the answer: it retries elsewhere a call
+// refused unrun (Overloaded, Shutdown), and fails one that ran, or that
+// no server would run, with the code it ended with; a held reply, whose
+// call ran and must not run again, is CodeTooLarge. A call refused for
+// the duplicate-request cache, held nowhere, is CodeOverloaded. The Retry
+// is sent only if it takes no more than allow bytes.
+func (ps *packetServer) sendRetry(id, session uint64, peer peerKey, addr net.Addr, allow int, code Code) {
+	msg := retryMsg
+	if code == CodeOK {
+		code = CodeTooLarge
+	}
 	buf := getBuf(0)
 	defer putBuf(buf)
 	b := wire.AppendPreface((*buf)[:0], wire.Version)
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
-	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(CodeOverloaded))
-	b = wire.AppendString(b, wire.KeyErrMsg, retryMsg)
+	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
+	b = wire.AppendString(b, wire.KeyErrMsg, msg)
 	b = wire.AppendField(b, wire.KeyTicket, ps.ticket(peer, session, ticketPeriodOf(time.Now())))
 	_ = wire.EndHeader(b, start)
 	*buf = b
@@ -501,7 +513,7 @@ func (pc *packetCall) reply(sc *serverCall, cd codec.Codec, v any) error {
 	if err != nil {
 		return err
 	}
-	return pc.send(b)
+	return pc.send(b, CodeOK)
 }
 
 func (pc *packetCall) fail(sc *serverCall, code Code, msg string, limited bool) error {
@@ -509,21 +521,22 @@ func (pc *packetCall) fail(sc *serverCall, code Code, msg string, limited bool) 
 	defer putBuf(buf)
 	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, code, msg, limited)
 	*buf = b
-	return pc.send(b)
+	return pc.send(b, code)
 }
 
-// send sends the datagram b, a Response after the preface, and keeps it
-// to answer the call's retransmissions.
-func (pc *packetCall) send(b []byte) error {
+// send sends the datagram b, a Response after the preface of error code
+// code (CodeOK for a reply), and keeps it to answer the call's
+// retransmissions.
+func (pc *packetCall) send(b []byte, code Code) error {
 	limit := pc.ps.srv.opts.packet.MaxDatagram
 	if err := wire.EndFrame(b, wire.PrefaceLen, limit-wire.PrefaceLen-4); err != nil {
 		return fmt.Errorf("%d bytes, over the %d-byte datagram limit; return less, raise Packet.MaxDatagram on both sides, or call over TCP", len(b), limit)
 	}
 	reply := append([]byte(nil), b...)
 	pc.ps.mu.Lock()
-	pc.answer = reply
+	pc.answer, pc.code = reply, code
 	pc.ps.mu.Unlock()
-	pc.ps.sendWithin(reply, pc.allow, pc.id, pc.session, pc.peer, pc.addr)
+	pc.ps.sendWithin(reply, code, pc.allow, pc.id, pc.session, pc.peer, pc.addr)
 	return nil
 }
 
