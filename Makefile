@@ -8,7 +8,7 @@ SHELL := /bin/bash
 WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 
 .PHONY: demo test vet fmt bench compare overload fuzz services services-down \
-	test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-end
+	test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-otelkiev test-end
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -17,12 +17,14 @@ demo:
 # can be run alone once `make services` is up:
 #   test-prep         scripts/services.sh up, and beside it go build -race
 #                     ./... (which compiles the race passes' packages) and
-#                     gofmt and go vet of both modules
+#                     gofmt and go vet of the three modules (kiev, bench/,
+#                     otelkiev/)
 #   test-race         go test -race, every package but the ZooKeeper registry
 #   test-race-zk      go test -race, the ZooKeeper registry
 #   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
 #   test-norace       the allocation guards and TestManySlowReaders
 #   test-bench        bench/'s end-to-end tests
+#   test-otelkiev     go test -race in otelkiev/, on the real OpenTelemetry SDK
 # The go test steps do not overlap: the comments above them say why each
 # needs the machine to itself.
 #
@@ -110,12 +112,12 @@ test:
 	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
 		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
-	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-norace test-bench
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-norace test-bench test-otelkiev
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
 # FerretDB's first build); go build -race ./..., which compiles what the race
 # passes need; and the checks that need no server (gofmt, then go vet of
-# both modules). Where the Go caches are empty, each compiles for minutes,
+# each module). Where the Go caches are empty, each compiles for minutes,
 # and together they keep both cores busy. If anything fails, it stops the
 # others; test-end then stops the services that services.sh had started.
 test-prep:
@@ -127,7 +129,8 @@ test-prep:
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
 	run gofmt $(SUBMAKE) -s fmt && \
 	run "go vet ./..." $(GO) vet ./... && \
-	run "go vet ./... in bench/" $(GO) -C bench vet ./... || exit; \
+	run "go vet ./... in bench/" $(GO) -C bench vet ./... && \
+	run "go vet ./... in otelkiev/" $(GO) -C otelkiev vet ./... || exit; \
 	step "waiting for go build -race and scripts/services.sh up"; \
 	wait $$race || exit; race=; \
 	rc=0; wait $$up || rc=$$?; trap - EXIT; \
@@ -183,6 +186,14 @@ test-norace:
 test-bench:
 	@$(PROGRESS); step "go test in bench/"
 	cd bench && $(GO) test -count=1 ./...
+	@$(PROGRESS); done_step
+
+# otelkiev/ is a module of its own, so that kiev's go.mod does not require
+# the OpenTelemetry SDK (test-prep vets it): its tests, with -race, need no
+# server.
+test-otelkiev:
+	@$(PROGRESS); step "go test -race in otelkiev/"
+	cd otelkiev && $(GO) test -race -count=1 ./...
 	@$(PROGRESS); done_step
 
 # test-end, run by the test target as it exits, stops the services that
