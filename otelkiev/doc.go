@@ -66,6 +66,7 @@
 // set): rpc.server.duration and rpc.client.duration, histograms in
 // milliseconds, by rpc.system, rpc.service, rpc.method and rpc.kiev.code,
 // and on the client server.address and server.port. A method the server
-// does not have counts as rpc.method "_OTHER", so that callers cannot
-// make series at will.
+// does not have counts as rpc.method "_OTHER", and its server span is
+// named "_OTHER", so that callers cannot make series or span names at
+// will.
 package otelkiev
