@@ -176,9 +176,9 @@ Server.HTTPHandler serves the same services as JSON over HTTP: POST
 JSON, through the same scheduler, interceptors, metrics and logs as a TCP
 call. Kiev-Priority, Kiev-Timeout and Kiev-Meta-* headers carry priority,
 deadline and metadata (and the W3C traceparent and tracestate headers
-become metadata of those names); errors map to HTTP statuses (404, 405, 415 for a
-body not sent as application/json, 400 naming the field, 401, 413, 503
-with Retry-After, 504, 500) with a JSON body.
+become metadata of those names); errors map to HTTP statuses (404, 405,
+415 for a body not sent as application/json, 400 naming the field, 401,
+413, 503 with Retry-After, 504, 500) with a JSON body.
 Server.ServeFastCGI serves the handler as a FastCGI responder, for nginx's
 fastcgi_pass. codec.JSON is also a codec any client may choose.
 
