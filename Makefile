@@ -11,13 +11,14 @@ WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 # database and config clients, each a module so that kiev's go.mod requires
 # only what the core uses, and the example that uses them; make test's race
 # pass tests them. The integrations with heavy dependencies, each a module
-# too, have steps of their own (test-etcd). make test builds and vets every
+# too, have steps of their own (test-etcd, test-otelkiev). make test builds
+# and vets every
 # module.
 SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
-INTEGRATIONS = registry/etcd
+INTEGRATIONS = registry/etcd otelkiev
 
 .PHONY: demo test vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
-	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-end
+	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev test-end
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -36,6 +37,7 @@ demo:
 #   test-xversion     the cross-version test: kiev of earlier commits
 #                     against today's (internal/xversion)
 #   test-bench        bench/'s end-to-end tests
+#   test-otelkiev     go test -race in otelkiev/, on the real OpenTelemetry SDK
 # The go test steps do not overlap: the comments above them say why each
 # needs the machine to itself.
 #
@@ -123,7 +125,7 @@ test:
 	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
 		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
-	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
 # FerretDB's first build); go build -race ./... in every module (etcd's
@@ -231,6 +233,14 @@ test-xversion:
 test-bench:
 	@$(PROGRESS); step "go test in bench/"
 	cd bench && $(GO) test -count=1 ./...
+	@$(PROGRESS); done_step
+
+# otelkiev/ is a module of its own, so that kiev's go.mod does not require
+# the OpenTelemetry SDK (test-prep vets it): its tests, with -race, need no
+# server.
+test-otelkiev:
+	@$(PROGRESS); step "go test -race in otelkiev/"
+	cd otelkiev && $(GO) test -race -count=1 ./...
 	@$(PROGRESS); done_step
 
 # test-end, run by the test target as it exits, stops the services that

@@ -325,6 +325,9 @@ func TestInterceptorsWrapBothSides(t *testing.T) {
 	tokenIC := func(next kiev.Invoker) kiev.Invoker {
 		return func(ctx context.Context, call *kiev.Call) error {
 			record("client-before " + call.ServiceMethod)
+			if call.Target != addr {
+				t.Errorf("call.Target = %q; want the dialed %q", call.Target, addr)
+			}
 			err := next(kiev.WithMetadata(ctx, "token", "secret"), call)
 			record("client-after")
 			return err

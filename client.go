@@ -21,6 +21,11 @@ type Call struct {
 	Reply         any        // the reply, filled when the call succeeds
 	Error         error      // after completion, the call's error, if any
 	Done          chan *Call // receives the Call when it completes (Go only)
+	// Target names the Client making the call, as its metrics and status
+	// page do: Dial's target, "conn " and the server's address for
+	// NewClient, "net/rpc codec" for NewClientWithCodec. Client
+	// interceptors read it (otelkiev's spans name the server with it).
+	Target string
 
 	id     uint64
 	codec  codec.Codec
@@ -179,7 +184,7 @@ func (c *Client) Call(ctx context.Context, serviceMethod string, args, reply any
 		return err
 	}
 	call := callPool.Get().(*Call)
-	call.ServiceMethod, call.Args, call.Reply = serviceMethod, args, reply
+	call.ServiceMethod, call.Args, call.Reply, call.Target = serviceMethod, args, reply, c.target
 	err := c.invoke(ctx, call)
 	*call = Call{signal: call.signal}
 	callPool.Put(call)
@@ -223,7 +228,7 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 	} else if cap(done) == 0 {
 		panic("kiev: Client.Go: done channel is unbuffered; give it room for the calls it will receive")
 	}
-	call := &Call{ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done}
+	call := &Call{ServiceMethod: serviceMethod, Args: args, Reply: reply, Done: done, Target: c.target}
 	if err := checkReply(serviceMethod, reply); err != nil {
 		call.Error = err
 		call.complete()

@@ -194,9 +194,10 @@ Server.HTTPHandler serves the same services as JSON over HTTP: POST
 /Service.Method with the args as a JSON body, answered with the reply as
 JSON, through the same scheduler, interceptors, metrics and logs as a TCP
 call. Kiev-Priority, Kiev-Timeout and Kiev-Meta-* headers carry priority,
-deadline and metadata; errors map to HTTP statuses (404, 405, 415 for a
-body not sent as application/json, 400 naming the field, 401, 413, 503
-with Retry-After, 504, 500) with a JSON body.
+deadline and metadata (and the W3C traceparent and tracestate headers
+become metadata of those names); errors map to HTTP statuses (404, 405,
+415 for a body not sent as application/json, 400 naming the field, 401,
+413, 503 with Retry-After, 504, 500) with a JSON body.
 Server.ServeFastCGI serves the handler as a FastCGI responder, for nginx's
 fastcgi_pass. codec.JSON is also a codec any client may choose.
 
@@ -247,8 +248,9 @@ without it they log to standard error at Info level, in colour on a
 terminal and as JSON lines otherwise. kiev never logs an error it also
 returns. Logger(ctx) in a handler returns the server's logger with the
 call's attributes (method, peer, request id, priority, trace id from the
-TraceIDKey metadata), and NewContextHandler adds them to any logger's
-records made with the handler's ctx. WithAccessLog logs every call;
+TraceIDKey metadata, and what interceptors add with WithLogAttrs), and
+NewContextHandler adds them to any logger's records made with the
+handler's ctx. WithAccessLog logs every call;
 WithSlowLog logs calls over a threshold.
 
 Every Server keeps Prometheus metrics of its calls (count by method and

@@ -52,7 +52,10 @@ func WithHTTPTimeout(d time.Duration) ServerOption {
 // scheduler, priorities, deadlines, interceptors, metrics and logs. The
 // Kiev-Priority header sets the priority, Kiev-Timeout the deadline, and
 // every Kiev-Meta-* header becomes call metadata (the rest of its name,
-// lower-cased, is the key).
+// lower-cased, is the key). The W3C Trace Context headers, traceparent
+// and tracestate, become metadata under their own names (over a
+// Kiev-Meta-Traceparent, say), so that a tracing interceptor such as
+// otelkiev's continues the caller's trace.
 //
 // Errors are answered with a JSON body {"error": "...", "code": "..."},
 // the code (Code.String: a name such as "NotFound", or the number of a
@@ -309,6 +312,14 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				md = make(Metadata)
 			}
 			md[strings.ToLower(k[len(HeaderMetaPrefix):])] = vs[0]
+		}
+	}
+	for _, k := range [...]string{"traceparent", "tracestate"} { // W3C Trace Context
+		if v := r.Header.Get(k); v != "" {
+			if md == nil {
+				md = make(Metadata)
+			}
+			md[k] = v
 		}
 	}
 	buf := getBuf(0)

@@ -338,6 +338,24 @@ func TestHTTPDefaultTimeout(t *testing.T) {
 // TestHTTPUnauthenticatedIs401 calls through the HTTP front a server that
 // checks tokens. A refused call was answered 500, as if the server had
 // failed; now 401, and the token travels as Kiev-Meta-Authorization.
+// The W3C Trace Context headers become metadata under their own names,
+// so that a tracing interceptor continues the caller's trace; they win
+// over Kiev-Meta-* headers of the same names.
+func TestHTTPTraceContextHeadersBecomeMetadata(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := srv.Register(&Arith{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	hs := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(hs.Close)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	header := map[string]string{"traceparent": tp, "tracestate": "kiev=1", "Kiev-Meta-Traceparent": "other"}
+	for key, want := range map[string]string{"traceparent": tp, "tracestate": "kiev=1"} {
+		httpCase{name: key, method: "POST", path: "/Arith.Meta", body: `"` + key + `"`, header: header, status: 200, contains: `"` + want + `"`}.check(t, http.DefaultClient, hs.URL)
+	}
+}
+
 func TestHTTPUnauthenticatedIs401(t *testing.T) {
 	srv, _ := newWebServer(t, kiev.WithServerInterceptor(kiev.TokenAuth(func(ctx context.Context, token string) error {
 		if token != "s3cret" {

@@ -35,7 +35,7 @@ func Logger(ctx context.Context) *slog.Logger {
 	if sc == nil {
 		return slog.Default()
 	}
-	return sc.srv.opts.logger.With(sc.logAttrs()...)
+	return sc.srv.opts.logger.With(sc.attrsWith(ctx)...)
 }
 
 // LogAttrs returns the attributes of the call in ctx, as Logger adds
@@ -45,7 +45,30 @@ func LogAttrs(ctx context.Context) []any {
 	if sc == nil {
 		return nil
 	}
-	return sc.logAttrs()
+	return sc.attrsWith(ctx)
+}
+
+// attrsWith returns the call's attributes and those WithLogAttrs put on
+// ctx.
+func (sc *serverCall) attrsWith(ctx context.Context) []any {
+	extra, _ := ctx.Value(logAttrsKey{}).([]any)
+	return append(sc.logAttrs(), extra...)
+}
+
+type logAttrsKey struct{}
+
+// WithLogAttrs returns a context whose Logger and LogAttrs, in a handler,
+// add attrs to the call's attributes. A server interceptor passes it on
+// to next, to put attributes of its own on the handler's log lines: the
+// trace and span ids, in package otelkiev.
+func WithLogAttrs(ctx context.Context, attrs ...slog.Attr) context.Context {
+	prev, _ := ctx.Value(logAttrsKey{}).([]any)
+	all := make([]any, len(prev), len(prev)+len(attrs))
+	copy(all, prev)
+	for _, a := range attrs {
+		all = append(all, a)
+	}
+	return context.WithValue(ctx, logAttrsKey{}, all)
 }
 
 func (sc *serverCall) logAttrs() []any {

@@ -164,6 +164,42 @@ func TestRequestScopedLogging(t *testing.T) {
 	}
 }
 
+// A server interceptor's WithLogAttrs reach the handler's Logger and
+// NewContextHandler's records, after the call's own attributes, and
+// nest: an inner interceptor's add to an outer one's.
+func TestWithLogAttrsReachTheHandlersLogs(t *testing.T) {
+	h, own := &records{}, &records{}
+	tag := func(key, value string) kiev.ServerInterceptor {
+		return func(next kiev.Handler) kiev.Handler {
+			return func(ctx context.Context, req *kiev.Request) error {
+				return next(kiev.WithLogAttrs(ctx, slog.String(key, value)), req)
+			}
+		}
+	}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(h)), kiev.WithServerInterceptor(tag("span_id", "s-1"), tag("tenant", "t-7")))
+	srv.Register(&Logs{own: slog.New(kiev.NewContextHandler(own))})
+	c := dial(t, startServer(t, srv))
+	var reply string
+	if err := c.Call(context.Background(), "Logs.Hello", "ann", &reply); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		h   *records
+		msg string
+	}{{h, "hello from the handler"}, {own, "hello from my own logger"}} {
+		attrs, _, ok := tc.h.find(tc.msg)
+		if !ok {
+			t.Fatalf("no %q line", tc.msg)
+		}
+		if attrs["method"] != "Logs.Hello" || attrs["span_id"] != "s-1" || attrs["tenant"] != "t-7" {
+			t.Errorf("%q has attributes %v; want the call's and span_id, tenant", tc.msg, attrs)
+		}
+	}
+	if kiev.LogAttrs(kiev.WithLogAttrs(context.Background(), slog.String("a", "b"))) != nil {
+		t.Error("LogAttrs outside a handler is not nil")
+	}
+}
+
 // observedServer serves Arith with admin pages, makes known calls, and
 // returns the admin handler's test server and the client's target.
 func observedServer(t *testing.T) (*httptest.Server, string) {
