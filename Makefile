@@ -12,8 +12,7 @@ WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 # only what the core uses, and the example that uses them; make test's race
 # pass tests them. The integrations with heavy dependencies, each a module
 # too, have steps of their own (test-etcd, test-otelkiev). make test builds
-# and vets every
-# module.
+# and vets every module.
 SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
 INTEGRATIONS = registry/etcd otelkiev
 
