@@ -267,6 +267,15 @@ of a doubling wide. RegisterHealth adds dependency checks that the page
 shows, and OnShutdown closes dependencies once the calls in flight have
 ended.
 
+Every Server also serves HealthService (kiev.Health), after gRPC's
+grpc.health.v1, over TCP, UDP and HTTP: Check answers Serving or
+NotServing for the server or one of its services, and Watch waits for a
+change. A server serves while it is not shutting down, its RegisterHealth
+checks pass, and SetHealth has not said otherwise. The admin server
+answers Kubernetes' probes at /healthz and /readyz; WithHealthCheck keeps
+providers that do not serve out of a client's balancing; `kiev health`
+asks from the shell.
+
 Every Server also serves kiev.Reflection (ReflectionService), which lists
 its services and describes each method's argument and reply types; the
 kiev command (cmd/kiev) uses it: `kiev describe host:port`, `kiev call

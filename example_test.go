@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"time"
 
@@ -241,4 +242,34 @@ func ExampleDial_service() {
 	// alice on the same server again: true
 	// bob on the same server again: true
 	// providers: 3
+}
+
+// A server's health, as a load balancer or a probe asks for it: serving,
+// until a dependency's check fails or the server says otherwise.
+func ExampleServer_SetHealth() {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)))
+	srv.Register(new(Arith))
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go srv.Serve(l)
+	defer srv.Close()
+	c, _ := kiev.Dial(l.Addr().String())
+	defer c.Close()
+
+	check := func() kiev.ServingStatus {
+		var r kiev.HealthCheckResponse
+		ctx := kiev.WithPriority(context.Background(), kiev.MaxPriority)
+		if err := c.Call(ctx, kiev.HealthService+".Check", kiev.HealthCheckRequest{}, &r); err != nil {
+			log.Fatal(err)
+		}
+		return r.Status
+	}
+	fmt.Println(check())
+	srv.SetHealth("", kiev.NotServing) // warming up, say
+	fmt.Println(check())
+	srv.SetHealth("", kiev.ServingUnknown) // the checks decide again
+	fmt.Println(check())
+	// Output:
+	// SERVING
+	// NOT_SERVING
+	// SERVING
 }
