@@ -224,6 +224,9 @@ func (sc *serverCall) Drop(r shed.Reason) {
 	sc.m.stats.record(time.Now(), -1, code)
 	putBuf(sc.body)
 	sc.body = nil
+	if h := sc.srv.opts.dropHook; h != nil {
+		h(&sc.ctx, &sc.req, r)
+	}
 	sc.ctx.cancel(context.Canceled)
 	if sc.callerGone.Load() {
 		return

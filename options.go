@@ -92,6 +92,7 @@ type serverOptions struct {
 	maxPartial    int
 
 	priorityPolicy func(req *Request, claimed Priority) Priority
+	dropHook       func(ctx context.Context, req *Request, reason shed.Reason)
 }
 
 func (o *serverOptions) fill() {
@@ -245,6 +246,18 @@ func WithShed(o shed.Options) ServerOption {
 // propagate theirs.
 func WithPriorityPolicy(f func(req *Request, claimed Priority) Priority) ServerOption {
 	return serverOption(func(so *serverOptions) { so.priorityPolicy = f })
+}
+
+// WithDropHook sets a function the server calls for each call its
+// overload scheduler drops without running it, with the call's context
+// and Request (its Args are nil) and why: shed.Evicted, shed.Refused,
+// shed.Expired or shed.Limited under overload, shed.Deadline when too
+// little time was left. No interceptor sees such a call, since none runs;
+// the hook lets tracing and logs show it on the server's side, as
+// otelkiev.DropHook does. It runs on the scheduler's goroutine, before
+// the call is answered, so it must be quick and must not block.
+func WithDropHook(f func(ctx context.Context, req *Request, reason shed.Reason)) ServerOption {
+	return serverOption(func(o *serverOptions) { o.dropHook = f })
 }
 
 // WithBaseContext sets the function that gives the parent context of

@@ -287,3 +287,46 @@ func TestShedDisabledRunsEveryCall(t *testing.T) {
 		}
 	}
 }
+
+// TestDropHookSeesShedCalls: WithDropHook hears of every call the
+// scheduler drops unrun, with its Request and metadata and why, before
+// the caller is answered.
+func TestDropHookSeesShedCalls(t *testing.T) {
+	type drop struct {
+		method, trace string
+		reason        shed.Reason
+		priority      kiev.Priority
+	}
+	drops := make(chan drop, 4)
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 1, QueueSize: 1}), kiev.WithDropHook(func(ctx context.Context, req *kiev.Request, r shed.Reason) {
+		drops <- drop{req.ServiceMethod, req.Metadata.Get("trace-id"), r, kiev.PriorityFrom(ctx)}
+	}))
+	srv.Register(svc)
+	c := dial(t, startServer(t, srv), noRetry)
+	bg := context.Background()
+
+	blocked := c.Go(bg, "Arith.Block", Args{A: 1}, &Reply{}, nil)
+	<-svc.started
+	queued := c.Go(kiev.WithMetadata(kiev.WithPriority(bg, 3), "trace-id", "q"), "Arith.Add", Args{1, 1}, &Reply{}, nil)
+	waitQueued(t, srv, 1)
+	if err := c.Call(kiev.WithMetadata(kiev.WithPriority(bg, 3), "trace-id", "r"), "Arith.Mul", &Args{}, &Reply{}); !errors.Is(err, kiev.ErrOverloaded) {
+		t.Fatalf("call to a full queue = %v; want ErrOverloaded", err)
+	}
+	if d := <-drops; d != (drop{"Arith.Mul", "r", shed.Refused, 3}) {
+		t.Errorf("the hook saw %+v; want the refused Arith.Mul", d)
+	}
+	important := c.Go(kiev.WithPriority(bg, 9), "Arith.Add", Args{2, 2}, &Reply{}, nil)
+	<-queued.Done
+	if d := <-drops; d != (drop{"Arith.Add", "q", shed.Evicted, 3}) {
+		t.Errorf("the hook saw %+v; want the evicted Arith.Add", d)
+	}
+	close(svc.block)
+	<-blocked.Done
+	<-important.Done
+	select {
+	case d := <-drops:
+		t.Errorf("the hook saw %+v, a call that ran", d)
+	default:
+	}
+}

@@ -42,8 +42,10 @@
 // BadRequest or an Unauthenticated call leaves it unset.
 //
 // The overload scheduler answers a call it sheds without running it, so
-// no server interceptor sees it, and the server makes no span for it. The
-// client's span says so: kiev.shed is "overloaded" for an ErrOverloaded
+// no server interceptor sees it: with kiev.WithDropHook(DropHook()), the
+// server makes a span for it all the same, whose kiev.shed says why
+// ("refused", "evicted", "expired", "limited", "deadline"). The client's
+// span says so too: kiev.shed is "overloaded" for an ErrOverloaded
 // answer (the queue was full, a more important call took its place, or it
 // waited too long; the status description, the error's text, says which)
 // and "limited" for ErrLimited (refused at the method's adaptive limit).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -553,4 +554,49 @@ type BaggageReader struct{}
 func (BaggageReader) Read(ctx context.Context, key string, reply *string) error {
 	*reply = baggage.FromContext(ctx).Member(key).Value()
 	return nil
+}
+
+// With DropHook, a call the scheduler sheds has a server span, a child of
+// the caller's, that says why.
+func TestDropHookSpans(t *testing.T) {
+	tel := newTelemetry(t)
+	svc := &Slow{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv, addr := serve(t, svc, kiev.WithShed(shed.Options{Workers: 1, QueueSize: 1}),
+		kiev.WithServerInterceptor(otelkiev.ServerInterceptor(tel.opts()...)),
+		kiev.WithDropHook(otelkiev.DropHook(tel.opts()...)))
+	c := dial(t, addr, kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}),
+		kiev.WithClientInterceptor(otelkiev.ClientInterceptor(tel.opts()...)))
+	bg := context.Background()
+
+	blocked := c.Go(bg, "Slow.Block", 0, nil, nil)
+	<-svc.started
+	queued := c.Go(kiev.WithPriority(bg, 3), "Slow.Quick", 0, nil, nil)
+	waitQueued(t, srv, 1)
+	if err := c.Call(kiev.WithPriority(bg, 3), "Slow.Block", 0, nil); !errors.Is(err, kiev.ErrOverloaded) {
+		t.Fatalf("call to a full queue = %v; want ErrOverloaded", err)
+	}
+	important := c.Go(kiev.WithPriority(bg, 9), "Slow.Quick", 1, nil, nil)
+	<-queued.Done
+	close(svc.release)
+	<-blocked.Done
+	<-important.Done
+
+	spans := tel.spans.GetSpans()
+	shedBy := map[string]string{} // client span name+priority → reason of its server span
+	for _, client := range spans {
+		if client.SpanKind != trace.SpanKindClient || attrs(client)["kiev.shed"] == "" {
+			continue
+		}
+		for _, s := range spans {
+			if s.SpanKind == trace.SpanKindServer && s.Parent.SpanID() == client.SpanContext.SpanID() {
+				if s.Status.Code != codes.Error || attrs(s)["rpc.kiev.code"] != "Overloaded" || attrs(s)["kiev.priority"] != "3" {
+					t.Errorf("%s's server span: status %v, attributes %v; want Error, Overloaded, priority 3", s.Name, s.Status, attrs(s))
+				}
+				shedBy[client.Name] = attrs(s)["kiev.shed"]
+			}
+		}
+	}
+	if want := map[string]string{"Slow/Block": "refused", "Slow/Quick": "evicted"}; !maps.Equal(shedBy, want) {
+		t.Errorf("shed calls' server spans say %v; want %v", shedBy, want)
+	}
 }
