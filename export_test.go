@@ -48,23 +48,19 @@ func InlineCounts(srv *Server) (runs, takeovers uint64) {
 	return srv.inline.runs.Load(), srv.inline.takeovers.Load()
 }
 
-// SetInlineMaxCost sets the average run time under which calls may run
-// on their reader, until the returned function restores it.
-func SetInlineMaxCost(d time.Duration) (restore func()) {
-	old := inlineMaxCost.Swap(int64(d))
-	return func() { inlineMaxCost.Store(old) }
+// InlineMaxCost sets the average run time under which a server's calls
+// may run on their reader when alone.
+func InlineMaxCost(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.inline.maxCost = d })
 }
 
-// SetBurstMaxCost sets the average run time under which calls of a burst
-// run on their reader, and returns a func that restores it.
-func SetBurstMaxCost(d time.Duration) (restore func()) {
-	old := burstMaxCost.Swap(int64(d))
-	return func() { burstMaxCost.Store(old) }
+// BurstMaxCost sets the average run time under which a server's calls of
+// a burst run on their reader.
+func BurstMaxCost(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.inline.burstMaxCost = d })
 }
 
-// SetBurstBudget sets the estimated run time a burst may spend on its
-// reader, and returns a func that restores it.
-func SetBurstBudget(d time.Duration) (restore func()) {
-	old := burstBudget.Swap(int64(d))
-	return func() { burstBudget.Store(old) }
+// BurstBudget sets the estimated run time a burst may run on its reader.
+func BurstBudget(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.inline.burstBudget = d })
 }

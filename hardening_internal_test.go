@@ -134,10 +134,7 @@ func TestFastCGIOutlivesAcceptErrors(t *testing.T) {
 // nothing. It stayed open for ever; now it closes after the idle timeout,
 // and one that carries a request in time stays open.
 func TestFastCGIIdleConnectionCloses(t *testing.T) {
-	old := fastCGIIdle
-	fastCGIIdle = 200 * time.Millisecond
-	defer func() { fastCGIIdle = old }()
-	s := NewServer(WithLogger(slog.New(slog.DiscardHandler)))
+	s := NewServer(WithLogger(slog.New(slog.DiscardHandler)), serverOption(func(o *serverOptions) { o.fastCGIIdle = 200 * time.Millisecond }))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

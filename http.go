@@ -125,9 +125,6 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 // fastcgi_read_timeout (60s), which gives up on a slow answer first.
 const FastCGIIdleTimeout = 5 * time.Minute
 
-// fastCGIIdle is FastCGIIdleTimeout; tests shorten it.
-var fastCGIIdle = FastCGIIdleTimeout
-
 // fcgiListener is the listener ServeFastCGI hands to net/http/fcgi, which
 // stops at the first Accept error and sets no deadline of its own.
 type fcgiListener struct {
@@ -140,7 +137,7 @@ func (l fcgiListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &idleConn{Conn: nc, idle: fastCGIIdle}
+	c := &idleConn{Conn: nc, idle: l.s.opts.fastCGIIdle}
 	_ = nc.SetReadDeadline(time.Now().Add(c.idle))
 	return c, nil
 }

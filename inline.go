@@ -35,18 +35,24 @@ import (
 // it by two ticks at most, and never the heartbeat.
 const inlineTick = time.Millisecond // the watchdog's period
 
-// inlineMaxCost is the average run time under which a method's calls may
-// run on the reader when alone, and burstMaxCost in a burst, about what a
-// hand-off to a worker costs. burstBudget bounds the estimated run time of
-// the calls a burst runs on its reader: one watchdog tick, the time a lone
-// call may hold it too. Tests raise them, as the race detector slows
-// calls.
-var inlineMaxCost, burstMaxCost, burstBudget atomic.Int64
+// inlineTuning bounds what a Server runs on its readers (see above).
+// Tests raise the bounds, as the race detector slows calls.
+type inlineTuning struct {
+	// maxCost is the average run time under which a method's calls may
+	// run on the reader when alone, and burstMaxCost in a burst, about
+	// what a hand-off to a worker costs.
+	maxCost, burstMaxCost time.Duration
+	// burstBudget bounds the estimated run time of the calls a burst runs
+	// on its reader: one watchdog tick, the time a lone call may hold it
+	// too.
+	burstBudget time.Duration
+}
 
-func init() {
-	inlineMaxCost.Store(int64(100 * time.Microsecond))
-	burstMaxCost.Store(int64(5 * time.Microsecond))
-	burstBudget.Store(int64(inlineTick))
+// defaultInlineTuning is every Server's.
+var defaultInlineTuning = inlineTuning{
+	maxCost:      100 * time.Microsecond,
+	burstMaxCost: 5 * time.Microsecond,
+	burstBudget:  inlineTick,
 }
 
 // burst is a reader's account of the calls it runs between two waits for
@@ -88,11 +94,12 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 	if est <= 0 {
 		return false, false // unknown yet: a worker runs it
 	}
+	tune := &c.srv.opts.inline
 	if !more && b.spent == 0 && c.active.Load() == 1 { // alone
-		if est > time.Duration(inlineMaxCost.Load()) {
+		if est > tune.maxCost {
 			return false, false // slow: a worker runs it
 		}
-	} else if est > time.Duration(burstMaxCost.Load()) || b.spent+est > time.Duration(burstBudget.Load()) {
+	} else if est > tune.burstMaxCost || b.spent+est > tune.burstBudget {
 		// Slow, or past the burst's budget: a worker runs it, and what
 		// the burst answered so far goes now.
 		b.release(c.link)

@@ -48,8 +48,8 @@ func (l *Lender) Nap(args Args, reply *Reply) error {
 // that the next call alone on a connection runs on its reader.
 func lenderServer(t *testing.T, opts ...kiev.ServerOption) (*kiev.Server, *Lender, *kiev.Client, string) {
 	t.Helper()
-	t.Cleanup(kiev.SetInlineMaxCost(time.Second)) // the race detector slows quick calls
-	srv := kiev.NewServer(opts...)
+	// The race detector slows quick calls.
+	srv := kiev.NewServer(append([]kiev.ServerOption{kiev.InlineMaxCost(time.Second)}, opts...)...)
 	l := &Lender{started: make(chan struct{}, 1), release: make(chan struct{}), canceled: make(chan struct{}, 1)}
 	if err := srv.Register(l); err != nil {
 		t.Fatal(err)
@@ -287,10 +287,10 @@ func sendBurstOfWork(t *testing.T, nc net.Conn, r *wire.Reader, n int) {
 // their replies, held until the burst is read, all arrive, each with its
 // own answer.
 func TestBurstOfQuickCallsRunsOnReader(t *testing.T) {
-	t.Cleanup(kiev.SetBurstMaxCost(time.Second)) // the race detector slows quick calls
-	t.Cleanup(kiev.SetBurstBudget(time.Minute))  // and makes 64 of them outlast a tick
 	// A heartbeat far off, so that no tick writes the held replies.
-	srv, _, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute))
+	srv, _, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute),
+		kiev.BurstMaxCost(time.Second), // the race detector slows quick calls
+		kiev.BurstBudget(time.Minute))  // and makes 64 of them outlast a tick
 	nc, r := burstConn(t, addr)
 	before, _ := kiev.InlineCounts(srv)
 	const n = 64
@@ -303,9 +303,8 @@ func TestBurstOfQuickCallsRunsOnReader(t *testing.T) {
 // A burst runs on its reader no more estimated work than its budget: the
 // rest goes to the workers, and is answered all the same.
 func TestBurstBeyondItsBudgetGoesToWorkers(t *testing.T) {
-	t.Cleanup(kiev.SetBurstMaxCost(time.Second))
-	t.Cleanup(kiev.SetBurstBudget(0)) // no call of a burst fits
-	srv, _, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute))
+	srv, _, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute),
+		kiev.BurstMaxCost(time.Second), kiev.BurstBudget(time.Nanosecond)) // no call of a burst fits
 	nc, r := burstConn(t, addr)
 	before, _ := kiev.InlineCounts(srv)
 	const n = 64
@@ -320,9 +319,8 @@ func TestBurstBeyondItsBudgetGoesToWorkers(t *testing.T) {
 // calls before it: when the watchdog takes the reading over, what the
 // burst held goes out.
 func TestSlowCallInBurstReleasesEarlierReplies(t *testing.T) {
-	t.Cleanup(kiev.SetBurstMaxCost(time.Second))
 	// A heartbeat far off, so that no tick writes the held replies.
-	_, l, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute))
+	_, l, _, addr := lenderServer(t, kiev.WithHeartbeat(10*time.Second, time.Minute), kiev.BurstMaxCost(time.Second))
 	nc, r := burstConn(t, addr)
 	var out []byte
 	for id := uint64(1); id <= 3; id++ {
@@ -350,12 +348,10 @@ func TestSlowCallInBurstReleasesEarlierReplies(t *testing.T) {
 // written before the reader waits for room, which otherwise would never
 // come, and before they could count as a client that does not read.
 func TestBurstOfLargeRepliesIsAnswered(t *testing.T) {
-	t.Cleanup(kiev.SetBurstMaxCost(time.Second))
-	t.Cleanup(kiev.SetInlineMaxCost(time.Second))
 	// The whole burst on the reader, however slow the race detector and
 	// a busy machine make Big: its replies must outgrow the share.
-	t.Cleanup(kiev.SetBurstBudget(time.Minute))
-	srv := kiev.NewServer(kiev.WithMaxQueuedBytes(64<<10), kiev.WithHeartbeat(10*time.Second, time.Minute))
+	srv := kiev.NewServer(kiev.WithMaxQueuedBytes(64<<10), kiev.WithHeartbeat(10*time.Second, time.Minute),
+		kiev.BurstMaxCost(time.Second), kiev.InlineMaxCost(time.Second), kiev.BurstBudget(time.Minute))
 	if err := srv.Register(&Arith{}); err != nil {
 		t.Fatal(err)
 	}

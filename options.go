@@ -88,6 +88,8 @@ type serverOptions struct {
 	certsOptional bool // WithoutClientCertsOutsideTLS
 	maxConns      int
 	maxCalls      int
+	inline        inlineTuning  // set by tests only; zero fields are the defaults
+	fastCGIIdle   time.Duration // FastCGIIdleTimeout; tests shorten it
 	maxQueued     int
 	maxPartial    int
 
@@ -97,6 +99,18 @@ type serverOptions struct {
 
 func (o *serverOptions) fill() {
 	o.connOptions.fill()
+	if o.inline.maxCost <= 0 {
+		o.inline.maxCost = defaultInlineTuning.maxCost
+	}
+	if o.inline.burstMaxCost <= 0 {
+		o.inline.burstMaxCost = defaultInlineTuning.burstMaxCost
+	}
+	if o.inline.burstBudget <= 0 {
+		o.inline.burstBudget = defaultInlineTuning.burstBudget
+	}
+	if o.fastCGIIdle <= 0 {
+		o.fastCGIIdle = FastCGIIdleTimeout
+	}
 	o.packet.fill()
 	if o.httpMaxBody <= 0 {
 		o.httpMaxBody = DefaultHTTPMaxBody

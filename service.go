@@ -224,9 +224,6 @@ type directCall struct {
 	noCtx   func(rcvr, arg, reply unsafe.Pointer) error
 }
 
-// directCalls can be turned off by tests, to compare both paths.
-var directCalls = true
-
 func (d *directCall) call(ctx context.Context, arg, reply unsafe.Pointer) error {
 	if d.withCtx != nil {
 		return d.withCtx(d.rcvr, ctx, arg, reply)
@@ -238,7 +235,7 @@ func (d *directCall) call(ctx context.Context, arg, reply unsafe.Pointer) error 
 // returns a zero directCall (reflection is used) when the shape does not
 // fit: args passed by value, whose layout varies.
 func newDirectCall(rcvr reflect.Value, name string, m *method) directCall {
-	if !directCalls || !m.argIsPtr {
+	if !m.argIsPtr {
 		return directCall{}
 	}
 	if rcvr.Kind() != reflect.Pointer {

@@ -88,9 +88,6 @@ func TestDirectCallMatchesReflection(t *testing.T) {
 		state any
 	}
 	run := func(t *testing.T, rcvr func() any, method string, direct bool) []result {
-		old := directCalls
-		directCalls = direct
-		defer func() { directCalls = old }()
 		r := rcvr()
 		methods, _, err := buildService("S", r, true)
 		if err != nil {
@@ -99,6 +96,9 @@ func TestDirectCallMatchesReflection(t *testing.T) {
 		m := methods[method]
 		if m == nil {
 			t.Fatalf("no method %s", method)
+		}
+		if !direct {
+			m.direct = directCall{} // the reflection path
 		}
 		if m.direct.ok != direct && !(direct && !m.argIsPtr) {
 			t.Fatalf("%s: direct path used = %v, want %v", method, m.direct.ok, direct)
