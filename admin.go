@@ -20,22 +20,6 @@ import (
 	"github.com/kievrpc/kiev/internal/figure"
 )
 
-// WithAdmin makes a Server serve its admin pages over HTTP on addr, such
-// as "127.0.0.1:9090", from its first Serve (or ServePacket) until it
-// stops; see Server.AdminHandler. Server.AdminAddr reports the address,
-// which helps with ":0". The pages show the server's services, peers and
-// health: bind addr to loopback or a private network, or protect them
-// with WithAdminAuth.
-//
-// The admin HTTP server holds at most AdminMaxConns connections (more
-// wait to be accepted), gives a request AdminReadTimeout to arrive and
-// its answer AdminWriteTimeout, and closes a keep-alive connection idle
-// for AdminIdleTimeout, so that idle or slow clients of the admin pages
-// cannot take the process's file descriptors from its RPC listeners.
-func WithAdmin(addr string) ServerOption {
-	return serverOption(func(o *serverOptions) { o.admin = addr })
-}
-
 // Limits of the admin HTTP server of WithAdmin.
 const (
 	AdminMaxConns     = 64
@@ -43,29 +27,6 @@ const (
 	AdminWriteTimeout = 30 * time.Second
 	AdminIdleTimeout  = 60 * time.Second
 )
-
-// WithAdminAuth makes the admin pages (WithAdmin and AdminHandler) call
-// check for every request first; a request it returns an error for is
-// answered 401 Unauthorized with the error's text, and nothing else. For
-// example, to require a bearer token:
-//
-//	kiev.WithAdminAuth(func(r *http.Request) error {
-//		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
-//			return errors.New("send Authorization: Bearer <the admin token>")
-//		}
-//		return nil
-//	})
-func WithAdminAuth(check func(r *http.Request) error) ServerOption {
-	return serverOption(func(o *serverOptions) { o.adminAuth = check })
-}
-
-// WithMetrics registers the Server's Prometheus collectors, and those of
-// the process's Clients, with reg (for instance prometheus.DefaultRegisterer,
-// to serve them from promhttp.Handler on your own mux). Without it they go
-// to a registry of the server's own, which the admin pages serve.
-func WithMetrics(reg prometheus.Registerer) ServerOption {
-	return serverOption(func(o *serverOptions) { o.metrics = reg })
-}
 
 // registerMetrics registers the server's collectors; already registered
 // ones (another server of the process sharing reg) are left as they are.

@@ -270,18 +270,6 @@ func (s *Server) readiness(ctx context.Context) (bool, []string) {
 	return len(why) == 0, why
 }
 
-// WithHealthCheck makes a Client over a registry ask each provider's
-// health service every interval (kiev.Health.Check, at MaxPriority) and
-// keep those that answer NotServing out of balancing until they
-// serve again; if none serves, all are used, as a provider that may fail
-// is better than none. A provider too old to have the health service, or
-// one that cannot be reached, is left to the client's outlier ejection.
-// The default, 0, checks nothing: a draining provider's GoAway already
-// takes it out of balancing.
-func WithHealthCheck(interval time.Duration) DialOption {
-	return dialOption(func(o *dialOptions) { o.healthInterval = interval })
-}
-
 // watchHealth checks ep's health every interval until ep closes, and
 // rebuilds the balancer when ep starts or stops serving.
 func (ep *endpoint) watchHealth(interval time.Duration) {

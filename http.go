@@ -33,18 +33,6 @@ const (
 	DefaultHTTPTimeout = 10 * time.Second
 )
 
-// WithHTTPMaxBody bounds the request bodies of the HTTP front (default
-// DefaultHTTPMaxBody, 4 MiB); a larger one is answered 413.
-func WithHTTPMaxBody(n int64) ServerOption {
-	return serverOption(func(o *serverOptions) { o.httpMaxBody = n })
-}
-
-// WithHTTPTimeout sets the deadline of HTTP calls that send no
-// Kiev-Timeout header (default DefaultHTTPTimeout, 10s).
-func WithHTTPTimeout(d time.Duration) ServerOption {
-	return serverOption(func(o *serverOptions) { o.httpTimeout = d })
-}
-
 // HTTPHandler returns an http.Handler that serves the server's services
 // as JSON over HTTP: POST /Service.Method (or /Service/Method) with the
 // args as a JSON body (empty means null), answered with the reply as

@@ -110,19 +110,6 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 	return contextHandler{h.Handler.WithGroup(name)}
 }
 
-// WithAccessLog makes a Server log every call it answers, at Info level:
-// its attributes (see Logger), the code it ended with and how long it
-// took.
-func WithAccessLog() ServerOption {
-	return serverOption(func(o *serverOptions) { o.accessLog = true })
-}
-
-// WithSlowLog makes a Server log, at Warn level, every call whose handler
-// ran longer than threshold.
-func WithSlowLog(threshold time.Duration) ServerOption {
-	return serverOption(func(o *serverOptions) { o.slowLog = threshold })
-}
-
 // logCall writes the access and slow-call lines for a call that ran for d
 // and ended with code.
 func (sc *serverCall) logCall(d time.Duration, code Code, err error) {

@@ -225,97 +225,6 @@ func WithHeartbeat(interval, timeout time.Duration) Option {
 	})
 }
 
-// WithCodecs adds codecs a Server accepts besides the built-in
-// codec.Msgpack and codec.Protobuf. A codec whose Name is already known
-// replaces the earlier one.
-func WithCodecs(cs ...codec.Codec) ServerOption {
-	return serverOption(func(o *serverOptions) { o.codecs = append(o.codecs, cs...) })
-}
-
-// WithServerInterceptor adds interceptors that wrap every call a Server
-// runs. The first one given is the outermost.
-func WithServerInterceptor(ics ...ServerInterceptor) ServerOption {
-	return serverOption(func(o *serverOptions) { o.interceptors = append(o.interceptors, ics...) })
-}
-
-// WithShed configures the overload scheduler every call passes through
-// before its handler runs (see package shed). A zero shed.Options field
-// takes its default, so servers shed load without this option; pass
-// shed.Options{Disabled: true} to run every call at once on its own
-// goroutine, as net/rpc does.
-func WithShed(o shed.Options) ServerOption {
-	return serverOption(func(so *serverOptions) { so.shed = o })
-}
-
-// WithPriorityPolicy sets a function that decides the priority each call
-// is scheduled at, from the call as it arrived (its method, peer,
-// metadata such as the AuthorizationKey token, TLS state; Args are not
-// decoded yet) and the priority its caller claimed, before the overload
-// scheduler sees it. Use it to cap what a client may claim by its
-// identity, or to set priorities by method. The handler's ctx carries the
-// result, so the calls it makes inherit it. It runs on the connection's
-// reader for every call, so it must be quick and must not block; values
-// above MaxPriority are taken as MaxPriority. Without it, the priority a
-// call carries is trusted, as calls between a service's own tiers
-// propagate theirs.
-func WithPriorityPolicy(f func(req *Request, claimed Priority) Priority) ServerOption {
-	return serverOption(func(so *serverOptions) { so.priorityPolicy = f })
-}
-
-// WithDropHook sets a function the server calls for each call its
-// overload scheduler drops without running it, with the call's context
-// and Request (its Args are nil) and why: shed.Evicted, shed.Refused,
-// shed.Expired or shed.Limited under overload, shed.Deadline when too
-// little time was left. No interceptor sees such a call, since none runs;
-// the hook lets tracing and logs show it on the server's side, as
-// otelkiev.DropHook does. It runs on the scheduler's goroutine, before
-// the call is answered, so it must be quick and must not block.
-func WithDropHook(f func(ctx context.Context, req *Request, reason shed.Reason)) ServerOption {
-	return serverOption(func(o *serverOptions) { o.dropHook = f })
-}
-
-// WithBaseContext sets the function that gives the parent context of
-// every handler context for calls arriving through listener l, that is
-// through Serve or ServeFastCGI; the handler contexts take their values
-// from it, and end when it does. The default is context.Background. Calls
-// through HTTPHandler take their values from the request's context, which
-// the http.Server's own BaseContext and ConnContext set; calls through
-// ServePacket, which has no listener, from context.Background.
-func WithBaseContext(f func(l net.Listener) context.Context) ServerOption {
-	return serverOption(func(o *serverOptions) { o.baseContext = f })
-}
-
-// WithCodec sets the codec a Client encodes calls with (codec.Msgpack by
-// default). The server answers in the same codec.
-func WithCodec(c codec.Codec) DialOption {
-	return dialOption(func(o *dialOptions) { o.codec = c })
-}
-
-// WithClientInterceptor adds interceptors that wrap every call a Client
-// makes. The first one given is the outermost.
-func WithClientInterceptor(ics ...ClientInterceptor) DialOption {
-	return dialOption(func(o *dialOptions) { o.interceptors = append(o.interceptors, ics...) })
-}
-
-// WithDialTimeout bounds connecting and the protocol handshake
-// (DefaultDialTimeout, 5s, if d is 0).
-func WithDialTimeout(d time.Duration) DialOption {
-	return dialOption(func(o *dialOptions) { o.dialTimeout = d })
-}
-
-// WithBackoff sets the wait between failed redials: it starts at min,
-// doubles on each failure up to max, and varies by ±20%. While a wait is
-// running, calls fail at once with ErrUnavailable rather than queue.
-func WithBackoff(min, max time.Duration) DialOption {
-	return dialOption(func(o *dialOptions) { o.minBackoff, o.maxBackoff = min, max })
-}
-
-// WithContextDialer sets how the Client opens connections; the default
-// is a net.Dialer. Use it for custom transports, proxies or tests.
-func WithContextDialer(f func(ctx context.Context, network, addr string) (net.Conn, error)) DialOption {
-	return dialOption(func(o *dialOptions) { o.dialer = f })
-}
-
 // registryOption is WithRegistry, for both sides.
 type registryOption struct{ r registry.Registry }
 
@@ -330,63 +239,9 @@ func (o registryOption) applyDial(do *dialOptions)     { do.registry = o.r }
 // DefaultRegistry.
 func WithRegistry(r registry.Registry) Option { return registryOption{r} }
 
-// WithBalancer sets how a service client picks a provider for each call
-// (balance.RoundRobin by default); see package balance.
-func WithBalancer(b balance.Balancer) DialOption {
-	return dialOption(func(o *dialOptions) { o.balancer = b })
-}
-
-// WithFailFast makes calls of a service client fail at once with
-// ErrUnavailable while the registry lists no provider of the service,
-// instead of waiting, within their context, for one to register.
-func WithFailFast() DialOption {
-	return dialOption(func(o *dialOptions) { o.failFast = true })
-}
-
 // DefaultProviderWait bounds how long a call of a service client waits for
 // a first provider of the service to register (WithProviderWait).
 const DefaultProviderWait = 10 * time.Second
-
-// WithProviderWait bounds how long a call of a service client waits, while
-// the registry lists no provider of the service, for one to register
-// (DefaultProviderWait, 10s, by default): servers and clients may start in
-// any order, but a name that nothing registers (a mistyped service, a host
-// written without its port, a registry the servers do not use) fails with
-// ErrUnavailable, saying so, instead of waiting for as long as the call's
-// context lets it. A negative d waits within the context alone.
-func WithProviderWait(d time.Duration) DialOption {
-	return dialOption(func(o *dialOptions) {
-		o.providerWait = d
-		if d == 0 {
-			o.providerWait = -1 // 0 means the default in fill; a zero wait fails fast
-			o.failFast = true
-		}
-	})
-}
-
-// WithAdvertise sets the address a Server registers for its listeners,
-// "host" or "host:port", for when the one it finds is not the one clients
-// must use (NAT, containers). Without it a listener on a specific host
-// advertises that address, and one on ":port", "0.0.0.0:port" or
-// "[::]:port" advertises the first non-loopback address of the machine's
-// network interfaces, or loopback if it has none. A host without a port
-// takes the listener's port.
-func WithAdvertise(addr string) ServerOption {
-	return serverOption(func(o *serverOptions) { o.advertise = addr })
-}
-
-// WithWeight sets the weight a Server registers: its capacity relative to
-// other providers of the same services, for weighted balancers (1 by
-// default).
-func WithWeight(w int) ServerOption {
-	return serverOption(func(o *serverOptions) { o.weight = w })
-}
-
-// WithInstanceMetadata sets labels a Server registers with its services,
-// such as zone or build, for clients and operators to read.
-func WithInstanceMetadata(md map[string]string) ServerOption {
-	return serverOption(func(o *serverOptions) { o.instanceMeta = md })
-}
 
 // Outlier configures how a service client takes misbehaving providers out
 // of balancing, as an outlier detector or circuit breaker does. A
@@ -432,54 +287,31 @@ func (o *Outlier) fill() {
 	o.MaxEjection = max(o.MaxEjection, o.Ejection)
 }
 
-// WithOutlier sets how a service client ejects misbehaving providers; see
-// Outlier. The zero Outlier means the defaults.
-func WithOutlier(o Outlier) DialOption {
-	return dialOption(func(do *dialOptions) { do.outlier = o })
-}
-
-// WithMaxConnections bounds the client connections a Server keeps open at
-// once (0, the default, means no bound). Connections past it are closed as
-// soon as they are accepted, and logged, so that a flood of connections
-// cannot exhaust the server's memory or file descriptors.
-func WithMaxConnections(n int) ServerOption {
-	return serverOption(func(o *serverOptions) { o.maxConns = n })
-}
-
-// WithMaxConcurrentCalls bounds the calls one connection may have in
-// flight on a Server (0, the default, means no bound beyond the overload
-// scheduler's); over UDP, the calls one client address has running.
-// Calls past it are refused at once with ErrOverloaded, so that one
-// client cannot take the whole server.
-func WithMaxConcurrentCalls(n int) ServerOption {
-	return serverOption(func(o *serverOptions) { o.maxCalls = n })
-}
-
 // DefaultMaxPartialFrameBytes is the default of WithMaxPartialFrameBytes.
 const DefaultMaxPartialFrameBytes = 256 << 20
-
-// WithMaxPartialFrameBytes bounds the bytes a Server holds, across all
-// its connections, for frames larger than its 64 KiB read buffer while
-// they arrive (DefaultMaxPartialFrameBytes, 256 MiB). A frame is held as
-// its bytes come in, 64 KiB at a time, never as its length prefix
-// announces; a connection whose frame would take the server past the
-// bound is closed, and the warning says so. So peers that announce large
-// frames and send them slowly, or never finish them, cannot hold more.
-func WithMaxPartialFrameBytes(n int) ServerOption {
-	return serverOption(func(o *serverOptions) { o.maxPartial = n })
-}
 
 // DefaultMaxQueuedBytes is the default of WithMaxQueuedBytes.
 const DefaultMaxQueuedBytes = 64 << 20
 
-// WithMaxQueuedBytes bounds the reply bytes a Server holds queued for its
-// clients to read (DefaultMaxQueuedBytes, 64 MiB). Each connection gets an
-// equal share of it, at least 64 KiB and at most 16 MiB. A connection past
-// its share stops being read (its client's writes block), and calls it sent
-// before that are refused unrun with ErrOverloaded once it is past twice its
-// share, as are their replies larger than 1 KiB; a connection that takes no
-// byte for the heartbeat timeout is closed. So clients that do not read their replies hold neither memory
-// beyond this bound nor the goroutines that serve everyone else.
-func WithMaxQueuedBytes(n int) ServerOption {
-	return serverOption(func(o *serverOptions) { o.maxQueued = n })
-}
+// WithTLS runs connections over TLS (crypto/tls) with cfg. On a Server,
+// cfg needs a certificate; set ClientAuth to tls.RequireAndVerifyClientCert
+// and ClientCAs for mutual TLS, and handlers see the client's verified
+// certificate through PeerCertificates. On a Client, cfg names the CAs to
+// trust (RootCAs) and, for mutual TLS, the client's certificate;
+// ServerName defaults to the host dialed. The handshake is bounded by the
+// dial timeout on clients and the heartbeat timeout on servers; a
+// connection that fails it is closed and logged, and no call on it runs.
+// TLS applies to TCP and Unix listeners; UDP and the HTTP front use their
+// own transports.
+//
+// A server whose cfg requires client certificates (ClientAuth
+// tls.RequireAndVerifyClientCert or tls.RequireAnyClientCert) holds every
+// entry point to it: HTTPHandler answers a request that came without a
+// verified client certificate (an http.Server with the same ClientAuth
+// gives it one) 401 Unauthenticated, and ServePacket and ServeFastCGI,
+// which cannot see a certificate, refuse to start, unless
+// WithoutClientCertsOutsideTLS opts them in.
+func WithTLS(cfg *tls.Config) Option { return tlsOption{cfg} }
+
+// WithPacket configures RPC over UDP; see Packet.
+func WithPacket(p Packet) Option { return packetOption(p) }

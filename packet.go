@@ -114,9 +114,6 @@ func (p *Packet) fill() {
 	}
 }
 
-// WithPacket configures RPC over UDP; see Packet.
-func WithPacket(p Packet) Option { return packetOption(p) }
-
 type packetOption Packet
 
 func (o packetOption) applyServer(so *serverOptions) { so.packet = Packet(o) }

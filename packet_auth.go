@@ -26,24 +26,6 @@ const DefaultPacketAuthSkew = 30 * time.Second
 // it, whatever the caller sent under it.
 const PacketKeyMetadata = "kiev-packet-key"
 
-// WithPacketKey makes a Client sign the requests and cancels it sends
-// over UDP with key, under id, for a server with WithPacketKeys to check.
-// A key is a shared secret of at least 16 bytes.
-func WithPacketKey(id string, key []byte) DialOption {
-	return dialOption(func(o *dialOptions) { o.packetKey = &packetKey{id: id, key: key} })
-}
-
-// WithPacketKeys makes a Server accept over UDP only requests and cancels
-// signed with a key that lookup returns for the id they name
-// (WithPacketKey), and only while fresh (Packet.AuthSkew): the others are
-// answered ErrUnauthenticated, or for a cancel dropped. A signed call is
-// remembered by its key id, session and call id until it is no longer
-// fresh, so a replay, from any address, never runs its handler again.
-// Handlers find the key id under PacketKeyMetadata.
-func WithPacketKeys(lookup func(id string) (key []byte, ok bool)) ServerOption {
-	return serverOption(func(o *serverOptions) { o.packetKeys = lookup })
-}
-
 type packetKey struct {
 	id  string
 	key []byte

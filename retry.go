@@ -112,18 +112,6 @@ func (b *retryBudget) withdraw(now time.Time) bool {
 // penalize takes a retry away for an ErrOverloaded answer.
 func (b *retryBudget) penalize() { b.add(-1000) }
 
-// WithRetry sets the client's RetryPolicy; the zero RetryPolicy means the
-// defaults. Retries are on by default.
-func WithRetry(p RetryPolicy) DialOption {
-	return dialOption(func(o *dialOptions) { o.retry = p })
-}
-
-// WithThrottle sets the client's adaptive throttling; see Throttle. It is
-// on by default.
-func WithThrottle(t Throttle) DialOption {
-	return dialOption(func(o *dialOptions) { o.throttle = t })
-}
-
 // throttled marks the error of an attempt the client's throttle refused.
 type throttled struct{ *callError }
 

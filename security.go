@@ -9,36 +9,6 @@ import (
 	"net"
 )
 
-// WithTLS runs connections over TLS (crypto/tls) with cfg. On a Server,
-// cfg needs a certificate; set ClientAuth to tls.RequireAndVerifyClientCert
-// and ClientCAs for mutual TLS, and handlers see the client's verified
-// certificate through PeerCertificates. On a Client, cfg names the CAs to
-// trust (RootCAs) and, for mutual TLS, the client's certificate;
-// ServerName defaults to the host dialed. The handshake is bounded by the
-// dial timeout on clients and the heartbeat timeout on servers; a
-// connection that fails it is closed and logged, and no call on it runs.
-// TLS applies to TCP and Unix listeners; UDP and the HTTP front use their
-// own transports.
-//
-// A server whose cfg requires client certificates (ClientAuth
-// tls.RequireAndVerifyClientCert or tls.RequireAnyClientCert) holds every
-// entry point to it: HTTPHandler answers a request that came without a
-// verified client certificate (an http.Server with the same ClientAuth
-// gives it one) 401 Unauthenticated, and ServePacket and ServeFastCGI,
-// which cannot see a certificate, refuse to start, unless
-// WithoutClientCertsOutsideTLS opts them in.
-func WithTLS(cfg *tls.Config) Option { return tlsOption{cfg} }
-
-// WithoutClientCertsOutsideTLS lets a server whose WithTLS requires client
-// certificates serve callers without one where no certificate can be
-// seen: over UDP (ServePacket), FastCGI (ServeFastCGI, behind a web server
-// that checks clients itself) and HTTPHandler. Each such entry point
-// logs a warning when it starts. Check callers there another way, such
-// as TokenAuth.
-func WithoutClientCertsOutsideTLS() ServerOption {
-	return serverOption(func(o *serverOptions) { o.certsOptional = true })
-}
-
 // requiresClientCerts reports whether the server's TLS config requires
 // client certificates.
 func (s *Server) requiresClientCerts() bool {
@@ -114,18 +84,6 @@ const AuthorizationKey = "authorization"
 // ErrUnauthenticated is what TokenAuth answers a call whose token its
 // check refused; it matches a ServerError of CodeUnauthenticated.
 var ErrUnauthenticated = errors.New("kiev: unauthenticated")
-
-// WithToken makes a Client send token as the AuthorizationKey metadata of
-// every call, for a server's TokenAuth to check.
-func WithToken(token string) DialOption {
-	return dialOption(func(o *dialOptions) {
-		o.interceptors = append(o.interceptors, func(next Invoker) Invoker {
-			return func(ctx context.Context, call *Call) error {
-				return next(WithMetadata(ctx, AuthorizationKey, token), call)
-			}
-		})
-	})
-}
 
 // TokenAuth returns a server interceptor that checks the AuthorizationKey
 // metadata of every call with check before anything else happens: before

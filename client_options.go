@@ -1,0 +1,124 @@
+package kiev
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/kievrpc/kiev/balance"
+	"github.com/kievrpc/kiev/codec"
+)
+
+// The options only a Client takes (DialOption). Those a Server and a
+// Client both take, and the plumbing of all options, are in options.go;
+// those only a Server takes, in server_options.go.
+
+// WithCodec sets the codec a Client encodes calls with (codec.Msgpack by
+// default). The server answers in the same codec.
+func WithCodec(c codec.Codec) DialOption {
+	return dialOption(func(o *dialOptions) { o.codec = c })
+}
+
+// WithClientInterceptor adds interceptors that wrap every call a Client
+// makes. The first one given is the outermost.
+func WithClientInterceptor(ics ...ClientInterceptor) DialOption {
+	return dialOption(func(o *dialOptions) { o.interceptors = append(o.interceptors, ics...) })
+}
+
+// WithDialTimeout bounds connecting and the protocol handshake
+// (DefaultDialTimeout, 5s, if d is 0).
+func WithDialTimeout(d time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) { o.dialTimeout = d })
+}
+
+// WithBackoff sets the wait between failed redials: it starts at min,
+// doubles on each failure up to max, and varies by ±20%. While a wait is
+// running, calls fail at once with ErrUnavailable rather than queue.
+func WithBackoff(min, max time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) { o.minBackoff, o.maxBackoff = min, max })
+}
+
+// WithContextDialer sets how the Client opens connections; the default
+// is a net.Dialer. Use it for custom transports, proxies or tests.
+func WithContextDialer(f func(ctx context.Context, network, addr string) (net.Conn, error)) DialOption {
+	return dialOption(func(o *dialOptions) { o.dialer = f })
+}
+
+// WithBalancer sets how a service client picks a provider for each call
+// (balance.RoundRobin by default); see package balance.
+func WithBalancer(b balance.Balancer) DialOption {
+	return dialOption(func(o *dialOptions) { o.balancer = b })
+}
+
+// WithFailFast makes calls of a service client fail at once with
+// ErrUnavailable while the registry lists no provider of the service,
+// instead of waiting, within their context, for one to register.
+func WithFailFast() DialOption {
+	return dialOption(func(o *dialOptions) { o.failFast = true })
+}
+
+// WithProviderWait bounds how long a call of a service client waits, while
+// the registry lists no provider of the service, for one to register
+// (DefaultProviderWait, 10s, by default): servers and clients may start in
+// any order, but a name that nothing registers (a mistyped service, a host
+// written without its port, a registry the servers do not use) fails with
+// ErrUnavailable, saying so, instead of waiting for as long as the call's
+// context lets it. A negative d waits within the context alone.
+func WithProviderWait(d time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) {
+		o.providerWait = d
+		if d == 0 {
+			o.providerWait = -1 // 0 means the default in fill; a zero wait fails fast
+			o.failFast = true
+		}
+	})
+}
+
+// WithOutlier sets how a service client ejects misbehaving providers; see
+// Outlier. The zero Outlier means the defaults.
+func WithOutlier(o Outlier) DialOption {
+	return dialOption(func(do *dialOptions) { do.outlier = o })
+}
+
+// WithRetry sets the client's RetryPolicy; the zero RetryPolicy means the
+// defaults. Retries are on by default.
+func WithRetry(p RetryPolicy) DialOption {
+	return dialOption(func(o *dialOptions) { o.retry = p })
+}
+
+// WithThrottle sets the client's adaptive throttling; see Throttle. It is
+// on by default.
+func WithThrottle(t Throttle) DialOption {
+	return dialOption(func(o *dialOptions) { o.throttle = t })
+}
+
+// WithPacketKey makes a Client sign the requests and cancels it sends
+// over UDP with key, under id, for a server with WithPacketKeys to check.
+// A key is a shared secret of at least 16 bytes.
+func WithPacketKey(id string, key []byte) DialOption {
+	return dialOption(func(o *dialOptions) { o.packetKey = &packetKey{id: id, key: key} })
+}
+
+// WithToken makes a Client send token as the AuthorizationKey metadata of
+// every call, for a server's TokenAuth to check.
+func WithToken(token string) DialOption {
+	return dialOption(func(o *dialOptions) {
+		o.interceptors = append(o.interceptors, func(next Invoker) Invoker {
+			return func(ctx context.Context, call *Call) error {
+				return next(WithMetadata(ctx, AuthorizationKey, token), call)
+			}
+		})
+	})
+}
+
+// WithHealthCheck makes a Client over a registry ask each provider's
+// health service every interval (kiev.Health.Check, at MaxPriority) and
+// keep those that answer NotServing out of balancing until they
+// serve again; if none serves, all are used, as a provider that may fail
+// is better than none. A provider too old to have the health service, or
+// one that cannot be reached, is left to the client's outlier ejection.
+// The default, 0, checks nothing: a draining provider's GoAway already
+// takes it out of balancing.
+func WithHealthCheck(interval time.Duration) DialOption {
+	return dialOption(func(o *dialOptions) { o.healthInterval = interval })
+}
