@@ -269,6 +269,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/zookeeper/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzDecompress$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) -C clients/redis test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) .
 	$(GO) -C clients/mysql test -run '^$$' -fuzz '^FuzzOptions$$' -fuzztime $(FUZZTIME) .
 	$(GO) -C clients/mongo test -run '^$$' -fuzz '^FuzzSummarize$$' -fuzztime $(FUZZTIME) .
