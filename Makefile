@@ -249,7 +249,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 .
 
 # compare measures kiev beside net/rpc, grpc-go and raw TCP (bench/compare),
-# about 7 minutes; it prints Markdown and writes charts to bench/out/.
+# about 8 minutes; it prints Markdown and writes charts to bench/out/.
 compare:
 	cd bench && $(GO) run ./compare
 
