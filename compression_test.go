@@ -347,6 +347,38 @@ func TestCallCompression(t *testing.T) {
 	echo(t, kiev.WithCallCompression(ctx, kiev.Zstd), uc, jsonText(800))
 }
 
+// TestCompressedDatagramRefused sends a server with compression a
+// datagram whose args are compressed: datagrams never are, so it is
+// answered with BadRequest, saying so.
+func TestCompressedDatagramRefused(t *testing.T) {
+	_, target := newUDPArith(t, nil, kiev.WithCompression(kiev.S2))
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	server, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _ := msgpack.Marshal(jsonText(600))
+	body := s2.Encode(nil, args)
+	b := wire.BeginDatagram(nil, wire.TypeRequest, 1)
+	b = wire.AppendString(b, wire.KeyMethod, "Arith.Echo")
+	b = wire.AppendString(b, wire.KeyCodec, "msgpack")
+	b = wire.AppendUvarint(b, wire.KeySession, 77)
+	b = wire.AppendCompression(b, uint8(kiev.S2), len(args))
+	_ = wire.EndHeader(b, wire.PrefaceLen)
+	b = append(b, body...)
+	_ = wire.EndFrame(b, wire.PrefaceLen, 1<<16)
+	if _, err := conn.WriteToUDP(b, server); err != nil {
+		t.Fatal(err)
+	}
+	if _, h := udpAnswer(t, conn); kiev.Code(h.ErrCode) != kiev.CodeBadRequest || !strings.Contains(string(h.ErrMsg), "kiev does not compress datagrams") {
+		t.Fatalf("answered code %d, %q", h.ErrCode, h.ErrMsg)
+	}
+}
+
 // rawClient plays a client that speaks the wire by hand: an old one,
 // which sends no Settings and skips the frames it does not know, or a
 // hostile one.
