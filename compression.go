@@ -277,9 +277,10 @@ func (e *tooLargeError) Unwrap() error { return ErrTooLarge }
 // decompress decodes src, a body compressed with alg whose Compression
 // field says it was n bytes, into a buffer from the pool (putBuf it). It
 // refuses at once a body of more than limit bytes, and allocates nothing
-// beyond the n bytes of the result, whatever src holds, but for the
-// pooled decoder's buffers (at most its window, zstdWindow): a body that
-// decodes to more than n bytes is stopped at n+1.
+// beyond the n bytes of the result, whatever src holds, but for a zstd
+// decoder's own buffers (its window, at most zstdWindow, and its blocks':
+// some 600 KB, once per decoder, pooled): a body that decodes to more
+// than n bytes is stopped at n+1.
 func (o *compressOptions) decompress(alg Compression, n uint64, src []byte, limit int) (*[]byte, error) {
 	if n > uint64(limit) {
 		return nil, &tooLargeError{alg: alg, n: n, max: uint64(limit)}
