@@ -292,7 +292,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 .
 
 # compare measures kiev beside net/rpc, grpc-go and raw TCP (bench/compare),
-# about 7 minutes; it prints Markdown and writes charts to bench/out/.
+# about 8 minutes; it prints Markdown and writes charts to bench/out/.
 compare:
 	cd bench && $(GO) run ./compare
 
@@ -312,6 +312,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNode$$' -fuzztime $(FUZZTIME) ./registry/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzDecompress$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) -C clients/redis test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) .
 	$(GO) -C clients/mysql test -run '^$$' -fuzz '^FuzzOptions$$' -fuzztime $(FUZZTIME) .
 	$(GO) -C clients/mongo test -run '^$$' -fuzz '^FuzzSummarize$$' -fuzztime $(FUZZTIME) .

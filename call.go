@@ -75,6 +75,10 @@ type callHead struct {
 	claimed  Priority  // the priority the caller claims
 	deadline time.Time // zero: none
 	body     *[]byte   // the encoded args, from the buffer pool; the call owns it
+	// replyAsk is the compression the caller asked for its reply, if
+	// replyAsked (over a connection only).
+	replyAsk   Compression
+	replyAsked bool
 }
 
 // makeCall makes a call as every front does: its Request, and its
@@ -91,6 +95,7 @@ func (s *Server) makeCall(in *callHead, base context.Context, sink callSink) *se
 	sc.ctx.md = in.md
 	sc.ctx.priority = s.priority(&sc.req, in.claimed)
 	sc.ctx.deadline = in.deadline
+	sc.ctx.replyAsk, sc.ctx.replyAsked = in.replyAsk, in.replyAsked
 	return sc
 }
 
@@ -140,9 +145,42 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 	if h.HasTimeout {
 		in.deadline = time.Now().Add(time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond)
 	}
-	in.body = getBuf(len(f.Body))
-	*in.body = append((*in.body)[:0], f.Body...)
+	_, conn := sink.(*serverConn)
+	if h.Compression != 0 {
+		body, code, msg := s.decompressArgs(h, f.Body, conn)
+		if body == nil {
+			return nil, code, msg
+		}
+		in.body = body
+	} else {
+		in.body = getBuf(len(f.Body))
+		*in.body = append((*in.body)[:0], f.Body...)
+	}
+	if conn && h.HasReplyCompression {
+		in.replyAsk, in.replyAsked = Compression(h.ReplyCompression), true
+	}
 	return s.makeCall(&in, base, sink), 0, ""
+}
+
+// decompressArgs decompresses the args of a Request whose header says
+// they are compressed, into a buffer from the pool, or says why it
+// cannot: the Request came in a datagram, or with an algorithm the
+// server does not accept, or its args are corrupt or would decompress
+// past the frame limit.
+func (s *Server) decompressArgs(h *wire.Header, src []byte, conn bool) (*[]byte, Code, string) {
+	o := &s.opts.compress
+	alg := Compression(h.Compression)
+	switch {
+	case !conn:
+		return nil, CodeBadRequest, errCompressedDatagram.Error()
+	case !o.set.has(alg):
+		return nil, CodeBadRequest, fmt.Sprintf("kiev: the args are compressed with %v, which this server does not accept; it accepts %s (WithCompression)", alg, o.names())
+	}
+	body, err := o.decompress(alg, h.Decoded, src, s.opts.maxFrame)
+	if err != nil {
+		return nil, codeOr(err, CodeTooLarge), "kiev: args: " + strings.TrimPrefix(err.Error(), "kiev: ")
+	}
+	return body, 0, ""
 }
 
 // refuseAtLimit counts a call of m refused at WithMaxConcurrentCalls,

@@ -19,7 +19,12 @@ type callContext struct {
 	deadline time.Time
 	md       Metadata
 	priority Priority
-	call     *serverCall // for Logger
+	// replyAsk is the compression the call's Request asked for its reply
+	// (ReplyCompression), if replyAsked. (Here, not in serverCall, they
+	// take the padding after priority.)
+	replyAsk   Compression
+	replyAsked bool
+	call       *serverCall // for Logger
 
 	mu     sync.Mutex
 	done   chan struct{} // made on first use

@@ -23,6 +23,10 @@ type clientConn struct {
 	link   *link
 	nextID atomic.Uint64
 	dead   atomic.Bool
+	// From the server's Settings: the algorithms it accepts (an algSet),
+	// and the first of the client's among them (a Compression).
+	peerAccepts atomic.Uint32
+	requestAlg  atomic.Uint32
 
 	mu       sync.Mutex
 	pending  map[uint64]*Call
@@ -44,6 +48,11 @@ func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn,
 	r := cc.reader()
 	if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {
 		return nil, fmt.Errorf("%s: %w", ep.inst.Address, err)
+	}
+	if s := ep.c.opts.compress.settings; s != nil {
+		if _, err := nc.Write(s); err != nil {
+			return nil, err
+		}
 	}
 	_ = nc.SetDeadline(time.Time{})
 	cc.run(func() { cc.readLoop(r) })
@@ -98,7 +107,12 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	buf := getBuf(0)
 	defer putBuf(buf)
 	deadline, _ := ctx.Deadline()
-	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0, nil, nil)
+	alg, least, ask := cc.compression(ctx)
+	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0, nil, nil, ask)
+	if err == nil && alg != NoCompression {
+		b = compressFrame(b, 0, alg, least)
+		_ = wire.EndFrame(b, 0, cc.c.opts.maxFrame) // smaller than the frame encodeRequest checked
+	}
 	*buf = b
 	if err != nil {
 		return err
@@ -134,11 +148,36 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	return nil
 }
 
+// compression says how to compress a Request made with ctx: with alg
+// (NoCompression: not at all) from least bytes of body up, and the value
+// of its ReplyCompression field, if it asks for one. Without
+// WithCallCompression, that is what the server's Settings allow of the
+// client's WithCompression; with it, what it says, if the server knows
+// compression, and its algorithm if the server accepts it.
+func (cc *clientConn) compression(ctx context.Context) (alg Compression, least int, ask []byte) {
+	peer := algSet(cc.peerAccepts.Load())
+	if peer == 0 { // the server compresses nothing; most likely, neither do we
+		return NoCompression, 0, nil
+	}
+	alg, least = Compression(cc.requestAlg.Load()), cc.c.opts.compress.threshold
+	if c, ok := callCompression(ctx); ok && (c == NoCompression || peer.has(c)) {
+		return c, 0, replyAsks[c : c+1]
+	}
+	return alg, least, nil
+}
+
+// settings takes in the server's Settings.
+func (cc *clientConn) settings(h *wire.Header) {
+	peer := setOf(h.Accept)
+	cc.requestAlg.Store(uint32(cc.c.opts.compress.first(peer)))
+	cc.peerAccepts.Store(uint32(peer))
+}
+
 // encodeRequest appends call's Request frame, which starts at offset
 // start of b. The frame carries the time left until deadline, unless it
-// is zero, ctx's priority and metadata, and in a datagram, the client's
-// session and ack floor.
-func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64, ticket []byte, auth *packetKey) ([]byte, error) {
+// is zero, ctx's priority and metadata, a ReplyCompression field if ask
+// is not nil, and in a datagram, the client's session and ack floor.
+func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64, ticket []byte, auth *packetKey, ask []byte) ([]byte, error) {
 	b = wire.BeginFrame(b, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, call.ServiceMethod)
 	b = wire.AppendString(b, wire.KeyCodec, call.codec.Name())
@@ -159,6 +198,9 @@ func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time,
 	}
 	for k, v := range OutgoingMetadata(ctx) {
 		b = wire.AppendMeta(b, k, v)
+	}
+	if ask != nil {
+		b = wire.AppendField(b, wire.KeyReplyCompression, ask)
 	}
 	if auth != nil {
 		b = auth.appendAuth(b, time.Now()) // the last fields: see signPacket
@@ -261,7 +303,7 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 	var h wire.Header
 	for {
 		f, err := r.Next()
-		if err == nil && (f.Type == wire.TypeResponse || f.Type == wire.TypeGoAway) {
+		if err == nil && (f.Type == wire.TypeResponse || f.Type == wire.TypeGoAway || f.Type == wire.TypeSettings) {
 			err = wire.ParseHeader(f.Header, &h)
 		}
 		if err != nil {
@@ -272,9 +314,11 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 		switch f.Type {
 		case wire.TypeResponse:
 			if call := cc.take(f.ID); call != nil {
-				call.Error = decodeReply(call, &f, &h)
+				call.Error = decodeReply(call, &f, &h, &cc.c.opts.connOptions)
 				call.complete()
 			}
+		case wire.TypeSettings:
+			cc.settings(&h)
 		case wire.TypeGoAway:
 			if h.HasLastID {
 				cc.lastRead.Store(h.LastID)
@@ -291,8 +335,10 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 	}
 }
 
-// decodeReply decodes a Response frame into call.
-func decodeReply(call *Call, f *wire.Frame, h *wire.Header) error {
+// decodeReply decodes a Response frame into call. Its body may be
+// compressed on a connection, whose options o are; o is nil for a
+// datagram, which never is.
+func decodeReply(call *Call, f *wire.Frame, h *wire.Header, o *connOptions) error {
 	if h.ErrCode != 0 {
 		se := &ServerError{Code: Code(h.ErrCode), Message: string(h.ErrMsg)}
 		if h.Limited && se.Code == CodeOverloaded {
@@ -306,7 +352,19 @@ func decodeReply(call *Call, f *wire.Frame, h *wire.Header) error {
 	if string(h.Codec) != call.codec.Name() {
 		return &callError{call.ServiceMethod, fmt.Errorf("%w: reply came in codec %q, not %q", ErrBadRequest, h.Codec, call.codec.Name())}
 	}
-	if err := call.codec.Unmarshal(f.Body, call.Reply); err != nil {
+	body := f.Body
+	if h.Compression != 0 {
+		if o == nil {
+			return &callError{call.ServiceMethod, errCompressedDatagram}
+		}
+		buf, err := o.compress.decompress(Compression(h.Compression), h.Decoded, f.Body, o.maxFrame)
+		if err != nil {
+			return &callError{call.ServiceMethod, fmt.Errorf("reply: %w", err)}
+		}
+		defer putBuf(buf)
+		body = *buf
+	}
+	if err := call.codec.Unmarshal(body, call.Reply); err != nil {
 		return &callError{call.ServiceMethod, fmt.Errorf("decoding reply (codec %s) into %T: %w", call.codec.Name(), call.Reply, err)}
 	}
 	return nil

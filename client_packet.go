@@ -181,7 +181,7 @@ func (pk *packetClient) readLoop() {
 			stats.stale.Add(1)
 			continue
 		}
-		call.Error = decodeReply(call, &f, &h)
+		call.Error = decodeReply(call, &f, &h, nil)
 		call.complete()
 	}
 }
@@ -252,7 +252,7 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 	encode := func() ([]byte, error) {
 		b := wire.AppendPreface((*buf)[:0], wire.Version)
 		auth := c.opts.packetKey
-		b, err := encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor, ticket, auth)
+		b, err := encodeRequest(b, wire.PrefaceLen, ctx, deadline, id, call, MaxDatagram, pk.session, floor, ticket, auth, nil)
 		if err == nil && auth != nil {
 			err = auth.signPacket(b)
 		}

@@ -130,6 +130,24 @@ equally by its connections; past its share a connection is no longer read
 and its queued calls are refused unrun, and a peer that takes no byte for
 the heartbeat timeout is cut.
 
+# Compression
+
+Call bodies (args and replies as the codec encoded them) may travel
+compressed over TCP, Unix sockets and TLS. WithCompression on both sides
+lists the algorithms each accepts and uses, Zstd and S2, preferred first;
+the sides agree per connection, so a peer without it, or a kiev from
+before it, gets every body as it is. A side compresses bodies of
+WithCompressionThreshold bytes or more (1 KiB by default) with its first
+choice among the other's algorithms; a server's list is an allow list.
+WithCallCompression sets the compression of a context's calls, both ways,
+whatever their size, or turns it off. Compression is off by default: on a
+fast network it costs more CPU than the bytes it saves (the README has
+figures). A compressed body announces its length: a receiver refuses one
+past WithMaxFrameSize before allocating, and stops decoding one byte past
+the length, so that a decompression bomb costs no more than a frame; such
+a body fails its call (ErrTooLarge, ErrBadRequest), not the connection.
+Datagrams are never compressed, and HTTP has Content-Encoding.
+
 # Discovery and balancing
 
 Dial a service by name, and the Client follows its providers in a

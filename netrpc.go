@@ -121,11 +121,15 @@ func NewClient(conn io.ReadWriteCloser, opts ...DialOption) *Client {
 }
 
 // startClientConn starts a connection on nc without waiting for the
-// handshake: the preface is the first thing the writer sends, calls queue
-// behind it, and the reader checks the server's preface before any reply.
+// handshake: the preface is the first thing the writer sends, then the
+// client's Settings if it has compression, calls queue behind them, and
+// the reader checks the server's preface before any reply.
 func startClientConn(ep *endpoint, nc net.Conn) *clientConn {
 	cc := newConnOn(ep, nc)
 	_ = cc.link.send(wire.AppendPreface(nil, wire.Version))
+	if s := ep.c.opts.compress.settings; s != nil {
+		_ = cc.link.send(s)
+	}
 	cc.run(func() {
 		r := cc.reader()
 		if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {

@@ -45,6 +45,7 @@ type connOptions struct {
 	maxFrame          int
 	heartbeatInterval time.Duration
 	heartbeatTimeout  time.Duration
+	compress          compressOptions // WithCompression
 }
 
 func (o *connOptions) fill() {
@@ -63,6 +64,7 @@ func (o *connOptions) fill() {
 	if o.heartbeatTimeout < o.heartbeatInterval {
 		o.heartbeatTimeout = o.heartbeatInterval
 	}
+	o.compress.fill(o.maxFrame)
 }
 
 type serverOptions struct {

@@ -36,6 +36,10 @@ type serverConn struct {
 
 	flow shed.Flow // the connection's calls, for the scheduler's fairness
 
+	// From the client's Settings: the first of the server's compression
+	// algorithms that the client accepts, a Compression.
+	replyAlg atomic.Uint32
+
 	mu        sync.Mutex
 	calls     map[uint64]*serverCall // calls in flight, by id
 	active    atomic.Int32           // len(calls), read without mu
@@ -148,7 +152,8 @@ func (c *serverConn) peerDone() {
 }
 
 // handshake reads the client's preface and answers with the version both
-// sides speak, within the heartbeat timeout.
+// sides speak, within the heartbeat timeout, and the server's Settings if
+// it has any to announce.
 func (c *serverConn) handshake(r *wire.Reader) error {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.heartbeatTimeout))
 	v, err := wire.ReadPreface(r.Buffered())
@@ -157,7 +162,7 @@ func (c *serverConn) handshake(r *wire.Reader) error {
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.heartbeatTimeout))
-	_, err = c.nc.Write(wire.AppendPreface(nil, min(v, wire.Version)))
+	_, err = c.nc.Write(append(wire.AppendPreface(nil, min(v, wire.Version)), c.srv.opts.compress.settings...))
 	return err
 }
 
@@ -194,6 +199,11 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if taken {
 				return errReaderTaken
 			}
+		case wire.TypeSettings:
+			if err := wire.ParseHeader(f.Header, &h); err != nil {
+				return err
+			}
+			c.replyAlg.Store(uint32(c.srv.opts.compress.first(setOf(h.Accept))))
 		case wire.TypeCancel:
 			c.mu.Lock()
 			sc := c.calls[f.ID]
@@ -390,11 +400,35 @@ func (c *serverConn) reply(sc *serverCall, cd codec.Codec, v any) error {
 	buf := getBuf(0)
 	defer putBuf(buf)
 	b, err := appendResponse((*buf)[:0], sc.id, cd, v)
+	if err == nil {
+		b = c.compressReply(sc, b)
+	}
 	*buf = b
 	if err != nil {
 		return err
 	}
 	return c.answer(sc, b)
+}
+
+// compressReply compresses the reply frame b of sc as the client's
+// Settings allow, or as its Request asked (ReplyCompression): asked for
+// none, none; asked for an algorithm the server uses, that one, whatever
+// the reply's size. A reply too large to send is left for answer to
+// refuse.
+func (c *serverConn) compressReply(sc *serverCall, b []byte) []byte {
+	alg := Compression(c.replyAlg.Load())
+	if alg == NoCompression && !sc.ctx.replyAsked {
+		return b // the common case: no compression on this connection
+	}
+	o := &c.srv.opts.compress
+	least := o.threshold
+	if ask := sc.ctx.replyAsk; sc.ctx.replyAsked && (ask == NoCompression || o.set.has(ask)) {
+		alg, least = ask, 0
+	}
+	if alg == NoCompression || len(b)-4 > c.srv.opts.maxFrame {
+		return b
+	}
+	return compressFrame(b, 0, alg, least)
 }
 
 func (c *serverConn) fail(sc *serverCall, code Code, msg string, limited bool) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -87,6 +88,43 @@ func TestRun(t *testing.T) {
 	}
 	if log := stderr.String(); !strings.Contains(log, "cells measured") || !strings.Contains(log, "[") {
 		t.Errorf("no progress bar on stderr:\n%s", log)
+	}
+}
+
+// TestRunCompression runs kiev with compression beside kiev-msgpack on
+// the compressible payload, and checks the comparison's table: bytes on
+// the wire counted for every kiev system, and fewer with compression.
+func TestRunCompression(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark for a few seconds")
+	}
+	var stdout bytes.Buffer
+	stderr := &lockedBuffer{}
+	args := []string{"-systems=kiev-msgpack,kiev-zstd,kiev-s2", "-payloads=16KiB-json", "-callers=4", "-loads=50", "-open-payloads=16KiB-json",
+		"-repeats=1", "-warmup=50ms", "-duration=150ms", "-open-duration=200ms", "-pinned=false", "-out=" + t.TempDir()}
+	if code := compareMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	report := stdout.String()
+	if !strings.Contains(report, "### Compression: bytes on the wire") || strings.Contains(report, "errors:") {
+		t.Fatalf("no compression table, or errors:\n%s", report)
+	}
+	// | 16KiB-json | 4 | calls/s | wire | system | calls/s | × | wire | × |
+	rows := 0
+	for _, l := range strings.Split(report, "\n") {
+		f := strings.Split(l, " | ")
+		if len(f) != 9 || f[0] != "| 16KiB-json" {
+			continue
+		}
+		rows++
+		base, err1 := strconv.Atoi(f[3])
+		wire, err2 := strconv.Atoi(f[7])
+		if err1 != nil || err2 != nil || wire*3 > base {
+			t.Errorf("%s: wire bytes per call %q against %q uncompressed, want under a third", f[4], f[7], f[3])
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows for kiev-zstd and kiev-s2, want 2:\n%s", rows, report)
 	}
 }
 

@@ -42,6 +42,9 @@ type cellResult struct {
 	P999     time.Duration
 	Client   procStats // the client process's cost over the window
 	Server   procStats // the server process's cost over the window
+	// WireBytes is the bytes the client's connections carried over the
+	// window, both ways (TCP payload), for the systems that count them.
+	WireBytes uint64 `json:",omitempty"`
 	// GenLagP99 is, in open loop, how late the generator itself started
 	// calls: the floor of every latency it reports.
 	GenLagP99 time.Duration `json:",omitempty"`
@@ -98,27 +101,42 @@ func (l *loader) conn(system string) (conn, error) {
 	return c, nil
 }
 
-// window measures both processes' costs over the measured part of a cell.
+// window measures both processes' costs over the measured part of a
+// cell, and the bytes on the wire of a conn that counts them.
 type window struct {
 	l      *loader
 	server procStats
 	client procStats
+	wire   wireCounter // nil if the system does not count
+	wire0  uint64
 	start  time.Time
 }
 
-func (l *loader) begin(ctx context.Context) (*window, error) {
+func (l *loader) begin(ctx context.Context, c conn) (*window, error) {
 	st, err := fetchStats(ctx, l.http, l.addrs.Control)
 	if err != nil {
 		return nil, err
 	}
+	w := &window{l: l, server: st}
+	if wc, ok := c.(wireCounter); ok {
+		if n, ok := wc.wireBytes(); ok {
+			w.wire, w.wire0 = wc, n
+		}
+	}
 	// The client's counters are read after the HTTP exchange, so that its
 	// allocations stay out of the window.
-	return &window{l: l, server: st, client: readProcStats(), start: time.Now()}, nil
+	w.client, w.start = readProcStats(), time.Now()
+	return w, nil
 }
 
 func (w *window) end(ctx context.Context, r *cellResult) error {
 	r.Elapsed = time.Since(w.start)
 	r.Client = readProcStats().sub(w.client)
+	if w.wire != nil {
+		if n, ok := w.wire.wireBytes(); ok {
+			r.WireBytes = n - w.wire0
+		}
+	}
 	st, err := fetchStats(ctx, w.l.http, w.l.addrs.Control)
 	if err != nil {
 		return err
@@ -204,7 +222,7 @@ func (l *loader) runClosed(ctx context.Context, c conn, spec cellSpec) (cellResu
 	if !sleepCtx(ctx, spec.Warmup) {
 		return res, ctx.Err()
 	}
-	w, err := l.begin(ctx)
+	w, err := l.begin(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -303,7 +321,7 @@ func (l *loader) runOpen(ctx context.Context, c conn, spec cellSpec) (cellResult
 		measured := !due.Before(measureFrom)
 		if measured && w == nil {
 			var err error
-			if w, err = l.begin(ctx); err != nil {
+			if w, err = l.begin(ctx, c); err != nil {
 				return res, err
 			}
 		}

@@ -7,9 +7,15 @@
 // run pinned to one core per side. It prints a Markdown report on stdout
 // and draws PNG charts.
 //
-//	cd bench && go run ./compare            # the full run, about 7 minutes
+//	cd bench && go run ./compare            # the full run, about 8 minutes
 //	go run ./compare -quick                 # a smoke test, about 30 seconds
 //	go run ./compare -help                  # every knob
+//
+// kiev with compression, kiev-zstd and kiev-s2, runs when -systems names
+// it, beside kiev-msgpack for the comparison; the report then gives bytes
+// on the wire and calls/s against kiev-msgpack, cell by cell:
+//
+//	go run ./compare -systems kiev-msgpack,kiev-zstd,kiev-s2 -payloads small,16KiB,16KiB-json -pinned=false
 //
 // Three processes: this coordinator, a server process serving every system
 // (`compare -serve`) and a client process generating the load (`compare

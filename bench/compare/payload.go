@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 
 	"github.com/kievrpc/kiev/bench/internal/echopb"
@@ -12,10 +13,14 @@ const (
 	paySmall   = "small" // an int64, a short string, a short list
 	payMessage = "581B"  // rpcx-benchmark's BenchmarkMessage
 	pay1K      = "1KiB"  // 1,024 bytes
-	pay16K     = "16KiB" // 16,384 bytes
+	pay16K     = "16KiB" // 16,384 bytes, incompressible
+	// pay16KJSON is 16,384 bytes of repetitive JSON, as compressible as
+	// the lists of records services send each other: what compression
+	// (the kiev-zstd and kiev-s2 systems) is for.
+	pay16KJSON = "16KiB-json"
 )
 
-var allPayloads = []string{paySmall, payMessage, pay1K, pay16K}
+var allPayloads = []string{paySmall, payMessage, pay1K, pay16K, pay16KJSON}
 
 // Small is the small-struct payload for kiev's msgpack codec and net/rpc.
 type Small struct {
@@ -143,18 +148,37 @@ func blobSize(payload string) int {
 	switch payload {
 	case pay1K:
 		return 1 << 10
-	case pay16K:
+	case pay16K, pay16KJSON:
 		return 16 << 10
 	}
 	return 0
 }
 
+// blobData is the bytes of a bulk payload.
+func blobData(payload string) []byte {
+	if payload == pay16KJSON {
+		return jsonText(blobSize(payload))
+	}
+	return newBlob(blobSize(payload))
+}
+
+// newBlob returns n bytes that no compressor shrinks: pseudo-random, the
+// same on every run. (Until compression came, the blobs were a pattern of
+// period 256, which compressors shrink 60 times; for the systems without
+// compression the bytes make no difference.)
 func newBlob(n int) []byte {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i * 7)
-	}
+	_, _ = rand.NewChaCha8([32]byte{'k', 'i', 'e', 'v'}).Read(b)
 	return b
+}
+
+// jsonText returns n bytes of JSON records, alike but for their numbers.
+func jsonText(n int) []byte {
+	var b []byte
+	for i := 0; len(b) < n; i++ {
+		b = fmt.Appendf(b, `{"id":%d,"name":"user-%d","email":"user%d@example.com","active":true,"roles":["reader","writer"]},`, i, i, i)
+	}
+	return b[:n]
 }
 
 func checkPayload(p string) error {

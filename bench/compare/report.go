@@ -54,6 +54,7 @@ type stat struct {
 	cAllocs, sAllocs  float64
 	cBytes, sBytes    float64
 	cpuClient, cpuSrv time.Duration
+	wire              float64 // bytes on the wire per call, both ways; 0 if not counted
 	errors            uint64
 	firstErr          string
 	offered           float64
@@ -76,7 +77,7 @@ func (r *report) stat(k cellKey) (stat, bool) {
 	if len(rs) == 0 {
 		return stat{}, false
 	}
-	var qps, ca, sa, cb, sb, off []float64
+	var qps, ca, sa, cb, sb, off, wire []float64
 	var p50, p99, p999, lag, cc, scpu []time.Duration
 	s := stat{n: len(rs), qpsMin: math.Inf(1)}
 	for _, x := range rs {
@@ -89,6 +90,7 @@ func (r *report) stat(k cellKey) (stat, bool) {
 		cc = append(cc, time.Duration(x.perCall(uint64(x.Client.CPU))))
 		scpu = append(scpu, time.Duration(x.perCall(uint64(x.Server.CPU))))
 		off = append(off, x.Spec.Rate)
+		wire = append(wire, x.perCall(x.WireBytes))
 		s.errors += x.Errors
 		if s.firstErr == "" {
 			s.firstErr = x.FirstErr
@@ -97,6 +99,7 @@ func (r *report) stat(k cellKey) (stat, bool) {
 	s.qps, s.p50, s.p99, s.p999, s.lag = median(qps), median(p50), median(p99), median(p999), median(lag)
 	s.cAllocs, s.sAllocs, s.cBytes, s.sBytes = median(ca), median(sa), median(cb), median(sb)
 	s.cpuClient, s.cpuSrv, s.offered = median(cc), median(scpu), median(off)
+	s.wire = median(wire)
 	return s, true
 }
 
@@ -123,19 +126,20 @@ func (r *report) write(w io.Writer, charts []string) {
 		cfg.duration, cfg.warmup, cfg.openDuration, cfg.repeats, r.took.Round(time.Second))
 	r.writeTargets(w)
 	r.writeFloor(w)
+	r.writeCompression(w)
 	for _, p := range cfg.payloads {
 		fmt.Fprintf(w, "### Closed loop, %s payload\n\n", payloadText(p))
-		fmt.Fprintln(w, "| system | callers | calls/s (min–max) | p50 | p99 | p99.9 | allocs/call client / server | B/call client / server | CPU µs/call client + server |")
-		fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| system | callers | calls/s (min–max) | p50 | p99 | p99.9 | allocs/call client / server | B/call client / server | CPU µs/call client + server | wire B/call |")
+		fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, sys := range cfg.systems {
 			for _, n := range cfg.callers {
 				s, ok := r.stat(cellKey{kind: kindClosed, system: sys, payload: p, callers: n})
 				if !ok {
 					continue
 				}
-				fmt.Fprintf(w, "| %s | %d | %s (%s–%s)%s | %s | %s | %s | %.1f / %.1f | %.0f / %.0f | %.1f + %.1f |\n",
+				fmt.Fprintf(w, "| %s | %d | %s (%s–%s)%s | %s | %s | %s | %.1f / %.1f | %.0f / %.0f | %.1f + %.1f | %s |\n",
 					sys, n, num(s.qps), num(s.qpsMin), num(s.qpsMax), errText(s), lat(s.p50), lat(s.p99), lat(s.p999),
-					s.cAllocs, s.sAllocs, s.cBytes, s.sBytes, us(s.cpuClient), us(s.cpuSrv))
+					s.cAllocs, s.sAllocs, s.cBytes, s.sBytes, us(s.cpuClient), us(s.cpuSrv), wireText(s.wire))
 			}
 		}
 		fmt.Fprintln(w)
@@ -303,12 +307,64 @@ func (r *report) writeFloor(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+// writeCompression compares kiev with compression (kiev-zstd, kiev-s2)
+// with kiev-msgpack, the same client without it: bytes on the wire and
+// calls/s, cell by cell.
+func (r *report) writeCompression(w io.Writer) {
+	comp := intersect(optionalSystems, r.cfg.systems)
+	if len(comp) == 0 || !slices.Contains(r.cfg.systems, sysKievMsgpack) {
+		return
+	}
+	fmt.Fprintln(w, "### Compression: bytes on the wire and calls/s, against kiev-msgpack")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Bytes on the wire are the TCP payload the client's connection carried both ways (the kernel's TCP_INFO "+
+		"counters), per call. Ratios are the system's over kiev-msgpack's in the same cell: below 1 for bytes is the saving, "+
+		"below 1 for calls/s the cost.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| payload | callers | kiev-msgpack calls/s | wire B/call | system | calls/s | × | wire B/call | × |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|---:|---:|---:|---:|")
+	ratio := func(a, b float64) string {
+		if a <= 0 || b <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f", a/b)
+	}
+	for _, p := range r.cfg.payloads {
+		for _, n := range r.cfg.callers {
+			base, ok := r.stat(cellKey{kind: kindClosed, system: sysKievMsgpack, payload: p, callers: n})
+			if !ok {
+				continue
+			}
+			for _, sys := range comp {
+				s, ok := r.stat(cellKey{kind: kindClosed, system: sys, payload: p, callers: n})
+				if !ok {
+					continue
+				}
+				fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", p, n, num(base.qps), wireText(base.wire),
+					sys, num(s.qps), ratio(s.qps, base.qps), wireText(s.wire), ratio(s.wire, base.wire))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func wireText(b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", b)
+}
+
 func payloadText(p string) string {
 	switch p {
 	case paySmall:
 		return "small-struct (an int64, an 8-byte string, 4 int64s)"
 	case payMessage:
 		return "rpcx-benchmark 581-byte"
+	case pay16K:
+		return "16KiB (incompressible)"
+	case pay16KJSON:
+		return "16KiB-json (compressible: repetitive JSON)"
 	}
 	return p
 }

@@ -28,12 +28,15 @@ import (
 
 // serverAddrs is where each system listens.
 type serverAddrs struct {
-	Kiev    string // msgpack and protobuf on one kiev server
-	NetRPC  string
-	GRPC    string
-	Floor   string
-	Raw     string
-	Control string // GET /stats: a procStats of the process
+	Kiev string // msgpack and protobuf on one kiev server
+	// KievCompress is a kiev server with compression (zstd and s2), for
+	// kiev-zstd and kiev-s2.
+	KievCompress string
+	NetRPC       string
+	GRPC         string
+	Floor        string
+	Raw          string
+	Control      string // GET /stats: a procStats of the process
 }
 
 // Echo is the kiev service: the same echo for both codecs.
@@ -80,6 +83,7 @@ func (grpcEcho) Blob(ctx context.Context, in *echopb.Blob) (*echopb.Blob, error)
 type servers struct {
 	addrs serverAddrs
 	kiev  *kiev.Server
+	kievZ *kiev.Server
 	grpc  *grpc.Server
 	lis   []net.Listener
 	raw   *echoServer
@@ -112,6 +116,17 @@ func startServers() (*servers, error) {
 	}
 	go s.kiev.Serve(kl)
 	s.addrs.Kiev = kl.Addr().String()
+
+	s.kievZ = kiev.NewServer(kiev.WithCompression(kiev.Zstd, kiev.S2))
+	if err := s.kievZ.Register(&Echo{}); err != nil {
+		return fail(err)
+	}
+	zl, err := listen()
+	if err != nil {
+		return fail(err)
+	}
+	go s.kievZ.Serve(zl)
+	s.addrs.KievCompress = zl.Addr().String()
 
 	rs := rpc.NewServer()
 	if err := rs.Register(&NetEcho{}); err != nil {
@@ -173,6 +188,9 @@ func startServers() (*servers, error) {
 func (s *servers) stop() {
 	if s.kiev != nil {
 		s.kiev.Close()
+	}
+	if s.kievZ != nil {
+		s.kievZ.Close()
 	}
 	if s.grpc != nil {
 		s.grpc.Stop()

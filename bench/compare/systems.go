@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/rpc"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -19,25 +22,39 @@ import (
 const (
 	sysKievMsgpack  = "kiev-msgpack"
 	sysKievProtobuf = "kiev-protobuf"
-	sysNetRPC       = "net/rpc"
-	sysGRPC         = "grpc"
-	sysGRPCPool     = "grpc-pool4"
-	sysFloor        = "mux-floor"
-	sysRaw          = "raw-tcp"
+	// kiev-zstd and kiev-s2 are kiev-msgpack with compression on both
+	// sides (kiev.WithCompression), against a server of their own that
+	// accepts both algorithms. They are not in the default run: ask for
+	// them with -systems.
+	sysKievZstd = "kiev-zstd"
+	sysKievS2   = "kiev-s2"
+	sysNetRPC   = "net/rpc"
+	sysGRPC     = "grpc"
+	sysGRPCPool = "grpc-pool4"
+	sysFloor    = "mux-floor"
+	sysRaw      = "raw-tcp"
 )
 
 var allSystems = []string{sysKievMsgpack, sysKievProtobuf, sysNetRPC, sysGRPC, sysGRPCPool, sysFloor, sysRaw}
+
+// optionalSystems may be run, but are not by default.
+var optionalSystems = []string{sysKievZstd, sysKievS2}
 
 // grpcPoolSize is the number of connections of the pooled grpc client.
 const grpcPoolSize = 4
 
 func checkSystem(s string) error {
-	for _, q := range allSystems {
-		if s == q {
-			return nil
-		}
+	if slices.Contains(allSystems, s) || slices.Contains(optionalSystems, s) {
+		return nil
 	}
-	return fmt.Errorf("unknown system %q; the systems are %s", s, strings.Join(allSystems, ", "))
+	return fmt.Errorf("unknown system %q; the systems are %s, and besides the default %s", s, strings.Join(allSystems, ", "), strings.Join(optionalSystems, ", "))
+}
+
+// wireCounter is a conn that counts the bytes its connections carry.
+type wireCounter interface {
+	// wireBytes returns the bytes sent and received so far, TCP
+	// payload (as the kernel counts them), and false if it cannot tell.
+	wireBytes() (uint64, bool)
 }
 
 // conn is one system's client, shared by every caller of a run.
@@ -53,18 +70,23 @@ type conn interface {
 // pooled grpc client.
 func dialSystem(system string, addrs serverAddrs) (conn, error) {
 	switch system {
-	case sysKievMsgpack:
-		c, err := kiev.Dial(addrs.Kiev)
+	case sysKievMsgpack, sysKievProtobuf, sysKievZstd, sysKievS2:
+		k := &kievConn{pb: system == sysKievProtobuf}
+		addr, opts := addrs.Kiev, []kiev.DialOption{kiev.WithContextDialer(k.dial)}
+		switch system {
+		case sysKievProtobuf:
+			opts = append(opts, kiev.WithCodec(codec.Protobuf))
+		case sysKievZstd:
+			addr, opts = addrs.KievCompress, append(opts, kiev.WithCompression(kiev.Zstd))
+		case sysKievS2:
+			addr, opts = addrs.KievCompress, append(opts, kiev.WithCompression(kiev.S2))
+		}
+		c, err := kiev.Dial(addr, opts...)
 		if err != nil {
 			return nil, err
 		}
-		return &kievConn{c: c}, nil
-	case sysKievProtobuf:
-		c, err := kiev.Dial(addrs.Kiev, kiev.WithCodec(codec.Protobuf))
-		if err != nil {
-			return nil, err
-		}
-		return &kievConn{c: c, pb: true}, nil
+		k.c = c
+		return k, nil
 	case sysNetRPC:
 		c, err := rpc.Dial("tcp", addrs.NetRPC)
 		if err != nil {
@@ -98,6 +120,38 @@ func dialSystem(system string, addrs serverAddrs) (conn, error) {
 type kievConn struct {
 	c  *kiev.Client
 	pb bool
+
+	mu    sync.Mutex
+	socks []*net.TCPConn // every connection dialed, for wireBytes
+}
+
+// dial is the client's dialer: a plain TCP connection, as kiev's own
+// (kiev writes to a *net.TCPConn inline, which a wrapper would prevent),
+// kept to read its kernel counters.
+func (k *kievConn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, addr)
+	if tc, ok := nc.(*net.TCPConn); ok {
+		k.mu.Lock()
+		k.socks = append(k.socks, tc)
+		k.mu.Unlock()
+	}
+	return nc, err
+}
+
+// wireBytes is the bytes the client's connections carried, both ways.
+func (k *kievConn) wireBytes() (uint64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var sum uint64
+	for _, tc := range k.socks {
+		n, ok := tcpBytes(tc)
+		if !ok {
+			return 0, false
+		}
+		sum += n
+	}
+	return sum, len(k.socks) > 0
 }
 
 func (k *kievConn) caller(payload string) (func(ctx context.Context) error, error) {
@@ -128,13 +182,13 @@ func (k *kievConn) caller(payload string) (func(ctx context.Context) error, erro
 			return c.Call(ctx, "Echo.MessagePB", in, &out)
 		}, nil
 	case !k.pb:
-		in := &Blob{Data: newBlob(blobSize(payload))}
+		in := &Blob{Data: blobData(payload)}
 		return func(ctx context.Context) error {
 			var out Blob
 			return c.Call(ctx, "Echo.Blob", in, &out)
 		}, nil
 	default:
-		in := &echopb.Blob{Data: newBlob(blobSize(payload))}
+		in := &echopb.Blob{Data: blobData(payload)}
 		return func(ctx context.Context) error {
 			var out echopb.Blob
 			return c.Call(ctx, "Echo.BlobPB", in, &out)
@@ -162,7 +216,7 @@ func (n *netRPCConn) caller(payload string) (func(ctx context.Context) error, er
 			return c.Call("NetEcho.Message", in, &out)
 		}, nil
 	default:
-		in := &Blob{Data: newBlob(blobSize(payload))}
+		in := &Blob{Data: blobData(payload)}
 		return func(context.Context) error {
 			var out Blob
 			return c.Call("NetEcho.Blob", in, &out)
@@ -201,7 +255,7 @@ func (g *grpcConn) caller(payload string) (func(ctx context.Context) error, erro
 			return err
 		}, nil
 	default:
-		in := &echopb.Blob{Data: newBlob(blobSize(payload))}
+		in := &echopb.Blob{Data: blobData(payload)}
 		return func(ctx context.Context) error {
 			_, err := g.pick().Blob(ctx, in)
 			return err
@@ -246,7 +300,7 @@ func captureFrames(addrs serverAddrs) (map[string][]byte, error) {
 		case payMessage:
 			method, args, reply = "Echo.Message", func() any { return newMessage() }, func() any { return new(Message) }
 		default:
-			b := &Blob{Data: newBlob(blobSize(p))}
+			b := &Blob{Data: blobData(p)}
 			method, args, reply = "Echo.Blob", func() any { return b }, func() any { return new(Blob) }
 		}
 		f, err := captureKievRequest(addrs.Kiev, method, args, reply)

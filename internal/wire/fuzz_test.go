@@ -128,6 +128,15 @@ func FuzzParseHeader(f *testing.F) {
 		if h.ErrMsg != nil {
 			re = AppendField(re, KeyErrMsg, h.ErrMsg)
 		}
+		if h.Compression != 0 {
+			re = AppendCompression(re, h.Compression, int(h.Decoded))
+		}
+		if h.HasReplyCompression {
+			re = AppendField(re, KeyReplyCompression, []byte{h.ReplyCompression})
+		}
+		if h.Accept != nil {
+			re = AppendField(re, KeyAccept, h.Accept)
+		}
 		var h2 Header
 		if err := ParseHeader(re, &h2); err != nil {
 			t.Fatalf("re-encoded header does not parse: %v", err)
@@ -135,7 +144,9 @@ func FuzzParseHeader(f *testing.F) {
 		if !bytes.Equal(h.Method, h2.Method) || !bytes.Equal(h.Codec, h2.Codec) ||
 			h.HasTimeout != h2.HasTimeout || h.Timeout != h2.Timeout ||
 			h.HasPriority != h2.HasPriority || h.Priority != h2.Priority ||
-			h.ErrCode != h2.ErrCode || !bytes.Equal(h.ErrMsg, h2.ErrMsg) || h.MetaCount != h2.MetaCount {
+			h.ErrCode != h2.ErrCode || !bytes.Equal(h.ErrMsg, h2.ErrMsg) || h.MetaCount != h2.MetaCount ||
+			h.Compression != h2.Compression || h.Decoded != h2.Decoded || !bytes.Equal(h.Accept, h2.Accept) ||
+			h.HasReplyCompression != h2.HasReplyCompression || h.ReplyCompression != h2.ReplyCompression {
 			t.Fatalf("header changed in a round trip:\n%+v\n%+v", h, h2)
 		}
 		i := 0

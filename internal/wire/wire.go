@@ -6,7 +6,7 @@
 // version byte). After it, both directions carry frames:
 //
 //	length  uint32, big endian: bytes after this field (12 or more)
-//	type    uint8:  Request, Response, Cancel, Ping, Pong or GoAway
+//	type    uint8:  Request, Response, Cancel, Ping, Pong, GoAway or Settings
 //	flags   uint8:  reserved, sent as 0, ignored on receipt
 //	id      uint64, big endian: the call id (ping id for Ping/Pong)
 //	hlen    uint16, big endian: length of the header fields
@@ -45,6 +45,7 @@ const (
 	TypePing     Type = 4 // liveness probe; the peer answers Pong with the same id
 	TypePong     Type = 5 // answer to Ping
 	TypeGoAway   Type = 6 // the server drains: send no new calls on this connection
+	TypeSettings Type = 7 // what the sender accepts (KeyAccept), after its preface; peers that do not know it skip it
 )
 
 // Key is a header field key.
@@ -67,6 +68,13 @@ const (
 	KeyAuthID   Key = 13 // Request, Cancel in a datagram: the id of the key that signs it
 	KeyAuthTime Key = 14 // Request, Cancel in a datagram: uvarint, when it was signed, Unix milliseconds
 	KeyAuthMAC  Key = 15 // Request, Cancel in a datagram: HMAC-SHA256 of the datagram with these bytes zeroed; the last field
+	// KeyCompression marks a compressed body: one byte, the algorithm,
+	// then a uvarint, the body's length before compression.
+	KeyCompression Key = 16 // Request, Response: the body is compressed
+	KeyAccept      Key = 17 // Settings: the compression algorithms the sender decodes, one byte each, preferred first
+	// KeyReplyCompression asks for the reply's compression: one byte, 0
+	// for none, else the algorithm, used whatever the reply's size.
+	KeyReplyCompression Key = 18 // Request: how to compress this call's reply
 )
 
 // AuthMACLen is the length of a KeyAuthMAC value.
@@ -102,6 +110,7 @@ var (
 	errBadMeta      = fmt.Errorf("%w: bad metadata field", ErrMalformed)
 	errFieldOverrun = fmt.Errorf("%w: a header field runs past the header", ErrMalformed)
 	errBadUvarint   = fmt.Errorf("%w: bad session or ack field", ErrMalformed)
+	errBadCompress  = fmt.Errorf("%w: bad compression field", ErrMalformed)
 )
 
 // AppendPreface appends a connection preface announcing version v.
@@ -159,6 +168,15 @@ func AppendMeta(b []byte, key, value string) []byte {
 	b = append(b, tmp[:n]...)
 	b = append(b, key...)
 	return append(b, value...)
+}
+
+// AppendCompression appends a KeyCompression field: the body that
+// follows is compressed with algorithm alg, and was n bytes before.
+func AppendCompression(b []byte, alg uint8, n int) []byte {
+	var tmp [1 + binary.MaxVarintLen64]byte
+	tmp[0] = alg
+	k := binary.PutUvarint(tmp[1:], uint64(n))
+	return AppendField(b, KeyCompression, tmp[:1+k])
 }
 
 // EndHeader records the length of the header fields of the frame that
@@ -231,6 +249,15 @@ type Header struct {
 	AuthID      []byte // nil if absent
 	AuthTime    uint64 // valid if AuthID is set
 	AuthMAC     []byte // aliases the frame, so that a verifier can zero it in place
+	// Compression is the algorithm the body is compressed with, 0 if it
+	// is not; Decoded is then its length before compression.
+	Compression uint8
+	Decoded     uint64
+	Accept      []byte // Settings: the algorithms the sender decodes; nil if absent
+	// ReplyCompression is what a Request asks of its reply's compression
+	// (0: none), valid if HasReplyCompression.
+	ReplyCompression    uint8
+	HasReplyCompression bool
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -274,6 +301,19 @@ func ParseHeader(raw []byte, h *Header) error {
 			h.AuthID = v
 		case KeyAuthMAC:
 			h.AuthMAC = v
+		case KeyCompression:
+			n, k := binary.Uvarint(v[min(1, len(v)):])
+			if len(v) < 2 || v[0] == 0 || k <= 0 || 1+k != len(v) {
+				return errBadCompress
+			}
+			h.Compression, h.Decoded = v[0], n
+		case KeyAccept:
+			h.Accept = v
+		case KeyReplyCompression:
+			if len(v) != 1 {
+				return errBadCompress
+			}
+			h.ReplyCompression, h.HasReplyCompression = v[0], true
 		case KeySession, KeyAckFloor, KeyLastID, KeyAuthTime:
 			x, n := binary.Uvarint(v)
 			if n <= 0 {

@@ -25,6 +25,7 @@ func TestConstants(t *testing.T) {
 		{"TypePing", int(TypePing), 4},
 		{"TypePong", int(TypePong), 5},
 		{"TypeGoAway", int(TypeGoAway), 6},
+		{"TypeSettings", int(TypeSettings), 7},
 		{"KeyMethod", int(KeyMethod), 1},
 		{"KeyCodec", int(KeyCodec), 2},
 		{"KeyTimeout", int(KeyTimeout), 3},
@@ -35,6 +36,14 @@ func TestConstants(t *testing.T) {
 		{"KeySession", int(KeySession), 8},
 		{"KeyAckFloor", int(KeyAckFloor), 9},
 		{"KeyLimited", int(KeyLimited), 10},
+		{"KeyLastID", int(KeyLastID), 11},
+		{"KeyTicket", int(KeyTicket), 12},
+		{"KeyAuthID", int(KeyAuthID), 13},
+		{"KeyAuthTime", int(KeyAuthTime), 14},
+		{"KeyAuthMAC", int(KeyAuthMAC), 15},
+		{"KeyCompression", int(KeyCompression), 16},
+		{"KeyAccept", int(KeyAccept), 17},
+		{"KeyReplyCompression", int(KeyReplyCompression), 18},
 		{"Version", Version, 1},
 		{"PrefaceLen", PrefaceLen, 5},
 		{"HeaderSize", HeaderSize, 16},
@@ -340,6 +349,13 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"err code empty", []byte{byte(KeyErrCode), 0}},
 		{"meta empty", []byte{byte(KeyMeta), 0}},
 		{"meta key past value", []byte{byte(KeyMeta), 3, 5, 'a', 'b'}},
+		{"compression empty", []byte{byte(KeyCompression), 0}},
+		{"compression without length", []byte{byte(KeyCompression), 1, 1}},
+		{"compression algorithm 0", []byte{byte(KeyCompression), 2, 0, 5}},
+		{"compression length cut", []byte{byte(KeyCompression), 2, 1, 0x80}},
+		{"compression trailing byte", []byte{byte(KeyCompression), 3, 1, 5, 0}},
+		{"reply compression empty", []byte{byte(KeyReplyCompression), 0}},
+		{"reply compression two bytes", []byte{byte(KeyReplyCompression), 2, 1, 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -355,6 +371,44 @@ func TestParseHeaderErrors(t *testing.T) {
 		if err := ParseHeader([]byte{byte(KeyPriority), 1, p}, &h); err != nil || !h.HasPriority || h.Priority != p {
 			t.Errorf("priority %d: %+v, %v", p, h, err)
 		}
+	}
+}
+
+// TestCompressionFields pins the bytes of the compression fields and
+// reads them back: a Settings frame's Accept list, a compressed body's
+// algorithm and length, and a Request's ask for its reply.
+func TestCompressionFields(t *testing.T) {
+	b := BeginFrame(nil, TypeSettings, 0)
+	b = AppendField(b, KeyAccept, []byte{1, 2})
+	_ = EndHeader(b, 0)
+	_ = EndFrame(b, 0, 1<<20)
+	want := []byte{0, 0, 0, 16, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 17, 2, 1, 2}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("Settings = % x\nwant       % x", b, want)
+	}
+	f, err := Parse(b[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h Header
+	if err := ParseHeader(f.Header, &h); err != nil || f.Type != TypeSettings || !bytes.Equal(h.Accept, []byte{1, 2}) {
+		t.Fatalf("Settings read back as %+v, %+v, %v", f, h, err)
+	}
+
+	raw := AppendCompression(nil, 2, 16384)
+	raw = AppendField(raw, KeyReplyCompression, []byte{0})
+	if want := []byte{16, 4, 2, 0x80, 0x80, 1, 18, 1, 0}; !bytes.Equal(raw, want) {
+		t.Fatalf("fields = % x, want % x", raw, want)
+	}
+	if err := ParseHeader(raw, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Compression != 2 || h.Decoded != 16384 || !h.HasReplyCompression || h.ReplyCompression != 0 || h.Accept != nil {
+		t.Fatalf("read back as %+v", h)
+	}
+	// An algorithm this package does not know is the caller's to refuse.
+	if err := ParseHeader(AppendCompression(nil, 200, 1), &h); err != nil || h.Compression != 200 {
+		t.Fatalf("unknown algorithm: %+v, %v", h, err)
 	}
 }
 
