@@ -3,9 +3,11 @@ package kiev
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -317,3 +319,42 @@ func WithTLS(cfg *tls.Config) Option { return tlsOption{cfg} }
 
 // WithPacket configures RPC over UDP; see Packet.
 func WithPacket(p Packet) Option { return packetOption(p) }
+
+// WithCompression lists the algorithms a side accepts and uses to
+// compress call bodies, preferred first; without it (the default), a side
+// compresses nothing and accepts no compressed body. A body is compressed
+// only when both sides enable compression: a client compresses its
+// Requests with the first of its algorithms the server lists, and the
+// server its replies with the first of its own that the client lists,
+// each only for bodies of WithCompressionThreshold bytes or more, and only
+// when compressing makes the frame smaller. A server's list is an allow
+// list: it refuses a Request compressed with another algorithm, and no
+// kiev client sends one. Peers that do not know compression (kiev before
+// it, or another implementation) simply get no compressed body.
+//
+// Compression costs CPU on both sides, for every call it applies to; on a
+// fast network it slows calls down, so it is off unless enabled. It pays
+// where bandwidth is scarce or billed: the README gives figures.
+// It applies over TCP and Unix sockets (and TLS), not to UDP datagrams
+// (Server.ServePacket), which are too small to gain, nor to HTTP, which has
+// Content-Encoding. It panics on an algorithm kiev does not know.
+func WithCompression(algorithms ...Compression) Option {
+	var list []Compression
+	for _, c := range algorithms {
+		switch {
+		case c == NoCompression || slices.Contains(list, c):
+		case !c.known():
+			panic(fmt.Sprintf("kiev: WithCompression: unknown algorithm %v; use kiev.Zstd or kiev.S2", c))
+		default:
+			list = append(list, c)
+		}
+	}
+	return bothOption(func(o *connOptions) { o.compress.algs = list })
+}
+
+// WithCompressionThreshold sets the smallest body, in bytes, that a side
+// with WithCompression compresses (DefaultCompressionThreshold, 1 KiB, if
+// n is 0). Smaller bodies gain too little to pay for the CPU time.
+func WithCompressionThreshold(n int) Option {
+	return bothOption(func(o *connOptions) { o.compress.threshold = n })
+}
