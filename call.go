@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/shed"
 )
@@ -153,7 +154,7 @@ func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base cont
 		}
 		in.body = body
 	} else {
-		in.body = getBuf(len(f.Body))
+		in.body = transport.GetBuf(len(f.Body))
 		*in.body = append((*in.body)[:0], f.Body...)
 	}
 	if conn && h.HasReplyCompression {
@@ -210,7 +211,7 @@ func (s *Server) submit(sc *serverCall, base context.Context) {
 // release returns a call that will not run or be answered.
 func (sc *serverCall) release() {
 	if sc.body != nil {
-		putBuf(sc.body)
+		transport.PutBuf(sc.body)
 		sc.body = nil
 	}
 }
@@ -260,7 +261,7 @@ func (sc *serverCall) Drop(r shed.Reason) {
 		code = CodeDeadlineExceeded
 	}
 	sc.m.stats.record(time.Now(), -1, code)
-	putBuf(sc.body)
+	transport.PutBuf(sc.body)
 	sc.body = nil
 	if h := sc.srv.opts.dropHook; h != nil {
 		h(&sc.ctx, &sc.req, r)
@@ -298,7 +299,7 @@ func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
 	if n, over := sc.sink.backlogged(); over && !sc.callerGone.Load() {
 		// Its reply would only add to the pile the caller does not read.
 		sc.m.stats.record(start, -1, CodeOverloaded)
-		putBuf(sc.body)
+		transport.PutBuf(sc.body)
 		sc.body = nil
 		sc.ctx.cancel(context.Canceled)
 		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &backlogError{queued: n}))
@@ -316,7 +317,7 @@ func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
 	sc.m.stats.record(end, end.Sub(start), code)
 	sc.logCall(end.Sub(start), code, err)
 	if sc.body != nil {
-		putBuf(sc.body)
+		transport.PutBuf(sc.body)
 		sc.body = nil
 	}
 	expired := sc.ctx.Err() == context.DeadlineExceeded
@@ -364,7 +365,7 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
 		return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err)}
 	}
-	putBuf(sc.body)
+	transport.PutBuf(sc.body)
 	sc.body = nil
 	replyp := sc.m.newReply()
 	req.Args = argp.Interface()

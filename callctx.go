@@ -26,7 +26,7 @@ type callContext struct {
 	replyAsked bool
 	call       *serverCall // for Logger
 
-	mu     sync.Mutex
+	mu     sync.Mutex    // guards the fields below
 	done   chan struct{} // made on first use
 	err    error
 	timer  *time.Timer

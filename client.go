@@ -72,7 +72,7 @@ type Client struct {
 	group  *group       // the providers of Dial(service)
 	rpcc   *codecClient // the codec of NewClientWithCodec; then single and group are nil
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards the fields below
 	closed bool
 
 	wg          sync.WaitGroup // goroutines of every connection and of the group

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -20,7 +21,7 @@ type clientConn struct {
 	c      *Client
 	ep     *endpoint
 	nc     net.Conn
-	link   *link
+	link   *transport.Link
 	nextID atomic.Uint64
 	dead   atomic.Bool
 	// From the server's Settings: the algorithms it accepts (an algSet),
@@ -28,13 +29,12 @@ type clientConn struct {
 	peerAccepts atomic.Uint32
 	requestAlg  atomic.Uint32
 
-	mu       sync.Mutex
-	pending  map[uint64]*Call
 	draining atomic.Bool   // the server sent GoAway
 	ended    atomic.Bool   // a last GoAway said which Requests the server read
 	lastRead atomic.Uint64 // the highest Request id it read, every one answered
-	retiring error         // close with this error once no call is pending
-	err      error         // why the connection died
+
+	mu      sync.Mutex               // guards the field below
+	pending transport.Pending[*Call] // calls awaiting their Response; why the connection died or retires
 }
 
 // newClientConn handshakes on nc and starts the connection's goroutines.
@@ -61,15 +61,20 @@ func newClientConn(ctx context.Context, ep *endpoint, nc net.Conn) (*clientConn,
 
 // newConnOn makes the connection of ep on nc, not yet running.
 func newConnOn(ep *endpoint, nc net.Conn) *clientConn {
-	cc := &clientConn{c: ep.c, ep: ep, nc: nc, pending: make(map[uint64]*Call)}
-	cc.link = newLink(nc, &ep.c.opts.connOptions, cc.fail)
-	cc.link.blocking = true // a caller waits for room; see link.blocking
+	cc := &clientConn{c: ep.c, ep: ep, nc: nc}
+	o := &ep.c.opts.connOptions
+	cc.link = transport.NewLink(nc, transport.Config{
+		HeartbeatInterval: o.heartbeatInterval, HeartbeatTimeout: o.heartbeatTimeout, MaxFrame: o.maxFrame,
+		Blocking: true, // a caller waits for room
+		Closed:   ErrShutdown,
+		OnDead:   cc.fail,
+	})
 	return cc
 }
 
 // reader returns the frame reader of cc's socket.
 func (cc *clientConn) reader() *wire.Reader {
-	return wire.NewReader(&progressReader{cc.nc, &cc.link.bytesSeen}, readBufSize, cc.c.opts.maxFrame)
+	return wire.NewReader(cc.link.Reader(cc.nc), transport.ReadBufSize, cc.c.opts.maxFrame)
 }
 
 // run starts cc's writer, and its reader, read.
@@ -77,7 +82,7 @@ func (cc *clientConn) run(read func()) {
 	cc.c.wg.Add(2)
 	go func() {
 		defer cc.c.wg.Done()
-		cc.link.writeLoop()
+		cc.link.Run()
 	}()
 	go func() {
 		defer cc.c.wg.Done()
@@ -104,8 +109,8 @@ func prefaceError(v uint8, err error) error {
 // becomes visible to the reader.
 func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 	id := cc.nextID.Add(1)
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	deadline, _ := ctx.Deadline()
 	alg, least, ask := cc.compression(ctx)
 	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, cc.c.opts.maxFrame, 0, 0, nil, nil, ask)
@@ -118,13 +123,10 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 		return err
 	}
 	cc.mu.Lock()
-	switch {
-	case cc.err != nil:
+	switch err := cc.pending.Closed(); {
+	case err != nil:
 		cc.mu.Unlock()
-		return notSent{cc.err}
-	case cc.retiring != nil:
-		cc.mu.Unlock()
-		return notSent{cc.retiring}
+		return notSent{err}
 	case cc.draining.Load():
 		cc.mu.Unlock()
 		return notSent{fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, cc.ep.inst.Address)}
@@ -139,10 +141,10 @@ func (cc *clientConn) send(ctx context.Context, call *Call, async bool) error {
 			}
 		})
 	}
-	cc.pending[id] = call
-	alone := len(cc.pending) == 1
+	_ = cc.pending.Add(id, call) // open: checked under the same lock
+	alone := cc.pending.Len() == 1
 	cc.mu.Unlock()
-	if err := cc.link.sendAlone(b, alone); err != nil && cc.take(id) != nil {
+	if err := cc.link.SendAlone(b, alone); err != nil && cc.take(id) != nil {
 		return &connError{cc.ep.inst.Address, err}
 	}
 	return nil
@@ -222,12 +224,7 @@ func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time,
 // gone (completed, abandoned, or failed with the connection).
 func (cc *clientConn) take(id uint64) *Call {
 	cc.mu.Lock()
-	call := cc.pending[id]
-	delete(cc.pending, id)
-	var retired error
-	if len(cc.pending) == 0 {
-		retired = cc.retiring
-	}
+	call, _, retired := cc.pending.Take(id)
 	cc.mu.Unlock()
 	if retired != nil {
 		cc.fail(retired)
@@ -239,10 +236,7 @@ func (cc *clientConn) take(id uint64) *Call {
 // have ended; new calls fail at once with err.
 func (cc *clientConn) closeWhenIdle(err error) {
 	cc.mu.Lock()
-	idle := len(cc.pending) == 0
-	if cc.retiring == nil {
-		cc.retiring = err
-	}
+	idle := cc.pending.Retire(err)
 	cc.mu.Unlock()
 	if idle {
 		cc.fail(err)
@@ -264,7 +258,7 @@ func (cc *clientConn) abandon(call *Call, err error) bool {
 	var tmp [wire.HeaderSize]byte
 	b := wire.BeginFrame(tmp[:0], wire.TypeCancel, call.id)
 	_ = wire.EndFrame(b, 0, cc.c.opts.maxFrame)
-	_ = cc.link.send(b)
+	_ = cc.link.Send(b)
 	return true
 }
 
@@ -274,7 +268,7 @@ func (cc *clientConn) abandon(call *Call, err error) bool {
 // net/rpc's does for a client that half-closes. The frames are given a
 // moment to leave, no more: a peer that does not read gets none.
 func (cc *clientConn) cancelPending(pending map[uint64]*Call) {
-	if cc.link.backlog.Load() > maxQueued/2 {
+	if cc.link.Backlog() > transport.MaxQueued/2 {
 		return // the peer is not reading; it would not read these either
 	}
 	b := make([]byte, 0, len(pending)*wire.HeaderSize)
@@ -283,14 +277,14 @@ func (cc *clientConn) cancelPending(pending map[uint64]*Call) {
 		b = wire.BeginFrame(b, wire.TypeCancel, id)
 		_ = wire.EndFrame(b, start, cc.c.opts.maxFrame)
 	}
-	if cc.link.send(b) != nil {
+	if cc.link.Send(b) != nil {
 		return
 	}
-	cc.link.flushAndStop()
+	cc.link.FlushAndStop()
 	t := time.NewTimer(cancelFlushWait)
 	defer t.Stop()
 	select {
-	case <-cc.link.done:
+	case <-cc.link.Done():
 	case <-t.C:
 	}
 }
@@ -310,7 +304,7 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 			cc.fail(err)
 			return
 		}
-		cc.link.readSeen.Store(true)
+		cc.link.FrameRead()
 		switch f.Type {
 		case wire.TypeResponse:
 			if call := cc.take(f.ID); call != nil {
@@ -330,7 +324,7 @@ func (cc *clientConn) readLoop(r *wire.Reader) {
 			var tmp [wire.HeaderSize]byte
 			b := wire.BeginFrame(tmp[:0], wire.TypePong, f.ID)
 			_ = wire.EndFrame(b, 0, cc.c.opts.maxFrame)
-			_ = cc.link.send(b)
+			_ = cc.link.Send(b)
 		}
 	}
 }
@@ -361,7 +355,7 @@ func decodeReply(call *Call, f *wire.Frame, h *wire.Header, o *connOptions) erro
 		if err != nil {
 			return &callError{call.ServiceMethod, fmt.Errorf("reply: %w", err)}
 		}
-		defer putBuf(buf)
+		defer transport.PutBuf(buf)
 		body = *buf
 	}
 	if err := call.codec.Unmarshal(body, call.Reply); err != nil {
@@ -374,29 +368,30 @@ func decodeReply(call *Call, f *wire.Frame, h *wire.Header, o *connOptions) erro
 func (cc *clientConn) failure() error {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	return cc.err
+	return cc.pending.Err()
 }
 
 // fail kills the connection once and fails every pending call with an
 // error that matches ErrShutdown and carries the cause.
 func (cc *clientConn) fail(cause error) {
-	cc.mu.Lock()
-	if cc.err != nil {
-		cc.mu.Unlock()
-		return
-	}
+	var err error
 	switch {
 	case errors.Is(cause, ErrShutdown):
-		cc.err = cause
+		err = cause
 	case cc.draining.Load() && errors.Is(cause, io.EOF):
-		cc.err = fmt.Errorf("%w: the server at %s shut down gracefully and closed the connection", ErrShutdown, cc.ep.inst.Address)
+		err = fmt.Errorf("%w: the server at %s shut down gracefully and closed the connection", ErrShutdown, cc.ep.inst.Address)
 	default:
-		cc.err = &connError{cc.ep.inst.Address, cause}
+		err = &connError{cc.ep.inst.Address, cause}
 	}
-	cc.dead.Store(true)
-	pending := cc.pending
-	cc.pending = nil
+	cc.mu.Lock()
+	pending, first := cc.pending.Fail(err)
+	if first {
+		cc.dead.Store(true)
+	}
 	cc.mu.Unlock()
+	if !first {
+		return
+	}
 	switch {
 	case errors.Is(cause, ErrShutdown):
 	case cc.draining.Load() && errors.Is(cause, io.EOF):
@@ -407,7 +402,7 @@ func (cc *clientConn) fail(cause error) {
 	if errors.Is(cause, errClientClosed) && len(pending) > 0 {
 		cc.cancelPending(pending)
 	}
-	cc.link.stop(cc.err)
+	cc.link.Stop(err)
 	cc.nc.Close()
 	cc.ep.lost(cause, cc.draining.Load())
 	// A server that drained sends, as it ends the stream, a last GoAway
@@ -419,9 +414,9 @@ func (cc *clientConn) fail(cause error) {
 	last := cc.lastRead.Load()
 	for id, call := range pending {
 		if drained && id > last {
-			call.Error = notSent{&callError{call.ServiceMethod, cc.err}}
+			call.Error = notSent{&callError{call.ServiceMethod, err}}
 		} else {
-			call.Error = &callError{call.ServiceMethod, cc.err}
+			call.Error = &callError{call.ServiceMethod, err}
 		}
 		call.complete()
 	}

@@ -1,7 +1,6 @@
 package kiev
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -22,19 +22,17 @@ import (
 // retransmits its own request.
 type packetClient struct {
 	c       *Client
-	io      packetIO
+	io      transport.PacketIO
 	server  netip.AddrPort
 	session uint64        // random, so a restarted client is a new one to servers
 	stop    chan struct{} // closed by close; the canceler returns
 	kick    chan struct{} // wakes the canceler for a new Cancel to resend
 
-	mu       sync.Mutex // guards following
-	next     uint64     // the next call's id
-	floor    uint64     // every call with a lower id is done
-	pending  map[uint64]*Call
-	resends  []cancelResend // Cancels to send again
-	err      error          // set once the socket is closed
-	retiring error          // close with this error once no call is pending
+	mu       sync.Mutex               // guards following
+	next     uint64                   // the next call's id
+	floor    uint64                   // every call with a lower id is done
+	pending  transport.Pending[*Call] // calls awaiting their Response; why the socket closed or retires
+	resends  []cancelResend           // Cancels to send again
 	srtt     time.Duration
 	rttvar   time.Duration
 	measured bool
@@ -75,9 +73,9 @@ func newPacketClient(c *Client, network, addr string) (*packetClient, error) {
 		return nil, err
 	}
 	pk := &packetClient{
-		c: c, io: newPacketIO(conn), server: server,
+		c: c, io: transport.NewPacketIO(conn), server: server,
 		stop: make(chan struct{}), kick: make(chan struct{}, 1),
-		pending: make(map[uint64]*Call), next: 1, floor: 1,
+		next: 1, floor: 1,
 		ticketed: make(chan struct{}),
 	}
 	var seed [8]byte
@@ -117,7 +115,7 @@ func (pk *packetClient) sample(rtt time.Duration) {
 }
 
 func (pk *packetClient) send(b []byte) {
-	if pk.io.write(b, peerKey{ap: pk.server}, nil) == nil {
+	if pk.io.Write(b, transport.PeerKey{AP: pk.server}, nil) == nil {
 		pk.c.packetStats.sent.Add(1)
 	}
 }
@@ -125,16 +123,11 @@ func (pk *packetClient) send(b []byte) {
 // take removes and returns the pending call with id.
 func (pk *packetClient) take(id uint64) *Call {
 	pk.mu.Lock()
-	call := pk.pending[id]
-	delete(pk.pending, id)
+	call, _, retired := pk.pending.Take(id)
 	if id == pk.floor {
-		for pk.floor < pk.next && pk.pending[pk.floor] == nil {
+		for pk.floor < pk.next && !pk.pending.Has(pk.floor) {
 			pk.floor++
 		}
-	}
-	var retired error
-	if len(pk.pending) == 0 {
-		retired = pk.retiring
 	}
 	pk.mu.Unlock()
 	if retired != nil {
@@ -148,7 +141,7 @@ func (pk *packetClient) readLoop() {
 	stats := &pk.c.packetStats
 	var h wire.Header
 	for {
-		n, from, _, err := pk.io.read(buf)
+		n, from, _, err := pk.io.Read(buf)
 		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
@@ -157,7 +150,7 @@ func (pk *packetClient) readLoop() {
 			return
 		}
 		stats.received.Add(1)
-		if from.ap != pk.server {
+		if from.AP != pk.server {
 			stats.unexpected.Add(1)
 			continue
 		}
@@ -189,17 +182,15 @@ func (pk *packetClient) readLoop() {
 // close closes the socket and fails the calls pending with err.
 func (pk *packetClient) close(err error) {
 	pk.mu.Lock()
-	if pk.err != nil {
+	pending, first := pk.pending.Fail(err)
+	if !first {
 		pk.mu.Unlock()
 		return
 	}
-	pk.err = err
-	pending := pk.pending
-	pk.pending = nil
 	pk.resends = nil
 	pk.mu.Unlock()
 	close(pk.stop)
-	pk.io.pc.Close()
+	pk.io.PC.Close()
 	for _, call := range pending {
 		call.Error = &callError{call.ServiceMethod, err}
 		call.complete()
@@ -209,10 +200,7 @@ func (pk *packetClient) close(err error) {
 // closeWhenIdle closes the socket once the calls pending have ended.
 func (pk *packetClient) closeWhenIdle(err error) {
 	pk.mu.Lock()
-	idle := len(pk.pending) == 0
-	if pk.retiring == nil {
-		pk.retiring = err
-	}
+	idle := pk.pending.Retire(err)
 	pk.mu.Unlock()
 	if idle {
 		pk.close(err)
@@ -238,17 +226,16 @@ func (c *Client) packetRoundTrip(ctx context.Context, ep *endpoint, call *Call) 
 	// The id is taken and the call made pending together, so that the
 	// ack floor never passes a call about to be sent.
 	pk.mu.Lock()
-	if err := cmp.Or(pk.err, pk.retiring); err != nil {
+	id, floor, ticket, ticketed := pk.next, pk.floor, pk.ticket, pk.ticketed
+	if err := pk.pending.Add(id, call); err != nil {
 		pk.mu.Unlock()
 		return notSent{&callError{call.ServiceMethod, err}}
 	}
-	id, floor, ticket, ticketed := pk.next, pk.floor, pk.ticket, pk.ticketed
 	pk.next++
-	pk.pending[id] = call
 	pk.mu.Unlock()
 
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	encode := func() ([]byte, error) {
 		b := wire.AppendPreface((*buf)[:0], wire.Version)
 		auth := c.opts.packetKey
@@ -353,7 +340,7 @@ func (pk *packetClient) resendCancel(id uint64, deadline time.Time) {
 		return
 	}
 	pk.mu.Lock()
-	if pk.err != nil {
+	if pk.pending.Err() != nil {
 		pk.mu.Unlock()
 		return
 	}

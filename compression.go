@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -261,7 +262,7 @@ func (o *compressOptions) decompress(alg Compression, n uint64, src []byte, limi
 	default:
 		return nil, &decompressError{alg, errors.New("unknown algorithm")}
 	}
-	buf := getBuf(int(n))
+	buf := transport.GetBuf(int(n))
 	dst := (*buf)[:n]
 	var err error
 	if alg == S2 {
@@ -276,7 +277,7 @@ func (o *compressOptions) decompress(alg Compression, n uint64, src []byte, limi
 		o.zstd.Put(z)
 	}
 	if err != nil {
-		putBuf(buf)
+		transport.PutBuf(buf)
 		return nil, &decompressError{alg, err}
 	}
 	*buf = dst

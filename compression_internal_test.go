@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -54,7 +55,7 @@ func readBack(o *compressOptions, frame []byte, limit int) ([]byte, bool, error)
 	if err != nil {
 		return nil, true, err
 	}
-	defer putBuf(buf)
+	defer transport.PutBuf(buf)
 	return bytes.Clone(*buf), true, nil
 }
 
@@ -134,7 +135,7 @@ func TestDecompressAllocation(t *testing.T) {
 				buf, err := o.decompress(tc.alg, tc.n, tc.src, limit)
 				runtime.ReadMemStats(&after)
 				if err == nil {
-					putBuf(buf)
+					transport.PutBuf(buf)
 					t.Fatal("a bomb was decompressed")
 				}
 				if !errors.Is(err, tc.is) {
@@ -163,7 +164,7 @@ func FuzzDecompress(f *testing.F) {
 		case err == nil && (len(*buf) != int(n) || n > limit):
 			t.Fatalf("decompressed %d bytes, said %d, limit %d", len(*buf), n, limit)
 		case err == nil:
-			putBuf(buf)
+			transport.PutBuf(buf)
 		case n > limit && !errors.Is(err, ErrTooLarge):
 			t.Fatalf("a length over the limit gave %v, not ErrTooLarge", err)
 		case n <= limit && !errors.Is(err, ErrBadRequest):
@@ -209,7 +210,7 @@ func BenchmarkCompressFrame(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					putBuf(buf)
+					transport.PutBuf(buf)
 				}
 			})
 		}

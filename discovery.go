@@ -85,7 +85,7 @@ type group struct {
 	watcher registry.Watcher
 	cancel  context.CancelFunc
 
-	mu        sync.Mutex
+	mu        sync.Mutex  // guards the fields below
 	endpoints []*endpoint // sorted by ID
 	closed    bool
 

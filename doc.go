@@ -316,5 +316,16 @@ client interceptors wrap each call in the style of net/http middleware;
 see ServerInterceptor and ClientInterceptor.
 
 The wire format is specified in PROTOCOL.md in the repository.
+
+# Layers
+
+This package is the API, and the protocol's state machines beneath it:
+the fronts (TCP connections, UDP sockets, HTTP and FastCGI, net/rpc
+codecs) read calls, make them in one way (call.go) and take their
+answers through one small interface, so the scheduler, interceptors,
+limits, metrics and logs apply alike to all. Beneath them,
+internal/transport moves bytes (a connection's writer and heartbeat,
+datagrams, the table of calls awaiting answers) and internal/wire frames
+them. The README's "Where the code lives" names every layer's files.
 */
 package kiev

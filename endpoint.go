@@ -33,7 +33,7 @@ type endpoint struct {
 	live atomic.Pointer[clientConn] // the current connection, for the fast path
 	udp  bool                       // calls go in datagrams, through pk
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards the fields below
 	cc        *clientConn
 	pk        *packetClient // the UDP socket, made on first use
 	closed    bool

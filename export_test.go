@@ -39,7 +39,7 @@ func PacketLocalAddr(c *Client) net.Addr {
 	if err != nil {
 		return nil
 	}
-	return pk.io.pc.LocalAddr()
+	return pk.io.PC.LocalAddr()
 }
 
 // InlineCounts reports how many calls srv ran on their connection's

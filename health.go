@@ -94,7 +94,7 @@ type HealthWatchRequest struct {
 // healthState is a Server's own say in its health: what SetHealth set,
 // and whether it is shutting down.
 type healthState struct {
-	mu       sync.Mutex
+	mu       sync.Mutex               // guards the fields below
 	set      map[string]ServingStatus // by SetHealth; "" is the server
 	stopping bool                     // Shutdown or Close began
 	changed  chan struct{}            // closed, and made anew, on every change

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 )
 
 // HTTP headers of kiev's HTTP front.
@@ -307,12 +308,12 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			md[k] = v
 		}
 	}
-	buf := getBuf(0)
+	buf := transport.GetBuf(0)
 	body := bytesBuffer{b: (*buf)[:0]}
 	_, err = io.Copy(&body, http.MaxBytesReader(w, r.Body, s.opts.httpMaxBody))
 	*buf = body.b
 	if err != nil {
-		putBuf(buf)
+		transport.PutBuf(buf)
 		if errors.As(err, new(*http.MaxBytesError)) {
 			httpError(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", s.opts.httpMaxBody))
 			return
@@ -325,7 +326,7 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if s.isClosed() {
-		putBuf(buf)
+		transport.PutBuf(buf)
 		httpError(w, CodeShutdown, "kiev: the server is shutting down; retry on another server")
 		return
 	}
@@ -333,12 +334,12 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the caller's address and port): WithMaxConcurrentCalls holds for
 	// it as for a TCP connection.
 	if !s.httpCalls.take(r.RemoteAddr, s.opts.maxCalls) {
-		putBuf(buf)
+		transport.PutBuf(buf)
 		code, msg := s.refuseAtLimit(m, "on this connection")
 		httpError(w, code, msg)
 		return
 	}
-	in := callHead{m: m, codec: codec.JSON, peer: stringAddr(r.RemoteAddr), tls: r.TLS, md: md, claimed: priority, deadline: time.Now().Add(timeout), body: buf}
+	in := callHead{m: m, codec: codec.JSON, peer: httpAddr(r.RemoteAddr), tls: r.TLS, md: md, claimed: priority, deadline: time.Now().Add(timeout), body: buf}
 	if m == s.unknown {
 		in.asked = name
 	}
@@ -390,8 +391,8 @@ func (bb *bytesBuffer) Write(p []byte) (int, error) {
 // which writes it.
 type httpSink struct {
 	front httpFront
-	peer  string // the request's RemoteAddr, its count in Server.httpCalls
-	mu    sync.Mutex
+	peer  string     // the request's RemoteAddr, its count in Server.httpCalls
+	mu    sync.Mutex // guards the fields below
 	code  Code
 	msg   string
 	body  []byte
@@ -433,7 +434,7 @@ func (hs *httpSink) backlogged() (int, bool) { return 0, false }
 // peerCalls counts the calls in flight of each HTTP caller's connection,
 // for WithMaxConcurrentCalls.
 type peerCalls struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards the fields below
 	calls map[string]int
 }
 
@@ -467,3 +468,9 @@ func (pc *peerCalls) put(peer string) {
 		}
 	}
 }
+
+// httpAddr is an HTTP caller's address, as its request gives it.
+type httpAddr string
+
+func (a httpAddr) Network() string { return "tcp" }
+func (a httpAddr) String() string  { return string(a) }

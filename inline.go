@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -63,15 +64,15 @@ type burst struct {
 }
 
 // release sends the replies the burst held so far.
-func (b *burst) release(l *link) {
+func (b *burst) release(l *transport.Link) {
 	if b.held {
-		l.release()
+		l.Release()
 		b.held = false
 	}
 }
 
 // end sends the replies the burst held, and starts a new one.
-func (b *burst) end(l *link) {
+func (b *burst) end(l *transport.Link) {
 	b.release(l)
 	b.spent = 0
 }
@@ -107,7 +108,7 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 	} else {
 		b.spent += est
 		if !b.held {
-			c.link.hold()
+			c.link.Hold()
 			b.held = true
 		}
 	}
@@ -133,7 +134,7 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 
 // takeOver goes on reading r in place of a reader busy with a call.
 func (c *serverConn) takeOver(r *wire.Reader) {
-	c.link.release() // the replies of the burst so far must not wait for the slow call
+	c.link.Release() // the replies of the burst so far must not wait for the slow call
 	c.srv.connWG.Add(1)
 	go func() {
 		defer c.srv.connWG.Done()
@@ -147,7 +148,7 @@ type inlineWatch struct {
 	runs      atomic.Uint64 // calls run on their reader
 	takeovers atomic.Uint64 // readers taken over
 
-	mu      sync.Mutex
+	mu      sync.Mutex             // guards the fields below
 	conns   map[*serverConn]uint64 // watched connections, by their lendSeq at the last tick
 	timer   *time.Timer
 	running bool

@@ -6,8 +6,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kievrpc/kiev"
 	"go.uber.org/goleak"
+
+	"github.com/kievrpc/kiev"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 // close its dependencies on Shutdown, and the health checks of those
 // dependencies.
 type hooks struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below
 	shutdown []func(context.Context) error
 	ran      bool
 	health   map[string]func(context.Context) error

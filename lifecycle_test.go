@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/internal/wire"
-	"go.uber.org/goleak"
 )
 
 func TestShutdownDrainsInFlightCalls(t *testing.T) {

@@ -18,11 +18,11 @@ const LogBurst = 10
 
 // logLimit counts the lines of one message in the current second.
 type logLimit struct {
-	mu         sync.Mutex
-	sec        int64 // the Unix second counted
-	n          int   // lines logged in it
-	suppressed int64 // lines suppressed since the last one logged
-	total      int64 // lines suppressed, ever
+	mu         sync.Mutex // guards the fields below
+	sec        int64      // the Unix second counted
+	n          int        // lines logged in it
+	suppressed int64      // lines suppressed since the last one logged
+	total      int64      // lines suppressed, ever
 }
 
 // logLimits holds a server's logLimit by message.

@@ -4,8 +4,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kievrpc/kiev/shed"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Metrics are Prometheus collectors that read kiev's own counters when

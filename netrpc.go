@@ -126,9 +126,9 @@ func NewClient(conn io.ReadWriteCloser, opts ...DialOption) *Client {
 // the reader checks the server's preface before any reply.
 func startClientConn(ep *endpoint, nc net.Conn) *clientConn {
 	cc := newConnOn(ep, nc)
-	_ = cc.link.send(wire.AppendPreface(nil, wire.Version))
+	_ = cc.link.Send(wire.AppendPreface(nil, wire.Version))
 	if s := ep.c.opts.compress.settings; s != nil {
-		_ = cc.link.send(s)
+		_ = cc.link.Send(s)
 	}
 	cc.run(func() {
 		r := cc.reader()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 )
 
 // The codec seam of net/rpc: a Server serves calls that a net/rpc
@@ -82,9 +83,9 @@ type codecConn struct {
 	codec   rpc.ServerCodec
 	sending sync.Mutex // WriteResponse is not safe for concurrent use
 
-	mu       sync.Mutex
-	calls    int  // in flight
-	draining bool // close the codec once no call is in flight
+	mu       sync.Mutex // guards the fields below
+	calls    int        // in flight
+	draining bool       // close the codec once no call is in flight
 	once     sync.Once
 	closed   chan struct{} // closed with the codec
 }
@@ -153,7 +154,7 @@ func (cc *codecConn) serveOne(end chan struct{}) (bool, error) {
 		return false, nil
 	}
 	sink := &codecCall{conn: cc, method: h.ServiceMethod, seq: h.Seq, arg: argp, end: end}
-	in := callHead{m: m, codec: sink, id: h.Seq, peer: connAddr("net/rpc codec"), claimed: DefaultPriority, body: getBuf(0)}
+	in := callHead{m: m, codec: sink, id: h.Seq, peer: connAddr("net/rpc codec"), claimed: DefaultPriority, body: transport.GetBuf(0)}
 	sc := s.makeCall(&in, context.Background(), sink)
 	cc.mu.Lock()
 	cc.calls++
@@ -232,7 +233,7 @@ func NewClientWithCodec(c rpc.ClientCodec, opts ...DialOption) *Client {
 	}
 	cl.opts.fill()
 	cl.budget = newRetryBudget(cl.opts.retry)
-	cl.rpcc = &codecClient{c: cl, codec: c, pending: make(map[uint64]*Call)}
+	cl.rpcc = &codecClient{c: cl, codec: c}
 	cl.invoke = chainClient(cl.rpcc.invoke, cl.opts.interceptors)
 	go cl.rpcc.readLoop()
 	trackClient(cl)
@@ -245,10 +246,9 @@ type codecClient struct {
 	codec   rpc.ClientCodec
 	sending sync.Mutex // WriteRequest is not safe for concurrent use
 
-	mu      sync.Mutex
-	seq     uint64
-	pending map[uint64]*Call
-	err     error // why no call can be made any more
+	mu      sync.Mutex               // guards the fields below
+	seq     uint64                   // the last call's
+	pending transport.Pending[*Call] // calls awaiting their reply; why no call can be made any more
 	once    sync.Once
 }
 
@@ -267,14 +267,12 @@ func (cc *codecClient) roundTrip(ctx context.Context, call *Call) error {
 	}
 	signal := call.signal
 	cc.mu.Lock()
-	if cc.err != nil {
-		err := cc.err
+	seq := cc.seq + 1
+	if err := cc.pending.Add(seq, call); err != nil {
 		cc.mu.Unlock()
 		return &callError{call.ServiceMethod, err}
 	}
-	cc.seq++
-	seq := cc.seq
-	cc.pending[seq] = call
+	cc.seq = seq
 	cc.mu.Unlock()
 
 	cc.sending.Lock()
@@ -302,8 +300,7 @@ func (cc *codecClient) roundTrip(ctx context.Context, call *Call) error {
 func (cc *codecClient) take(seq uint64) *Call {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	call := cc.pending[seq]
-	delete(cc.pending, seq)
+	call, _, _ := cc.pending.Take(seq) // the client never retires: no retired error
 	return call
 }
 
@@ -341,12 +338,7 @@ func (cc *codecClient) readLoop() {
 // fail makes every pending and later call fail with err.
 func (cc *codecClient) fail(err error) {
 	cc.mu.Lock()
-	if cc.err == nil {
-		cc.err = err
-	}
-	pending := cc.pending
-	cc.pending = map[uint64]*Call{}
-	err = cc.err
+	pending, _ := cc.pending.Fail(err) // none, if it had failed already
 	cc.mu.Unlock()
 	for _, call := range pending {
 		call.Error = &callError{call.ServiceMethod, err}

@@ -1,8 +1,6 @@
 package kiev
 
 import (
-	"net"
-	"net/netip"
 	"sync/atomic"
 	"time"
 )
@@ -162,79 +160,4 @@ func (c *packetCounters) snapshot() PacketStats {
 		Duplicates: c.duplicates.Load(), CacheFull: c.cacheFull.Load(), Dropped: c.dropped.Load(),
 		SessionlessCancels: c.sessionlessCancels.Load(), Malformed: c.malformed.Load(), Retries: c.retries.Load(),
 	}
-}
-
-// udpConn is what kiev needs of a UDP socket to read and write without
-// allocating an address per datagram; *net.UDPConn has it.
-type udpConn interface {
-	net.PacketConn
-	ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error)
-	WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error)
-}
-
-// packetIO reads and writes datagrams on pc, by netip.AddrPort where pc
-// allows it and by net.Addr otherwise.
-type packetIO struct {
-	pc  net.PacketConn
-	udp udpConn // nil if pc is not one
-}
-
-func newPacketIO(pc net.PacketConn) packetIO {
-	u, _ := pc.(udpConn)
-	return packetIO{pc: pc, udp: u}
-}
-
-// peerKey identifies a peer address without allocating for UDP.
-type peerKey struct {
-	ap    netip.AddrPort
-	other string // for sockets other than UDP
-}
-
-func (k peerKey) addr() net.Addr {
-	if k.other != "" {
-		return stringAddr(k.other)
-	}
-	return udpAddr(k.ap)
-}
-
-// udpAddr is a UDP peer address that costs one allocation as a net.Addr,
-// where *net.UDPAddr costs two.
-type udpAddr netip.AddrPort
-
-func (a udpAddr) Network() string { return "udp" }
-func (a udpAddr) String() string  { return netip.AddrPort(a).String() }
-
-// stringAddr is a net.Addr known only by its string.
-type stringAddr string
-
-func (a stringAddr) Network() string { return "udp" }
-func (a stringAddr) String() string  { return string(a) }
-
-func (io packetIO) read(b []byte) (int, peerKey, net.Addr, error) {
-	if io.udp != nil {
-		n, ap, err := io.udp.ReadFromUDPAddrPort(b)
-		return n, peerKey{ap: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil, err
-	}
-	n, a, err := io.pc.ReadFrom(b)
-	if err != nil {
-		return n, peerKey{}, nil, err
-	}
-	if ua, ok := a.(*net.UDPAddr); ok {
-		ap := ua.AddrPort()
-		return n, peerKey{ap: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, a, nil
-	}
-	return n, peerKey{other: a.String()}, a, nil
-}
-
-func (io packetIO) write(b []byte, to peerKey, toAddr net.Addr) error {
-	var err error
-	switch {
-	case io.udp != nil && to.other == "":
-		_, err = io.udp.WriteToUDPAddrPort(b, to.ap)
-	case toAddr != nil:
-		_, err = io.pc.WriteTo(b, toAddr)
-	default:
-		_, err = io.pc.WriteTo(b, to.addr())
-	}
-	return err
 }

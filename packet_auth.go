@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -112,6 +113,6 @@ func (a *signer) verify(s *Server, b []byte, h *wire.Header, now time.Time) {
 	if a.err == nil {
 		// Known by the key, not the address: a replay from elsewhere
 		// finds the call it repeats.
-		a.key.peer = peerKey{other: "\x00key " + a.id}
+		a.key.peer = transport.PeerKey{Other: "\x00key " + a.id}
 	}
 }

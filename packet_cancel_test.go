@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/wire"
-	"go.uber.org/goleak"
 )
 
 // Waiter's Wait runs until its ctx ends, and reports when and why.

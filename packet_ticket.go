@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -18,7 +19,7 @@ import (
 // sendWithin sends the answer b, of error code code (CodeOK for a reply),
 // to call id if it takes no more than allow bytes (-1: any), and a Retry
 // instead if it does.
-func (ps *packetServer) sendWithin(b []byte, code Code, allow int, id, session uint64, peer peerKey, addr net.Addr) {
+func (ps *packetServer) sendWithin(b []byte, code Code, allow int, id, session uint64, peer transport.PeerKey, addr net.Addr) {
 	if allow < 0 || len(b) <= allow {
 		ps.send(b, peer, addr)
 		return
@@ -39,13 +40,13 @@ const retryMsg = "kiev: answer held until this address shows it receives (Packet
 // call ran and must not run again, is CodeTooLarge. A call refused for
 // the duplicate-request cache, held nowhere, is CodeOverloaded. The Retry
 // is sent only if it takes no more than allow bytes.
-func (ps *packetServer) sendRetry(id, session uint64, peer peerKey, addr net.Addr, allow int, code Code) {
+func (ps *packetServer) sendRetry(id, session uint64, peer transport.PeerKey, addr net.Addr, allow int, code Code) {
 	msg := retryMsg
 	if code == CodeOK {
 		code = CodeTooLarge
 	}
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	b := wire.AppendPreface((*buf)[:0], wire.Version)
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
@@ -70,16 +71,16 @@ func ticketPeriodOf(t time.Time) int64 { return t.Unix() / int64(ticketPeriod/ti
 // ticket is the proof, for a period, that the client socket with session
 // receives datagrams at peer: a MAC of them under the server's secret,
 // which only a client that received it can send back.
-func (ps *packetServer) ticket(peer peerKey, session uint64, period int64) []byte {
+func (ps *packetServer) ticket(peer transport.PeerKey, session uint64, period int64) []byte {
 	m := hmac.New(sha256.New, ps.secret[:])
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(period))
 	binary.BigEndian.PutUint64(b[8:], session)
 	m.Write(b[:])
-	if peer.other != "" {
-		m.Write([]byte(peer.other))
+	if peer.Other != "" {
+		m.Write([]byte(peer.Other))
 	} else {
-		ab, _ := peer.ap.MarshalBinary()
+		ab, _ := peer.AP.MarshalBinary()
 		m.Write(ab)
 	}
 	return m.Sum(nil)[:ticketLen]
@@ -89,7 +90,7 @@ const ticketLen = 16
 
 // validTicket reports whether t is a ticket of this server for peer and
 // session, of now's period or the one before.
-func (ps *packetServer) validTicket(t []byte, peer peerKey, session uint64, now time.Time) bool {
+func (ps *packetServer) validTicket(t []byte, peer transport.PeerKey, session uint64, now time.Time) bool {
 	if len(t) != ticketLen {
 		return false
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/shed"
 )
@@ -27,7 +28,7 @@ type Server struct {
 	opts    serverOptions
 	handler Handler // the interceptor chain around invoke
 
-	mu         sync.Mutex
+	mu         sync.Mutex                    // guards the fields below
 	services   map[string]map[string]*method // service -> method name -> method
 	listeners  map[net.Listener]struct{}
 	conns      map[*serverConn]struct{}
@@ -52,10 +53,10 @@ type Server struct {
 	regClosed  bool                      // no registration may start; under mu
 	regCancel  context.CancelFunc
 
-	hooks     hooks      // OnShutdown functions and health checks
-	logLimits logLimits  // lines per second of the warnings peers can cause
-	partial   byteBudget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
-	httpCalls peerCalls  // calls in flight of each HTTP caller (WithMaxConcurrentCalls)
+	hooks     hooks            // OnShutdown functions and health checks
+	logLimits logLimits        // lines per second of the warnings peers can cause
+	partial   transport.Budget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
+	httpCalls peerCalls        // calls in flight of each HTTP caller (WithMaxConcurrentCalls)
 	health    healthState
 	// Registrations not yet confirmed by the registry, and the last one
 	// that failed, for readiness (/readyz).
@@ -105,7 +106,7 @@ func NewServer(opts ...ServerOption) *Server {
 		panic(fmt.Errorf("kiev: NewServer: WithShed: %w", err))
 	}
 	s.opts.fill()
-	s.partial.max = int64(s.opts.maxPartial)
+	s.partial.Max = int64(s.opts.maxPartial)
 	s.unknown = &method{name: "(unknown method)", argType: reflect.TypeFor[struct{}](), replyType: reflect.TypeFor[struct{}](), dropped: dropMessages("(unknown method)")}
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {
 		s.codecs[c.Name()] = c

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/shed"
 )
@@ -23,7 +24,7 @@ import (
 type serverConn struct {
 	srv      *Server
 	nc       net.Conn // the socket, then its TLS conn: set by serve under mu, read by others under mu
-	link     *link
+	link     *transport.Link
 	base     context.Context // parent of every handler ctx
 	stopBase func() bool     // stops the watch on base
 
@@ -40,7 +41,7 @@ type serverConn struct {
 	// algorithms that the client accepts, a Compression.
 	replyAlg atomic.Uint32
 
-	mu        sync.Mutex
+	mu        sync.Mutex             // guards the fields below
 	calls     map[uint64]*serverCall // calls in flight, by id
 	active    atomic.Int32           // len(calls), read without mu
 	draining  bool                   // GoAway sent: refuse new calls, close when idle
@@ -54,8 +55,13 @@ type serverConn struct {
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
 	c := &serverConn{srv: s, nc: nc, base: base, calls: make(map[uint64]*serverCall), readerDone: make(chan struct{})}
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
-	c.link = newLink(nc, &s.opts.connOptions, c.close)
-	c.link.share = s.connShare
+	o := &s.opts.connOptions
+	c.link = transport.NewLink(nc, transport.Config{
+		HeartbeatInterval: o.heartbeatInterval, HeartbeatTimeout: o.heartbeatTimeout, MaxFrame: o.maxFrame,
+		Share:  s.connShare,
+		Closed: ErrShutdown,
+		OnDead: c.close,
+	})
 	return c
 }
 
@@ -76,9 +82,9 @@ func (c *serverConn) serve() {
 		if dead { // closed during the handshake: the socket is closed
 			return
 		}
-		c.link.setConn(tc)
+		c.link.SetConn(tc)
 	}
-	r := wire.NewReader(&progressReader{c.nc, &c.link.bytesSeen}, readBufSize, c.srv.opts.maxFrame)
+	r := wire.NewReader(c.link.Reader(c.nc), transport.ReadBufSize, c.srv.opts.maxFrame)
 	r.SetBudget(&c.srv.partial)
 	defer r.Release()
 	if err := c.handshake(r); err != nil {
@@ -93,10 +99,10 @@ func (c *serverConn) serve() {
 	c.started = true
 	c.mu.Unlock()
 	c.reader = r
-	go c.link.writeLoop()
+	go c.link.Run()
 	c.read(r)
 	<-c.readerDone
-	<-c.link.done
+	<-c.link.Done()
 	c.close(io.EOF) // after the client's end of stream: the replies are out
 }
 
@@ -147,7 +153,7 @@ func (c *serverConn) peerDone() {
 	idle := len(c.calls) == 0
 	c.mu.Unlock()
 	if idle {
-		c.link.flushAndStop()
+		c.link.FlushAndStop()
 	}
 }
 
@@ -173,7 +179,7 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 		// Take no more calls while the client leaves its replies unread:
 		// backpressure, so a client that does not read holds no more than
 		// its share of memory.
-		if err := c.link.waitRoom(c.srv.connShare()); err != nil {
+		if err := c.link.WaitRoom(c.srv.connShare()); err != nil {
 			return err
 		}
 		if !r.More() {
@@ -186,7 +192,7 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			}
 			return err
 		}
-		c.link.readSeen.Store(true)
+		c.link.FrameRead()
 		switch f.Type {
 		case wire.TypeRequest:
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
@@ -215,7 +221,7 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 		case wire.TypePing:
 			b := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.TypePong, f.ID)
 			_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
-			_ = c.link.send(b)
+			_ = c.link.Send(b)
 		}
 		// Pong needs nothing beyond readSeen; unknown types are skipped
 		// so that newer clients can add frame types.
@@ -274,13 +280,13 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 }
 
 func (c *serverConn) replyError(id uint64, code Code, msg string) {
-	buf := getBuf(0)
+	buf := transport.GetBuf(0)
 	b := appendError((*buf)[:0], id, code, msg, false)
 	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err == nil {
-		_ = c.link.send(b)
+		_ = c.link.Send(b)
 	}
 	*buf = b
-	putBuf(buf)
+	transport.PutBuf(buf)
 }
 
 // finish forgets a call, unless a new call has taken its id; the last
@@ -310,8 +316,8 @@ func (c *serverConn) endDrain() {
 	b = wire.AppendUvarint(b, wire.KeyLastID, last)
 	_ = wire.EndHeader(b, 0)
 	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
-	_ = c.link.send(b)
-	c.link.flushAndStop()
+	_ = c.link.Send(b)
+	c.link.FlushAndStop()
 }
 
 // drain sends GoAway and closes the connection once its calls are done.
@@ -331,7 +337,7 @@ func (c *serverConn) drain() {
 	c.mu.Unlock()
 	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
 	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
-	_ = c.link.send(b)
+	_ = c.link.Send(b)
 	if idle {
 		c.endDrain()
 	}
@@ -343,7 +349,7 @@ func (c *serverConn) drain() {
 		// elsewhere), for a heartbeat interval at most: closing with
 		// them unread would send a reset, which can destroy replies the
 		// client has not read yet. The reader then closes the socket.
-		<-c.link.done
+		<-c.link.Done()
 		c.mu.Lock()
 		nc := c.nc
 		c.mu.Unlock()
@@ -372,7 +378,7 @@ func (c *serverConn) close(err error) {
 	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
 		c.srv.warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
 	}
-	c.link.stop(err)
+	c.link.Stop(err)
 	nc.Close()
 	c.cancelCalls(context.Canceled, true)
 }
@@ -397,8 +403,8 @@ func (c *serverConn) cancelCalls(err error, callerGone bool) {
 // reply, fail, done and backlogged make a serverConn the callSink of its
 // calls.
 func (c *serverConn) reply(sc *serverCall, cd codec.Codec, v any) error {
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	b, err := appendResponse((*buf)[:0], sc.id, cd, v)
 	if err == nil {
 		b = c.compressReply(sc, b)
@@ -432,8 +438,8 @@ func (c *serverConn) compressReply(sc *serverCall, b []byte) []byte {
 }
 
 func (c *serverConn) fail(sc *serverCall, code Code, msg string, limited bool) error {
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	b := appendError((*buf)[:0], sc.id, code, msg, limited)
 	*buf = b
 	return c.answer(sc, b)
@@ -451,7 +457,7 @@ func (c *serverConn) answer(sc *serverCall, b []byte) error {
 		}
 	}
 	sc.answered.Store(true)
-	_ = c.link.sendAlone(b, c.active.Load() == 1)
+	_ = c.link.SendAlone(b, c.active.Load() == 1)
 	return nil
 }
 
@@ -462,6 +468,6 @@ const maxBackloggedFrame = 1 << 10
 func (c *serverConn) done(sc *serverCall) { c.finish(sc) }
 
 func (c *serverConn) backlogged() (int, bool) {
-	n := int(c.link.backlog.Load())
+	n := int(c.link.Backlog())
 	return n, n > 2*c.srv.connShare()
 }

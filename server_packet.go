@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -49,9 +50,9 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 	}
 	ps := &packetServer{
 		srv:     s,
-		io:      newPacketIO(pc),
+		io:      transport.NewPacketIO(pc),
 		peers:   make(map[sessionKey]*peerState),
-		byPeer:  make(map[peerKey]int),
+		byPeer:  make(map[transport.PeerKey]int),
 		stopped: make(chan struct{}),
 	}
 	_, _ = rand.Read(ps.secret[:]) // never fails (crypto/rand)
@@ -105,17 +106,17 @@ func (s *Server) PacketStats() PacketStats {
 // cache; calls run on the scheduler's workers.
 type packetServer struct {
 	srv  *Server
-	io   packetIO
+	io   transport.PacketIO
 	base context.Context
 
-	mu       sync.Mutex
-	secret   [32]byte // keys the tickets (see ticket)
+	mu       sync.Mutex // guards the fields below
+	secret   [32]byte   // keys the tickets (see ticket)
 	peers    map[sessionKey]*peerState
-	entries  int             // calls remembered, over all peers
-	unproven int             // of those, calls of addresses not shown to receive
-	running  int             // calls not done
-	byPeer   map[peerKey]int // calls not done, by client address (WithMaxConcurrentCalls)
-	draining bool            // refuse new calls; close once running is 0
+	entries  int                       // calls remembered, over all peers
+	unproven int                       // of those, calls of addresses not shown to receive
+	running  int                       // calls not done
+	byPeer   map[transport.PeerKey]int // calls not done, by client address (WithMaxConcurrentCalls)
+	draining bool                      // refuse new calls; close once running is 0
 	closed   bool
 	idle     *sync.Cond // signalled when running reaches 0
 
@@ -126,7 +127,7 @@ type packetServer struct {
 // sessionKey identifies a client socket: its address and the random
 // session id it sends (0 for clients that send none).
 type sessionKey struct {
-	peer    peerKey
+	peer    transport.PeerKey
 	session uint64
 }
 
@@ -143,7 +144,7 @@ type packetCall struct {
 	ps      *packetServer
 	st      *peerState
 	id      uint64
-	peer    peerKey
+	peer    transport.PeerKey
 	addr    net.Addr  // the peer, for sockets other than UDP
 	answer  []byte    // the answer datagram, once sent
 	code    Code      // the answer's error code, CodeOK for a reply
@@ -160,7 +161,7 @@ func (ps *packetServer) readLoop() error {
 	var h wire.Header
 	stats := &ps.srv.packetStats
 	for {
-		n, peer, addr, err := ps.io.read(buf)
+		n, peer, addr, err := ps.io.Read(buf)
 		if err != nil {
 			select {
 			case <-ps.stopped:
@@ -203,7 +204,7 @@ func (ps *packetServer) readLoop() error {
 }
 
 // request starts a call, or answers a retransmission from the cache.
-func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, addr net.Addr, n int, a *signer) {
+func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer transport.PeerKey, addr net.Addr, n int, a *signer) {
 	stats := &ps.srv.packetStats
 	now := time.Now()
 	linger := ps.srv.opts.packet.DedupLinger
@@ -282,7 +283,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer peerKey, add
 	}
 	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
 	if addr == nil {
-		addr = peer.addr()
+		addr = peer.Addr()
 	}
 	sc, code, msg := ps.srv.newCall(f, h, addr, ps.base, pc)
 	if sc == nil {
@@ -378,9 +379,9 @@ func (ps *packetServer) cancel(k sessionKey, id uint64) {
 
 // replyError answers a request with an error, within allow bytes (-1:
 // any), or else with a Retry.
-func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code Code, msg string, allow int, session uint64) {
-	buf := getBuf(0)
-	defer putBuf(buf)
+func (ps *packetServer) replyError(id uint64, peer transport.PeerKey, addr net.Addr, code Code, msg string, allow int, session uint64) {
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
 	*buf = b
 	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
@@ -388,8 +389,8 @@ func (ps *packetServer) replyError(id uint64, peer peerKey, addr net.Addr, code 
 	}
 }
 
-func (ps *packetServer) send(b []byte, peer peerKey, addr net.Addr) {
-	if ps.io.write(b, peer, addr) == nil {
+func (ps *packetServer) send(b []byte, peer transport.PeerKey, addr net.Addr) {
+	if ps.io.Write(b, peer, addr) == nil {
 		ps.srv.packetStats.sent.Add(1)
 	}
 }
@@ -401,8 +402,8 @@ func (pc *packetCall) proven() bool { return pc.allow < 0 }
 // reply, fail, done and backlogged make a packetCall the callSink of its
 // call.
 func (pc *packetCall) reply(sc *serverCall, cd codec.Codec, v any) error {
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	b, err := appendResponse(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, cd, v)
 	*buf = b
 	if err != nil {
@@ -412,8 +413,8 @@ func (pc *packetCall) reply(sc *serverCall, cd codec.Codec, v any) error {
 }
 
 func (pc *packetCall) fail(sc *serverCall, code Code, msg string, limited bool) error {
-	buf := getBuf(0)
-	defer putBuf(buf)
+	buf := transport.GetBuf(0)
+	defer transport.PutBuf(buf)
 	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, code, msg, limited)
 	*buf = b
 	return pc.send(b, code)
@@ -519,7 +520,7 @@ func (ps *packetServer) close() {
 		ps.closed = true
 		ps.mu.Unlock()
 		close(ps.stopped)
-		ps.io.pc.Close()
+		ps.io.PC.Close()
 	})
 }
 

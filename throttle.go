@@ -59,7 +59,7 @@ type throttler struct {
 	calls   [throttleBuckets]atomic.Int64
 	accepts [throttleBuckets]atomic.Int64
 
-	mu          sync.Mutex
+	mu          sync.Mutex   // guards the fields below
 	pastCalls   atomic.Int64 // sums over the buckets before the current one
 	pastAccepts atomic.Int64
 	// joined holds what each ended bucket added to the past sums.

@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import (
 	"errors"
@@ -20,24 +20,25 @@ import (
 // in place; the write queue is bounded so a slow peer pushes back on
 // callers instead of growing memory without limit.
 const (
-	readBufSize   = 64 << 10
-	maxQueued     = 4 << 20
-	maxSpareBytes = 1 << 20 // a larger spare write buffer is kept only while in use
-	// maxHeld is what a hold (link.hold) lets wait before the writer is
+	ReadBufSize   = 64 << 10 // the size of a connection's wire.Reader buffer
+	MaxQueued     = 4 << 20  // what a blocking link queues before Send waits
+	maxSpareBytes = 1 << 20  // a larger spare write buffer is kept only while in use
+	// maxHeld is what a hold (Link.Hold) lets wait before the writer is
 	// woken all the same: enough for one large write, and far below a
 	// connection's share of the queued bytes, which would refuse calls.
 	maxHeld = 32 << 10
 )
 
-// link is the transport half shared by server and client connections: one
-// writer goroutine that coalesces queued frames into as few syscalls as
-// possible, and runs the heartbeat between writes.
+// Link is the writing half of a kiev connection, shared by server and
+// client connections: one writer goroutine (Run) that coalesces queued
+// frames into as few syscalls as possible, and runs the heartbeat between
+// writes.
 //
-// Frames are queued with send, which copies them, so callers reuse their
+// Frames are queued with Send, which copies them, so callers reuse their
 // buffers at once. The writer swaps the queue for its spare buffer and
 // writes the whole batch with one Write.
 //
-// A frame sent with sendAlone, by the only call in flight on the
+// A frame sent with SendAlone, by the only call in flight on the
 // connection, is written by its sender when nobody else is writing, with
 // one non-blocking syscall; the writer gets only what the socket did not
 // take. A lone call then costs no wake-up of the writer goroutine, a large
@@ -45,38 +46,32 @@ const (
 // flight, frames queue and the writer coalesces them, as one syscall for
 // many frames costs less than a syscall each. This is brpc's "wait-free
 // write", kept to the case where it pays.
-type link struct {
-	nc       net.Conn
-	raw      syscall.RawConn // nc's socket, for inline writes; nil if nc is not a plain socket (TLS)
-	opts     *connOptions
-	onDead   func(error) // called once from the writer when the link fails
-	readSeen atomic.Bool // set by the reader on every frame
-	// bytesSeen is set on every read that returns bytes (progressReader):
-	// a large frame in progress proves its sender alive, though no whole
-	// frame arrives for a while on a slow link.
+//
+// A Link's methods are safe for concurrent use. It owns one goroutine, Run,
+// which its connection starts; Done is closed when Run returns.
+type Link struct {
+	nc  net.Conn
+	raw syscall.RawConn // nc's socket, for inline writes; nil if nc is not a plain socket (TLS)
+	cfg Config
+	// readSeen is set by the reader on every frame (FrameRead).
+	readSeen atomic.Bool
+	// bytesSeen is set on every read that returns bytes (Reader): a large
+	// frame in progress proves its sender alive, though no whole frame
+	// arrives for a while on a slow link.
 	bytesSeen atomic.Bool
-	// blocking makes send wait while more than maxQueued bytes are
-	// queued (a client's calls). A server's replies never wait: its
-	// reader stops taking calls instead (waitRoom), so that no handler
-	// goroutine is held by a client that does not read.
-	blocking bool
-	// share, on a server, is the bytes of replies this connection may
-	// have waiting (Server.connShare); the writer keeps no spare buffer
-	// larger than that. nil on a client.
-	share func() int
 
-	mu    sync.Mutex
-	space sync.Cond // signalled when the queue drains
+	mu    sync.Mutex // guards the fields below
+	space sync.Cond  // signalled when the queue drains
 	queue []byte
 	spare []byte
 	// backlog counts the bytes queued or being written. It changes under
 	// mu and is read without it, once per call, by the server's reader
-	// (waitRoom) and its calls (serverConn.backlogged).
+	// (WaitRoom) and its calls (Backlog).
 	backlog atomic.Int64
 	err     error // first failure; set once
 	closing bool  // flush what is queued, then stop
 	writing bool  // a goroutine (the writer or an inline sender) writes to nc
-	held    bool  // queue without waking the writer: the server's reader runs a burst of calls (inline.go)
+	held    bool  // queue without waking the writer: the server's reader runs a burst of calls
 
 	inline  []byte // the frame being written inline, for inlineWrite
 	written int    // what of it the socket took
@@ -85,29 +80,53 @@ type link struct {
 	inlineWrite func(fd uintptr) bool
 
 	kick chan struct{} // a non-blocking nudge: the queue has frames
-	quit chan struct{} // closed by stop
+	quit chan struct{} // closed by Stop
 	done chan struct{} // closed when the writer exits
 	once sync.Once
 }
 
-func newLink(nc net.Conn, opts *connOptions, onDead func(error)) *link {
-	l := &link{
-		opts:   opts,
-		onDead: onDead,
-		kick:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
+// Config is how a Link behaves.
+type Config struct {
+	// HeartbeatInterval is how often the writer checks that the peer is
+	// alive, pinging it when it sent no whole frame since the last check;
+	// HeartbeatTimeout is how long a silent peer, or one that takes no
+	// byte written to it, is given before the link fails.
+	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// MaxFrame bounds the frames the link makes itself (pings).
+	MaxFrame int
+	// Blocking makes Send wait while more than MaxQueued bytes are queued
+	// (a client's calls). A server's replies never wait: its reader stops
+	// taking calls instead (WaitRoom), so that no handler goroutine is
+	// held by a client that does not read.
+	Blocking bool
+	// Share, on a server, is the bytes of replies this connection may
+	// have waiting; the writer keeps no spare buffer larger than that.
+	// nil on a client.
+	Share func() int
+	// Closed is what Send returns once the link is closing.
+	Closed error
+	// OnDead is called once, from the writer, when the link fails.
+	OnDead func(error)
+}
+
+// NewLink returns the link of nc; its connection starts Run.
+func NewLink(nc net.Conn, cfg Config) *Link {
+	l := &Link{
+		cfg:  cfg,
+		kick: make(chan struct{}, 1),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
 	}
-	l.setConn(nc)
+	l.SetConn(nc)
 	l.space.L = &l.mu
 	l.inlineWrite = l.writeSome
 	return l
 }
 
-// setConn makes nc the connection written to. It must be called before
-// the writer starts. Only a plain socket is written inline: TLS, or a
-// wrapper, must see every byte through its Write.
-func (l *link) setConn(nc net.Conn) {
+// SetConn makes nc the connection written to. It must be called before
+// Run starts. Only a plain socket is written inline: TLS, or a wrapper,
+// must see every byte through its Write.
+func (l *Link) SetConn(nc net.Conn) {
 	l.nc, l.raw = nc, nil
 	switch sc := nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
@@ -117,36 +136,49 @@ func (l *link) setConn(nc net.Conn) {
 	}
 }
 
-// send queues one encoded frame. On a blocking link it waits while more
-// than maxQueued bytes wait for a slow peer. It fails once the link has
-// failed.
-func (l *link) send(frame []byte) error { return l.sendAlone(frame, false) }
+// Done is closed when the writer has exited.
+func (l *Link) Done() <-chan struct{} { return l.done }
 
-// sendAlone is send for a frame that may be written inline: alone says
+// Backlog is the bytes queued or being written.
+func (l *Link) Backlog() int64 { return l.backlog.Load() }
+
+// FrameRead tells the heartbeat that the reader read a whole frame.
+func (l *Link) FrameRead() { l.readSeen.Store(true) }
+
+// Reader returns r, the reading side of the link's connection, counting
+// every read that returns bytes as a sign of life (see progressReader).
+func (l *Link) Reader(r io.Reader) io.Reader { return &progressReader{r, &l.bytesSeen} }
+
+// Send queues one encoded frame. On a blocking link it waits while more
+// than MaxQueued bytes wait for a slow peer. It fails once the link has
+// failed.
+func (l *Link) Send(frame []byte) error { return l.SendAlone(frame, false) }
+
+// SendAlone is Send for a frame that may be written inline: alone says
 // its call is the only one in flight on the connection.
-func (l *link) sendAlone(frame []byte, alone bool) error {
+func (l *Link) SendAlone(frame []byte, alone bool) error {
 	l.mu.Lock()
-	if l.blocking && len(l.queue) > maxQueued && l.err == nil && !l.closing {
+	if l.cfg.Blocking && len(l.queue) > MaxQueued && l.err == nil && !l.closing {
 		// The peer reads slower than we write. Wait for the writer to
 		// drain the queue, but not for ever: a peer that takes no bytes
 		// for the heartbeat timeout is cut, so that it cannot hold the
 		// goroutines that answer it, nor memory.
 		expired := false
-		t := time.AfterFunc(l.opts.heartbeatTimeout, func() {
+		t := time.AfterFunc(l.cfg.HeartbeatTimeout, func() {
 			l.mu.Lock()
 			expired = true
 			l.space.Broadcast()
 			l.mu.Unlock()
 		})
-		for len(l.queue) > maxQueued && l.err == nil && !l.closing && !expired {
+		for len(l.queue) > MaxQueued && l.err == nil && !l.closing && !expired {
 			l.space.Wait()
 		}
 		t.Stop()
-		if expired && len(l.queue) > maxQueued && l.err == nil && !l.closing {
+		if expired && len(l.queue) > MaxQueued && l.err == nil && !l.closing {
 			l.mu.Unlock()
-			err := &slowReaderError{queued: maxQueued, wait: l.opts.heartbeatTimeout}
+			err := &slowReaderError{queued: MaxQueued, wait: l.cfg.HeartbeatTimeout}
 			l.fail(err)
-			l.stop(err)
+			l.Stop(err)
 			return err
 		}
 	}
@@ -154,7 +186,7 @@ func (l *link) sendAlone(frame []byte, alone bool) error {
 		err := l.err
 		l.mu.Unlock()
 		if err == nil {
-			err = ErrShutdown
+			err = l.cfg.Closed
 		}
 		return err
 	}
@@ -183,18 +215,18 @@ func (l *link) sendAlone(frame []byte, alone bool) error {
 	return nil
 }
 
-// hold makes frames sent from now on wait in the queue, without waking
-// the writer, until release or until maxHeld bytes wait: a server's
+// Hold makes frames sent from now on wait in the queue, without waking
+// the writer, until Release or until maxHeld bytes wait: a server's
 // reader that runs a burst of calls sends their replies in one write at
 // the burst's end.
-func (l *link) hold() {
+func (l *Link) Hold() {
 	l.mu.Lock()
 	l.held = true
 	l.mu.Unlock()
 }
 
-// release ends a hold and wakes the writer for what it held.
-func (l *link) release() {
+// Release ends a hold and wakes the writer for what it held.
+func (l *Link) Release() {
 	l.mu.Lock()
 	was := l.held
 	l.held = false
@@ -206,7 +238,7 @@ func (l *link) release() {
 }
 
 // nudge wakes the writer without waiting.
-func (l *link) nudge() {
+func (l *Link) nudge() {
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -218,7 +250,7 @@ func (l *link) nudge() {
 // the front of the queue, for the writer; so do frames queued meanwhile.
 // Errors, too, are left to the writer, which meets them on its own write
 // and fails the link once, in one place.
-func (l *link) writeInline(frame []byte) {
+func (l *Link) writeInline(frame []byte) {
 	n := l.tryWrite(frame)
 	l.mu.Lock()
 	l.writing = false
@@ -239,7 +271,7 @@ func (l *link) writeInline(frame []byte) {
 // writeSome is the callback of an inline write: one write(2) of l.inline,
 // keeping what the socket took in l.written. It never waits for room; the
 // writer does that.
-func (l *link) writeSome(fd uintptr) bool {
+func (l *Link) writeSome(fd uintptr) bool {
 	for {
 		n, err := syscall.Write(int(fd), l.inline)
 		if err == syscall.EINTR {
@@ -252,7 +284,7 @@ func (l *link) writeSome(fd uintptr) bool {
 
 // tryWrite writes what of b the socket takes at once and returns how
 // much that was. Only the holder of l.writing calls it.
-func (l *link) tryWrite(b []byte) int {
+func (l *Link) tryWrite(b []byte) int {
 	l.inline, l.written = b, 0
 	err := l.raw.Write(l.inlineWrite)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -267,14 +299,14 @@ func (l *link) tryWrite(b []byte) int {
 	return n
 }
 
-// waitRoom waits until at most limit bytes are queued or being written,
+// WaitRoom waits until at most limit bytes are queued or being written,
 // or the link has failed, which it returns. A peer that reads nothing is
 // cut by the writer within the heartbeat timeout, so the wait is bounded.
-func (l *link) waitRoom(limit int) error {
+func (l *Link) WaitRoom(limit int) error {
 	if l.backlog.Load() <= int64(limit) {
 		return nil // the common case, without the lock
 	}
-	l.release() // what is held must be written for room to come
+	l.Release() // what is held must be written for room to come
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.backlog.Load() > int64(limit) && l.err == nil && !l.closing {
@@ -283,8 +315,8 @@ func (l *link) waitRoom(limit int) error {
 	return l.err
 }
 
-// flushAndStop makes the writer write what is queued and then exit.
-func (l *link) flushAndStop() {
+// FlushAndStop makes the writer write what is queued and then exit.
+func (l *Link) FlushAndStop() {
 	l.mu.Lock()
 	l.closing = true
 	l.space.Broadcast()
@@ -292,8 +324,8 @@ func (l *link) flushAndStop() {
 	l.nudge()
 }
 
-// stop makes the writer exit at once, dropping what is queued.
-func (l *link) stop(err error) {
+// Stop makes the writer exit at once, dropping what is queued.
+func (l *Link) Stop(err error) {
 	l.mu.Lock()
 	if l.err == nil {
 		l.err = err
@@ -303,11 +335,11 @@ func (l *link) stop(err error) {
 	l.once.Do(func() { close(l.quit) })
 }
 
-// writeLoop is the writer goroutine. It returns when the link fails, is
-// stopped, or has flushed after flushAndStop.
-func (l *link) writeLoop() {
+// Run is the writer goroutine. It returns when the link fails, is
+// stopped, or has flushed after FlushAndStop.
+func (l *Link) Run() {
 	defer close(l.done)
-	tick := time.NewTicker(l.opts.heartbeatInterval)
+	tick := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	lastRead := time.Now()
 	var pingID uint64
@@ -338,13 +370,13 @@ func (l *link) writeLoop() {
 			// No whole frame: ping, so that a peer whose own reader sees
 			// only part of a large frame of ours hears from us.
 			idle := now.Sub(lastRead)
-			if idle >= l.opts.heartbeatTimeout {
+			if idle >= l.cfg.HeartbeatTimeout {
 				l.fail(&heartbeatError{idle: idle})
 				return
 			}
 			pingID++
 			b := wire.BeginFrame(ping[:0], wire.TypePing, pingID)
-			_ = wire.EndFrame(b, 0, l.opts.maxFrame)
+			_ = wire.EndFrame(b, 0, l.cfg.MaxFrame)
 			// Queued like any frame: an inline sender may be writing.
 			l.mu.Lock()
 			l.queue = append(l.queue, b...)
@@ -383,7 +415,7 @@ func (l *link) writeLoop() {
 		// the queue, it would double what a client that does not read
 		// can hold.
 		peak = max(peak, len(batch))
-		if l.share == nil || cap(batch) <= l.share() {
+		if l.cfg.Share == nil || cap(batch) <= l.cfg.Share() {
 			l.spare = batch[:0]
 		}
 		empty := len(l.queue) == 0
@@ -403,11 +435,11 @@ func (l *link) writeLoop() {
 // the peer still sends), as a slow reader otherwise. So a frozen peer is
 // found as fast by a blocked writer as by the heartbeat, and a peer that
 // sends but does not read cannot hold the bytes queued for it for long.
-func (l *link) write(b []byte, lastRead *time.Time) bool {
+func (l *Link) write(b []byte, lastRead *time.Time) bool {
 	now := time.Now()
 	progress := now
 	for {
-		_ = l.nc.SetWriteDeadline(now.Add(l.opts.heartbeatInterval))
+		_ = l.nc.SetWriteDeadline(now.Add(l.cfg.HeartbeatInterval))
 		n, err := l.nc.Write(b)
 		if err == nil {
 			return true
@@ -425,25 +457,25 @@ func (l *link) write(b []byte, lastRead *time.Time) bool {
 		if l.readSeen.Swap(false) || l.bytesSeen.Swap(false) { // the peer sent something since the last look
 			*lastRead = now
 		}
-		if idle := now.Sub(*lastRead); idle >= l.opts.heartbeatTimeout {
+		if idle := now.Sub(*lastRead); idle >= l.cfg.HeartbeatTimeout {
 			l.fail(&heartbeatError{idle: idle})
 			return false
 		}
-		if stuck := now.Sub(progress); stuck >= l.opts.heartbeatTimeout {
+		if stuck := now.Sub(progress); stuck >= l.cfg.HeartbeatTimeout {
 			l.fail(&slowReaderError{queued: int(l.backlog.Load()), wait: stuck})
 			return false
 		}
 	}
 }
 
-func (l *link) fail(err error) {
+func (l *Link) fail(err error) {
 	l.mu.Lock()
 	if l.err == nil {
 		l.err = err
 	}
 	l.space.Broadcast()
 	l.mu.Unlock()
-	l.onDead(err)
+	l.cfg.OnDead(err)
 }
 
 // heartbeatError reports a peer that stayed silent past the timeout.
@@ -467,7 +499,7 @@ func (e *slowReaderError) Error() string {
 
 // progressReader is the reading side of a link's connection as its
 // wire.Reader reads it: every read that returns bytes marks the peer alive
-// (link.bytesSeen), so that the heartbeat counts the progress of a frame,
+// (Link.bytesSeen), so that the heartbeat counts the progress of a frame,
 // not only whole frames.
 type progressReader struct {
 	r    io.Reader
@@ -482,18 +514,20 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// byteBudget is a wire.Budget of max bytes shared by a server's readers.
-type byteBudget struct {
+// Budget is a wire.Budget of Max bytes shared by a server's readers.
+type Budget struct {
 	used atomic.Int64
-	max  int64
+	Max  int64 // set before use
 }
 
-func (b *byteBudget) Take(n int) bool {
-	if b.used.Add(int64(n)) > b.max {
+// Take takes n bytes of the budget, unless that would pass Max.
+func (b *Budget) Take(n int) bool {
+	if b.used.Add(int64(n)) > b.Max {
 		b.used.Add(-int64(n))
 		return false
 	}
 	return true
 }
 
-func (b *byteBudget) Give(n int) { b.used.Add(-int64(n)) }
+// Give gives back n bytes taken.
+func (b *Budget) Give(n int) { b.used.Add(-int64(n)) }

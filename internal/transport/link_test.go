@@ -1,8 +1,9 @@
-package kiev
+package transport
 
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -40,20 +41,23 @@ func tcpPair(t *testing.T) (local *net.TCPConn, peer net.Conn) {
 
 // testLink returns a link on nc with the default options; its writer is
 // not started.
-func testLink(nc net.Conn) *link {
-	o := &connOptions{}
-	o.fill()
-	return newLink(nc, o, func(error) {})
+func testLink(nc net.Conn) *Link {
+	return NewLink(nc, Config{
+		HeartbeatInterval: time.Second, HeartbeatTimeout: 4 * time.Second, MaxFrame: 16 << 20,
+		Closed: errClosed, OnDead: func(error) {},
+	})
 }
 
+var errClosed = errors.New("closed")
+
 // startWriter starts l's writer and stops it when the test ends.
-func startWriter(t *testing.T, l *link) {
-	go l.writeLoop()
-	t.Cleanup(func() { l.stop(ErrShutdown); <-l.done })
+func startWriter(t *testing.T, l *Link) {
+	go l.Run()
+	t.Cleanup(func() { l.Stop(errClosed); <-l.done })
 }
 
 // queued returns how many bytes wait in l's queue.
-func queued(l *link) int {
+func queued(l *Link) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.queue)
@@ -80,17 +84,17 @@ func TestInlineWriteRestGoesFirst(t *testing.T) {
 		t.Fatal("a TCP connection got no raw socket for inline writes")
 	}
 	big := bytes.Repeat([]byte("a"), 8<<20)
-	if err := l.sendAlone(big, true); err != nil {
+	if err := l.SendAlone(big, true); err != nil {
 		t.Fatal(err)
 	}
 	if rest := queued(l); rest == 0 || rest == len(big) {
 		t.Fatalf("after an inline write of %d bytes into a small socket buffer, %d are queued; want part of it", len(big), rest)
 	}
 	small := []byte("bbbb")
-	if err := l.sendAlone(small, true); err != nil { // queued: the rest is not written yet
+	if err := l.SendAlone(small, true); err != nil { // queued: the rest is not written yet
 		t.Fatal(err)
 	}
-	if err := l.send([]byte("cccc")); err != nil {
+	if err := l.Send([]byte("cccc")); err != nil {
 		t.Fatal(err)
 	}
 	startWriter(t, l)
@@ -111,7 +115,7 @@ func TestInlineWriteAfterWriteDeadline(t *testing.T) {
 	local, peer := tcpPair(t)
 	l := testLink(local)
 	_ = local.SetWriteDeadline(time.Now().Add(-time.Second))
-	if err := l.sendAlone([]byte("hello"), true); err != nil {
+	if err := l.SendAlone([]byte("hello"), true); err != nil {
 		t.Fatal(err)
 	}
 	if n := queued(l); n != 0 {
@@ -130,7 +134,7 @@ func TestInlineWriteOnlyOnPlainSockets(t *testing.T) {
 	if l.raw != nil {
 		t.Fatal("a TLS connection would be written inline, bypassing encryption")
 	}
-	if err := l.sendAlone([]byte("x"), true); err != nil {
+	if err := l.SendAlone([]byte("x"), true); err != nil {
 		t.Fatal(err)
 	}
 	if n := queued(l); n != 1 {
@@ -150,7 +154,7 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 	l.writing = true
 	l.backlog.Add(int64(len(big)))
 	l.mu.Unlock()
-	if err := l.send([]byte("bbbb")); err != nil {
+	if err := l.Send([]byte("bbbb")); err != nil {
 		t.Fatal(err)
 	}
 	l.writeInline(big)
@@ -160,7 +164,7 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 		t.Fatalf("peer read the frame queued meanwhile before the rest of the inline write (at byte %d)", bytes.IndexByte(got, 'b'))
 	}
 	drained := make(chan error, 1)
-	go func() { drained <- l.waitRoom(0) }()
+	go func() { drained <- l.WaitRoom(0) }()
 	wait := time.NewTimer(5 * time.Second)
 	defer wait.Stop()
 	select {
@@ -190,13 +194,13 @@ func TestSpareBufferWithinShare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			local, peer := tcpPair(t)
 			l := testLink(local)
-			l.share = tc.share
+			l.cfg.Share = tc.share
 			startWriter(t, l)
-			if err := l.send(make([]byte, frame)); err != nil {
+			if err := l.Send(make([]byte, frame)); err != nil {
 				t.Fatal(err)
 			}
 			readN(t, peer, frame)
-			if err := l.waitRoom(0); err != nil { // the writer is done with the batch
+			if err := l.WaitRoom(0); err != nil { // the writer is done with the batch
 				t.Fatal(err)
 			}
 			l.mu.Lock()

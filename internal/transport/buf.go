@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import "sync"
 
@@ -14,8 +14,9 @@ var bufPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-// getBuf returns an empty buffer with room for at least n bytes.
-func getBuf(n int) *[]byte {
+// GetBuf returns an empty buffer with room for at least n bytes, to give
+// back with PutBuf once its bytes are copied or sent.
+func GetBuf(n int) *[]byte {
 	b := bufPool.Get().(*[]byte)
 	if cap(*b) < n {
 		*b = make([]byte, 0, n)
@@ -24,7 +25,8 @@ func getBuf(n int) *[]byte {
 	return b
 }
 
-func putBuf(b *[]byte) {
+// PutBuf gives b back to the pool.
+func PutBuf(b *[]byte) {
 	if cap(*b) > maxPooledBuf {
 		return
 	}
