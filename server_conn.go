@@ -41,15 +41,20 @@ type serverConn struct {
 	// algorithms that the client accepts, a Compression.
 	replyAlg atomic.Uint32
 
-	mu        sync.Mutex             // guards the fields below
-	calls     map[uint64]*serverCall // calls in flight, by id
-	active    atomic.Int32           // len(calls), read without mu
-	draining  bool                   // GoAway sent: refuse new calls, close when idle
-	tls       *tls.ConnectionState   // set once the TLS handshake is done; nil without TLS
-	dead      bool
-	started   bool   // the handshake is done and the writer runs
-	lingering bool   // drained and half-closed: the reader drops what still comes
-	lastID    uint64 // the highest Request id read
+	mu     sync.Mutex             // guards the fields below
+	calls  map[uint64]*serverCall // calls in flight, by id
+	active atomic.Int32           // len(calls), read without mu
+	// unanswered counts the calls read and not yet answered, against
+	// WithMaxConcurrentCalls (kept only with a limit): an answered call
+	// may linger in calls until its handler's goroutine is done, and
+	// the client, which has its answer, may send the next already.
+	unanswered atomic.Int32
+	draining   bool                 // GoAway sent: refuse new calls, close when idle
+	tls        *tls.ConnectionState // set once the TLS handshake is done; nil without TLS
+	dead       bool
+	started    bool   // the handshake is done and the writer runs
+	lingering  bool   // drained and half-closed: the reader drops what still comes
+	lastID     uint64 // the highest Request id read
 }
 
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
@@ -255,7 +260,7 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
 		return false, nil
 	}
-	if max := c.srv.opts.maxCalls; max > 0 && len(c.calls) >= max {
+	if max := c.srv.opts.maxCalls; max > 0 && int(c.unanswered.Load()) >= max {
 		c.mu.Unlock()
 		sc.release()
 		code, msg := c.srv.refuseAtLimit(sc.m, "on this connection")
@@ -271,6 +276,9 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	}
 	c.calls[f.ID] = sc
 	c.active.Store(int32(len(c.calls)))
+	if c.srv.opts.maxCalls > 0 {
+		c.unanswered.Add(1)
+	}
 	c.mu.Unlock()
 	if ran, taken := c.runInline(sc, more, b); ran {
 		return taken, nil
@@ -292,6 +300,7 @@ func (c *serverConn) replyError(id uint64, code Code, msg string) {
 // finish forgets a call, unless a new call has taken its id; the last
 // call of a draining connection closes it.
 func (c *serverConn) finish(sc *serverCall) {
+	c.answered(sc) // if it was not: the caller is gone, or its deadline passed
 	c.mu.Lock()
 	if c.calls[sc.id] == sc {
 		delete(c.calls, sc.id)
@@ -456,9 +465,17 @@ func (c *serverConn) answer(sc *serverCall, b []byte) error {
 			return &backlogError{queued: n}
 		}
 	}
-	sc.answered.Store(true)
+	c.answered(sc)
 	_ = c.link.SendAlone(b, c.active.Load() == 1)
 	return nil
+}
+
+// answered marks sc answered: the client may reuse its id, and it counts
+// no more against WithMaxConcurrentCalls.
+func (c *serverConn) answered(sc *serverCall) {
+	if !sc.answered.Swap(true) && c.srv.opts.maxCalls > 0 {
+		c.unanswered.Add(-1)
+	}
 }
 
 // maxBackloggedFrame is the largest frame still queued for a client past

@@ -115,7 +115,7 @@ type packetServer struct {
 	entries  int                       // calls remembered, over all peers
 	unproven int                       // of those, calls of addresses not shown to receive
 	running  int                       // calls not done
-	byPeer   map[transport.PeerKey]int // calls not done, by client address (WithMaxConcurrentCalls)
+	byPeer   map[transport.PeerKey]int // calls not answered, by client address (WithMaxConcurrentCalls)
 	draining bool                      // refuse new calls; close once running is 0
 	closed   bool
 	idle     *sync.Cond // signalled when running reaches 0
@@ -148,6 +148,7 @@ type packetCall struct {
 	addr    net.Addr  // the peer, for sockets other than UDP
 	answer  []byte    // the answer datagram, once sent
 	code    Code      // the answer's error code, CodeOK for a reply
+	counted bool      // in ps.byPeer: neither answered nor done
 	resends int       // times the reply was sent again (MaxReplyResends)
 	session uint64    // the client's session, for a Retry's ticket
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
@@ -316,6 +317,7 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer transport.Pe
 	}
 	ps.running++
 	ps.byPeer[peer]++
+	pc.counted = true
 	ps.mu.Unlock()
 	ps.srv.submit(sc, ps.base)
 }
@@ -431,9 +433,24 @@ func (pc *packetCall) send(b []byte, code Code) error {
 	reply := append([]byte(nil), b...)
 	pc.ps.mu.Lock()
 	pc.answer, pc.code = reply, code
+	pc.uncount()
 	pc.ps.mu.Unlock()
 	pc.ps.sendWithin(reply, code, pc.allow, pc.id, pc.session, pc.peer, pc.addr)
 	return nil
+}
+
+// uncount takes an answered (or done) call out of its address's count
+// against WithMaxConcurrentCalls: the client, which may have its answer,
+// may send the next already. ps.mu is held.
+func (pc *packetCall) uncount() {
+	if !pc.counted {
+		return
+	}
+	pc.counted = false
+	ps := pc.ps
+	if ps.byPeer[pc.peer]--; ps.byPeer[pc.peer] == 0 {
+		delete(ps.byPeer, pc.peer)
+	}
 }
 
 // backlogged: a datagram reply is sent at once or lost, never queued.
@@ -449,9 +466,7 @@ func (pc *packetCall) done(sc *serverCall) {
 	pc.expires = expires
 	pc.sc = nil
 	ps.running--
-	if ps.byPeer[pc.peer]--; ps.byPeer[pc.peer] == 0 {
-		delete(ps.byPeer, pc.peer)
-	}
+	pc.uncount() // if not answered: the caller is gone, or its deadline passed
 	if ps.running == 0 && ps.idle != nil {
 		ps.idle.Broadcast()
 	}

@@ -137,8 +137,15 @@ func TestEveryFrontAlike(t *testing.T) {
 			for range 2 {
 				go func() { done <- call(ctx, "Arith.Block", Args{A: 7}, new(Reply), "s3cret") }()
 			}
-			<-svc.started
-			<-svc.started
+			for range 2 {
+				select {
+				case <-svc.started:
+				case got := <-done:
+					t.Fatalf("a call within the limit was answered %s before it ran", got)
+				case <-ctx.Done():
+					t.Fatal("the two calls within the limit did not start")
+				}
+			}
 			if got := call(ctx, "Arith.Add", Args{A: 1, B: 1}, &r, "s3cret"); got != "Overloaded" {
 				t.Fatalf("a third call in flight on the connection was answered %s; want Overloaded (WithMaxConcurrentCalls(2))", got)
 			}
@@ -187,4 +194,26 @@ func callsTotal(t *testing.T, reg *prometheus.Registry) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestLimitCountsUnansweredCalls: at WithMaxConcurrentCalls(1), a caller
+// that sends each call once the last is answered is never refused, over
+// any front, though the server may not yet have forgotten the last call
+// (its handler's goroutine finishes after the answer leaves).
+func TestLimitCountsUnansweredCalls(t *testing.T) {
+	for _, fr := range fronts3 {
+		t.Run(fr.name, func(t *testing.T) {
+			srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithMaxConcurrentCalls(1))
+			srv.Register(&Arith{})
+			call := fr.serve(t, srv)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i := range 300 {
+				var r Reply
+				if got := call(ctx, "Arith.Add", Args{A: i, B: 1}, &r, ""); got != "OK" || r.C != i+1 {
+					t.Fatalf("call %d, one at a time: %s, %d; want OK, %d", i, got, r.C, i+1)
+				}
+			}
+		})
+	}
 }
