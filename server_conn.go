@@ -54,7 +54,7 @@ type serverConn struct {
 	dead       bool
 	started    bool   // the handshake is done and the writer runs
 	lingering  bool   // drained and half-closed: the reader drops what still comes
-	lastID     uint64 // the highest Request id read
+	lastID     uint64 // the highest Request id of a call taken (not refused)
 }
 
 func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
@@ -253,7 +253,6 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 	}
 	sc.req.TLS = c.tls
 	c.mu.Lock()
-	c.lastID = max(c.lastID, f.ID)
 	if c.draining || c.dead {
 		c.mu.Unlock()
 		sc.release()
@@ -274,6 +273,10 @@ func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst)
 		sc.release()
 		return false, fmt.Errorf("kiev: protocol error: the client sent a Request with id %d while its call %s of that id was in flight; an id must be unique among a connection's calls in flight (PROTOCOL.md)", f.ID, old.m.name)
 	}
+	// Only a call taken counts in the last GoAway's LastID: the answer
+	// of one refused as the connection drains may find the writer
+	// stopped, and the client must then know that it did not run.
+	c.lastID = max(c.lastID, f.ID)
 	c.calls[f.ID] = sc
 	c.active.Store(int32(len(c.calls)))
 	if c.srv.opts.maxCalls > 0 {
@@ -314,7 +317,7 @@ func (c *serverConn) finish(sc *serverCall) {
 }
 
 // endDrain ends a draining connection whose calls have all been answered:
-// a last GoAway says the highest Request id read (every one answered, so
+// a last GoAway says the highest Request id taken (every one answered, so
 // a call the client still waits for was never read, and did not run),
 // then the writer flushes and stops.
 func (c *serverConn) endDrain() {
