@@ -37,6 +37,7 @@ type endpoint struct {
 	cc        *clientConn
 	pk        *packetClient // the UDP socket, made on first use
 	closed    bool
+	closeErr  error         // why it closed: errClientClosed, or its provider left (retried elsewhere)
 	dialing   chan struct{} // closed when the dial in progress ends
 	failures  int           // failed dials in a row
 	retryAt   time.Time     // no dial before this
@@ -92,8 +93,9 @@ func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
 	for {
 		ep.mu.Lock()
 		if ep.closed {
+			err := ep.closeErr
 			ep.mu.Unlock()
-			return nil, errClientClosed
+			return nil, err
 		}
 		if cc := ep.cc; cc != nil && !cc.dead.Load() {
 			ep.mu.Unlock()
@@ -146,9 +148,10 @@ func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
 		}
 		ep.failures = 0
 		if ep.closed {
+			err := ep.closeErr
 			ep.mu.Unlock()
-			cc.fail(errClientClosed)
-			return nil, errClientClosed
+			cc.fail(err)
+			return nil, err
 		}
 		ep.cc = cc
 		ep.live.Store(cc)
@@ -202,6 +205,7 @@ func (ep *endpoint) close(err error, graceful bool) {
 		return
 	}
 	ep.closed = true
+	ep.closeErr = err
 	close(ep.gone)
 	cc, pk := ep.cc, ep.pk
 	ep.cc, ep.pk = nil, nil
@@ -336,7 +340,7 @@ func (ep *endpoint) packet() (*packetClient, error) {
 	defer ep.mu.Unlock()
 	switch {
 	case ep.closed:
-		return nil, errClientClosed
+		return nil, ep.closeErr
 	case ep.pk != nil:
 		return ep.pk, nil
 	}

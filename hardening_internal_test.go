@@ -1,7 +1,9 @@
 package kiev
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -229,5 +231,44 @@ func TestLimitListenerHoldsAtMostN(t *testing.T) {
 	l.Close()
 	if err := <-waiting; !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept waiting for a slot returned %v after Close; want net.ErrClosed", err)
+	}
+}
+
+// TestRetiredProviderIsRetried: a call that picked a provider as it left
+// its service (the registry dropped it, and the client closed its
+// endpoint before the balancer's next pick) fails as not sent, so it is
+// retried on another provider; only a closed client's calls fail for
+// good. Such a call failed with ErrShutdown, now and then, as a provider
+// drained under load.
+func TestRetiredProviderIsRetried(t *testing.T) {
+	srv := NewServer(WithLogger(slog.New(slog.DiscardHandler)))
+	if err := srv.Register(new(PresizeSvc)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	c, err := Dial(l.Addr().String(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	ep := newEndpoint(c, c.single.inst)
+	ep.close(fmt.Errorf("%w: provider %s left service PresizeSvc", ErrShutdown, ep.inst.Address), true)
+	call := &Call{ServiceMethod: "PresizeSvc.Echo", Args: 1, Reply: new(int), signal: make(chan *Call, 1)}
+	_, err = c.start(context.Background(), ep, call, false)
+	if !errors.As(err, new(notSent)) || errors.Is(err, errClientClosed) {
+		t.Fatalf("a call to a provider that left = %v; want it marked not sent, to retry elsewhere", err)
+	}
+
+	ep = newEndpoint(c, c.single.inst)
+	ep.close(errClientClosed, false)
+	_, err = c.start(context.Background(), ep, call, false)
+	if errors.As(err, new(notSent)) || !errors.Is(err, errClientClosed) {
+		t.Fatalf("a call of a closed client = %v; want errClientClosed, not retried", err)
 	}
 }
