@@ -3,28 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
-
-	"github.com/kievrpc/kiev"
 )
 
 func TestHealth(t *testing.T) {
-	srv := kiev.NewServer()
-	if err := srv.Register(Shop{}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
-	addr := l.Addr().String()
+	srv, addr := serveShop(t)
 
 	wantRun(t, exitOK, []string{"SERVING\n"}, nil, "health", addr)
 	wantRun(t, exitOK, []string{"SERVING\n"}, nil, "health", addr, "Shop")

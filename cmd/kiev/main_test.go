@@ -93,6 +93,13 @@ func (Shop) Tree(n *Node, r *Node) error {
 // its address; the server closes when the test ends.
 func serve(t *testing.T, opts ...kiev.ServerOption) string {
 	t.Helper()
+	_, addr := serveShop(t, opts...)
+	return addr
+}
+
+// serveShop is serve, returning the server too.
+func serveShop(t *testing.T, opts ...kiev.ServerOption) (*kiev.Server, string) {
+	t.Helper()
 	srv := kiev.NewServer(opts...)
 	if err := srv.Register(Shop{}); err != nil {
 		t.Fatal(err)
@@ -109,7 +116,7 @@ func serve(t *testing.T, opts ...kiev.ServerOption) string {
 			t.Errorf("Serve returned %v", err)
 		}
 	})
-	return l.Addr().String()
+	return srv, l.Addr().String()
 }
 
 // kievRun runs the command in-process and returns what it printed and its
