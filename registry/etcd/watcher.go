@@ -3,9 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -23,17 +20,7 @@ type watcher struct {
 	service string
 	prefix  string // of the providers' keys, with its trailing '/'
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	ready    chan struct{} // closed at the first published set
-
-	mu      sync.Mutex
-	cur     []registry.Instance // the latest set read, sorted; never modified
-	changed chan struct{}       // closed and replaced when cur changes
-
-	// Owned by the goroutine calling Next.
-	last    []registry.Instance
-	started bool
+	*registry.Feed // Next and Stop; run publishes to it
 
 	// Owned by run: the providers by key name, and the malformed keys
 	// already logged, by name, with the revision of the value logged.
@@ -52,58 +39,9 @@ func newWatcher(r *Registry, service string) *watcher {
 		r:       r,
 		service: service,
 		prefix:  r.providersPrefix(service),
-		stop:    make(chan struct{}),
-		ready:   make(chan struct{}),
-		changed: make(chan struct{}),
+		Feed:    registry.NewFeed(r.done),
 		set:     make(map[string]registry.Instance),
 		bad:     make(map[string]int64),
-	}
-}
-
-// Next returns the provider set when it differs from the one it last
-// returned; see registry.Watcher.
-func (w *watcher) Next(ctx context.Context) ([]registry.Instance, error) {
-	for {
-		select {
-		case <-w.stop:
-			return nil, registry.ErrStopped
-		case <-w.r.done:
-			return nil, registry.ErrClosed
-		default:
-		}
-		w.mu.Lock()
-		cur, changed := w.cur, w.changed
-		have := w.cur != nil
-		w.mu.Unlock()
-		if have && (!w.started || !registry.SameSet(cur, w.last)) {
-			w.started = true
-			w.last = cur
-			return cloneSet(cur), nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-w.stop:
-			return nil, registry.ErrStopped
-		case <-w.r.done:
-			return nil, registry.ErrClosed
-		}
-	}
-}
-
-// Stop ends the watch. The goroutine following etcd returns at once;
-// Registry.Close waits for it.
-func (w *watcher) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
-
-func (w *watcher) ended() bool {
-	select {
-	case <-w.stop:
-		return true
-	case <-w.r.done:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -116,17 +54,17 @@ func (w *watcher) run() {
 	defer cancel()
 	go func() {
 		select {
-		case <-w.stop:
+		case <-w.Stopped():
 		case <-ctx.Done():
 		}
 		cancel()
 	}()
 	backoff := minBackoff
-	for !w.ended() {
+	for !w.Ended() {
 		resync := w.r.resyncChan()
 		rev, err := w.read(ctx)
 		if err != nil {
-			if !w.ended() {
+			if !w.Ended() {
 				w.r.log.Warn("kiev/registry/etcd: reading providers", "service", w.service, "err", err)
 			}
 			t := time.NewTimer(backoff)
@@ -143,7 +81,7 @@ func (w *watcher) run() {
 		w.publish()
 		err = w.follow(ctx, rev+1, resync)
 		switch {
-		case w.ended():
+		case w.Ended():
 		case errors.Is(err, errCompacted):
 			w.r.log.Info("kiev/registry/etcd: the watch fell behind etcd's compaction; reading the providers again", "service", w.service)
 		case err != nil:
@@ -221,7 +159,7 @@ func (w *watcher) events(ch clientv3.WatchChan, from int64, resync <-chan struct
 		select {
 		case resp, ok := <-ch:
 			if !ok {
-				if w.ended() {
+				if w.Ended() {
 					return -1, nil
 				}
 				return from, nil
@@ -249,7 +187,7 @@ func (w *watcher) events(ch clientv3.WatchChan, from int64, resync <-chan struct
 			}
 		case <-resync:
 			return -1, nil
-		case <-w.stop:
+		case <-w.Stopped():
 			return -1, nil
 		case <-w.r.done:
 			return -1, nil
@@ -284,26 +222,5 @@ func (w *watcher) publish() {
 		set = append(set, in)
 	}
 	registry.Sort(set)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cur != nil && registry.SameSet(w.cur, set) {
-		return
-	}
-	if w.cur == nil {
-		close(w.ready)
-	}
-	w.cur = set
-	close(w.changed)
-	w.changed = make(chan struct{})
-}
-
-// cloneSet copies set deeply, so that callers may change what they get.
-func cloneSet(set []registry.Instance) []registry.Instance {
-	out := make([]registry.Instance, len(set))
-	for i, in := range set {
-		in.Codecs = slices.Clone(in.Codecs)
-		in.Metadata = maps.Clone(in.Metadata)
-		out[i] = in
-	}
-	return out
+	w.Publish(set)
 }

@@ -1,11 +1,8 @@
 package zookeeper
 
 import (
-	"context"
 	"errors"
-	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -22,17 +19,7 @@ type watcher struct {
 	service string
 	path    string // of the providers node
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	ready    chan struct{} // closed at the first published set
-
-	mu      sync.Mutex
-	cur     []registry.Instance // the latest set read, sorted; never modified
-	changed chan struct{}       // closed and replaced when cur changes
-
-	// Owned by the goroutine calling Next.
-	last    []registry.Instance
-	started bool
+	*registry.Feed // Next and Stop; run publishes to it
 
 	// Owned by run: malformed nodes already logged, by name, with the
 	// Mzxid of the data that was logged.
@@ -46,57 +33,8 @@ func newWatcher(r *Registry, service string) *watcher {
 		r:       r,
 		service: service,
 		path:    r.providersPath(service),
-		stop:    make(chan struct{}),
-		ready:   make(chan struct{}),
-		changed: make(chan struct{}),
+		Feed:    registry.NewFeed(r.done),
 		bad:     make(map[string]int64),
-	}
-}
-
-// Next returns the provider set when it differs from the one it last
-// returned; see registry.Watcher.
-func (w *watcher) Next(ctx context.Context) ([]registry.Instance, error) {
-	for {
-		select {
-		case <-w.stop:
-			return nil, registry.ErrStopped
-		case <-w.r.done:
-			return nil, registry.ErrClosed
-		default:
-		}
-		w.mu.Lock()
-		cur, changed := w.cur, w.changed
-		have := w.cur != nil
-		w.mu.Unlock()
-		if have && (!w.started || !registry.SameSet(cur, w.last)) {
-			w.started = true
-			w.last = cur
-			return cloneSet(cur), nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-w.stop:
-			return nil, registry.ErrStopped
-		case <-w.r.done:
-			return nil, registry.ErrClosed
-		}
-	}
-}
-
-// Stop ends the watch. The goroutine reading ZooKeeper returns at its next
-// step; Registry.Close waits for it.
-func (w *watcher) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
-
-func (w *watcher) ended() bool {
-	select {
-	case <-w.stop:
-		return true
-	case <-w.r.done:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -108,13 +46,13 @@ func (w *watcher) run() {
 	defer w.r.watchers.Done()
 	zkconn.Settle(w.r.conn) // before the first watch
 	backoff := minBackoff
-	for !w.ended() {
+	for !w.Ended() {
 		up := w.r.sessionUp()
 		set, event, err := w.read()
 		if err != nil {
 			// A read cut short by Close (the watch had just fired) is
 			// no failure; one cut by a lost session is told by onEvent.
-			if !w.ended() && w.r.conn.State() == zk.StateHasSession {
+			if !w.Ended() && w.r.conn.State() == zk.StateHasSession {
 				w.r.log.Warn("kiev/registry/zookeeper: reading providers", "service", w.service, "err", err)
 			}
 			t := time.NewTimer(backoff)
@@ -122,21 +60,21 @@ func (w *watcher) run() {
 			select {
 			case <-up:
 			case <-t.C:
-			case <-w.stop:
+			case <-w.Stopped():
 			case <-w.r.done:
 			}
 			t.Stop()
 			continue
 		}
 		backoff = minBackoff
-		w.publish(set)
+		w.Publish(set)
 		// Any event means reading again: the children changed, the
 		// providers node appeared or went, or the watch was lost with
 		// the session (EventNotWatching). While the connection is down
 		// the client keeps the watch and sets it again on reconnection.
 		select {
 		case <-event:
-		case <-w.stop:
+		case <-w.Stopped():
 		case <-w.r.done:
 		}
 	}
@@ -197,30 +135,4 @@ func (w *watcher) skip(name string, stat *zk.Stat, err error) {
 	w.bad[name] = stat.Mzxid
 	w.r.log.Warn("kiev/registry/zookeeper: skipping a malformed provider node",
 		"path", w.path+"/"+name, "err", err)
-}
-
-// publish makes set the current set if it differs from it, and wakes Next.
-func (w *watcher) publish(set []registry.Instance) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cur != nil && registry.SameSet(w.cur, set) {
-		return
-	}
-	if w.cur == nil {
-		close(w.ready)
-	}
-	w.cur = set
-	close(w.changed)
-	w.changed = make(chan struct{})
-}
-
-// cloneSet copies set deeply, so that callers may change what they get.
-func cloneSet(set []registry.Instance) []registry.Instance {
-	out := make([]registry.Instance, len(set))
-	for i, in := range set {
-		in.Codecs = slices.Clone(in.Codecs)
-		in.Metadata = maps.Clone(in.Metadata)
-		out[i] = in
-	}
-	return out
 }

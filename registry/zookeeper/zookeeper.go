@@ -330,7 +330,7 @@ func (r *Registry) Watch(ctx context.Context, service string) (registry.Watcher,
 	r.mu.Unlock()
 	go w.run()
 	select {
-	case <-w.ready:
+	case <-w.Ready():
 		return w, nil
 	case <-r.done:
 		w.Stop()
