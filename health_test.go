@@ -219,6 +219,7 @@ func TestWithHealthCheck(t *testing.T) {
 		}
 		return true
 	})
+	waitProviders(t, c, 2) // the flag turns before the balancer is rebuilt
 	seen := map[string]bool{}
 	for range 20 {
 		seen[callName(t, c, ctx)] = true
