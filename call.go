@@ -10,55 +10,20 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/transport"
-	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/shed"
 )
 
 // A server call, whatever front it came through (a TCP connection, a UDP
 // socket, HTTP or FastCGI, a net/rpc ServerCodec): the front reads what
-// the call asks for and makes it with makeCall, hands it to the scheduler
-// (submit), and takes its answer through its callSink. Everything between,
-// the scheduler, interceptors, the method, metrics and logs, is the same
-// for every front.
-
-// callSink is where a call's answer goes: the connection it came on, a
-// packet socket and the caller's address, an HTTP response, or a net/rpc
-// ServerCodec. A sink takes the answer as a value or an error, and frames
-// it as its transport does.
-type callSink interface {
-	// reply sends the call's reply, v, encoded by cd. It fails with an
-	// *encodeError if cd cannot encode v, a *backlogError if the caller
-	// has left too many replies unread, or an error saying why the reply
-	// is too large for the transport.
-	reply(sc *serverCall, cd codec.Codec, v any) error
-	// fail sends an error answer; limited marks CodeOverloaded as the
-	// method's, refused at its adaptive limit. It fails if the message is
-	// too long for the transport.
-	fail(sc *serverCall, code Code, msg string, limited bool) error
-	// done forgets the call; it is the last thing a call does.
-	done(sc *serverCall)
-	// backlogged reports the bytes of replies waiting for the caller to
-	// read them, and whether they are too many to run more of its calls.
-	backlogged() (int, bool)
-}
-
-// encodeError says the call's codec could not encode its reply.
-type encodeError struct{ err error }
-
-func (e *encodeError) Error() string { return e.err.Error() }
-
-// backlogError says a reply was not queued because the client has left
-// too many unread.
-type backlogError struct{ queued int }
-
-func (e *backlogError) Error() string {
-	return fmt.Sprintf("%d KiB of replies wait for this client to read them, more than its share of the server's memory (WithMaxQueuedBytes); read replies as they come, or have fewer calls in flight", e.queued>>10)
-}
+// the call asks for and makes it with makeCall (plumbing.Open for the
+// fronts of package transport), hands it to the scheduler (submit), and
+// takes its answer through its transport.Sink. Everything between, the
+// scheduler, interceptors, the method, metrics and logs, is the same for
+// every front.
 
 // maxUnknownName bounds the name of an unknown method that interceptors
 // and logs see: the peer's to choose, up to a 64 KiB header.
@@ -85,8 +50,9 @@ type callHead struct {
 // makeCall makes a call as every front does: its Request, and its
 // context, whose values come from base, with its metadata, priority (see
 // WithPriorityPolicy) and deadline.
-func (s *Server) makeCall(in *callHead, base context.Context, sink callSink) *serverCall {
-	sc := &serverCall{srv: s, sink: sink, m: in.m, codec: in.codec, id: in.id, body: in.body}
+func (s *Server) makeCall(in *callHead, base context.Context, sink transport.Sink) *serverCall {
+	sc := &serverCall{srv: s, sink: sink, m: in.m, codec: in.codec, body: in.body}
+	sc.st.ID = in.id
 	sc.req = Request{ServiceMethod: in.m.name, ID: in.id, Peer: in.peer, Codec: in.codec.Name(), Metadata: in.md, TLS: in.tls, call: sc}
 	if in.m == s.unknown {
 		sc.req.ServiceMethod = truncate(in.asked, maxUnknownName)
@@ -113,75 +79,121 @@ func (s *Server) lookupCall(name []byte) (*method, error) {
 	return m, nil
 }
 
-// maxMetaPresize bounds the room made for a call's metadata before it is
-// read: the count of pairs is the peer's to choose, and pairs that repeat
-// one key (21,666 empty pairs fit in a 64 KiB header) would otherwise
-// size a map for all of them, 1.28 MiB per call.
-const maxMetaPresize = 8
+// plumbing is a Server as the fronts of package transport see it: what
+// they hand their calls to.
+type plumbing Server
 
-// newCall makes the call a Request frame asks for, on TCP or UDP, or says
-// why it cannot: no such method, or an unknown codec. It copies the args,
-// so the frame may be reused.
-func (s *Server) newCall(f *wire.Frame, h *wire.Header, peer net.Addr, base context.Context, sink callSink) (*serverCall, Code, string) {
-	m, err := s.lookupCall(h.Method)
+// Open makes the call hd asks for, or says why it cannot: no such method,
+// an unknown codec, or args it cannot decompress.
+func (p *plumbing) Open(hd *transport.Head, base context.Context, sink transport.Sink) (transport.Call, uint32, string) {
+	sc, code, msg := (*Server)(p).open(hd, base, sink)
+	if sc == nil {
+		return nil, uint32(code), msg // not a nil *serverCall in an interface
+	}
+	return sc, 0, ""
+}
+
+func (s *Server) open(hd *transport.Head, base context.Context, sink transport.Sink) (*serverCall, Code, string) {
+	m, err := s.lookupCall(hd.Method)
 	if err != nil {
+		transport.PutBuf(hd.Owned)
 		return nil, CodeNotFound, err.Error()
 	}
-	cd := s.codecs[string(h.Codec)]
+	cd := s.codecs[string(hd.Codec)]
 	if cd == nil {
-		return nil, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", h.Codec, s.codecNames())
+		transport.PutBuf(hd.Owned)
+		return nil, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", hd.Codec, s.codecNames())
 	}
-	in := callHead{m: m, codec: cd, id: f.ID, peer: peer, claimed: DefaultPriority}
+	in := callHead{m: m, codec: cd, id: hd.ID, peer: hd.Addr, tls: hd.TLS, claimed: DefaultPriority, deadline: hd.Deadline, body: hd.Owned}
 	if m == s.unknown {
-		in.asked = string(h.Method)
+		in.asked = string(hd.Method)
 	}
-	if h.MetaCount > 0 {
-		md := make(Metadata, min(h.MetaCount, maxMetaPresize))
-		wire.EachMeta(f.Header, func(k, v []byte) { md[string(k)] = string(v) })
-		in.md = md
+	in.md = hd.Metadata(PacketKeyMetadata)
+	if hd.HasPriority {
+		in.claimed = Priority(hd.Priority)
 	}
-	if h.HasPriority {
-		in.claimed = Priority(h.Priority)
-	}
-	if h.HasTimeout {
-		in.deadline = time.Now().Add(time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond)
-	}
-	_, conn := sink.(*serverConn)
-	if h.Compression != 0 {
-		body, code, msg := s.decompressArgs(h, f.Body, conn)
+	switch {
+	case in.body != nil:
+	case hd.Compression != 0:
+		body, code, msg := s.decompressArgs(hd)
 		if body == nil {
 			return nil, code, msg
 		}
 		in.body = body
-	} else {
-		in.body = transport.GetBuf(len(f.Body))
-		*in.body = append((*in.body)[:0], f.Body...)
+	default:
+		in.body = transport.GetBuf(len(hd.Body))
+		*in.body = append((*in.body)[:0], hd.Body...)
 	}
-	if conn && h.HasReplyCompression {
-		in.replyAsk, in.replyAsked = Compression(h.ReplyCompression), true
+	if hd.Stream && hd.ReplyAsked {
+		in.replyAsk, in.replyAsked = Compression(hd.ReplyAsk), true
 	}
 	return s.makeCall(&in, base, sink), 0, ""
 }
 
-// decompressArgs decompresses the args of a Request whose header says
-// they are compressed, into a buffer from the pool, or says why it
-// cannot: the Request came in a datagram, or with an algorithm the
-// server does not accept, or its args are corrupt or would decompress
-// past the frame limit.
-func (s *Server) decompressArgs(h *wire.Header, src []byte, conn bool) (*[]byte, Code, string) {
+// decompressArgs decompresses the args of a call whose Request says they
+// are compressed, into a buffer from the pool, or says why it cannot: the
+// Request came in a datagram, or with an algorithm the server does not
+// accept, or its args are corrupt or would decompress past the frame
+// limit.
+func (s *Server) decompressArgs(hd *transport.Head) (*[]byte, Code, string) {
 	o := &s.opts.compress
-	alg := Compression(h.Compression)
+	alg := Compression(hd.Compression)
 	switch {
-	case !conn:
+	case !hd.Stream:
 		return nil, CodeBadRequest, errCompressedDatagram.Error()
 	case !o.set.has(alg):
 		return nil, CodeBadRequest, fmt.Sprintf("kiev: the args are compressed with %v, which this server does not accept; it accepts %s (WithCompression)", alg, o.names())
 	}
-	body, err := o.decompress(alg, h.Decoded, src, s.opts.maxFrame)
+	body, err := o.decompress(alg, hd.Decoded, hd.Body, s.opts.maxFrame)
 	if err != nil {
 		return nil, codeOr(err, CodeTooLarge), "kiev: args: " + strings.TrimPrefix(err.Error(), "kiev: ")
 	}
 	return body, 0, ""
+}
+
+// Refuse counts a call refused at WithMaxConcurrentCalls.
+func (p *plumbing) Refuse(c transport.Call, where string) (uint32, string) {
+	code, msg := (*Server)(p).refuseAtLimit(c.(*serverCall).m, where)
+	return uint32(code), msg
+}
+
+// Submit hands a call to the scheduler.
+func (p *plumbing) Submit(c transport.Call, base context.Context) {
+	(*Server)(p).submit(c.(*serverCall), base)
+}
+
+// RunInline runs a call on the calling goroutine, if the scheduler would
+// start it at once.
+func (p *plumbing) RunInline(c transport.Call) bool {
+	return p.sched.RunInline(c.(*serverCall))
+}
+
+// Negotiate is the compression of replies to a client whose Settings
+// accept the algorithms in accept.
+func (p *plumbing) Negotiate(accept []byte) uint32 {
+	return uint32(p.opts.compress.first(setOf(accept)))
+}
+
+// CompressReply compresses the reply frame b of c as the client's
+// Settings allow (alg), or as its Request asked (ReplyCompression): asked
+// for none, none; asked for an algorithm the server uses, that one,
+// whatever the reply's size. A reply too large to send is left for the
+// connection to refuse.
+func (p *plumbing) CompressReply(c transport.Call, b []byte, negotiated uint32) []byte {
+	sc := c.(*serverCall)
+	alg := Compression(negotiated)
+	if alg == NoCompression && !sc.ctx.replyAsked {
+		return b // the common case: no compression on this connection
+	}
+	o := &p.opts.compress
+	least := o.threshold
+	if ask := sc.ctx.replyAsk; sc.ctx.replyAsked && (ask == NoCompression || o.set.has(ask)) {
+		alg, least = ask, 0
+	}
+	if alg == NoCompression || len(b)-4 > p.opts.maxFrame {
+		return b
+	}
+	return compressFrame(b, 0, alg, least)
 }
 
 // refuseAtLimit counts a call of m refused at WithMaxConcurrentCalls,
@@ -208,8 +220,8 @@ func (s *Server) submit(sc *serverCall, base context.Context) {
 	s.sched.Submit(sc)
 }
 
-// release returns a call that will not run or be answered.
-func (sc *serverCall) release() {
+// Release returns a call that will not run or be answered.
+func (sc *serverCall) Release() {
 	if sc.body != nil {
 		transport.PutBuf(sc.body)
 		sc.body = nil
@@ -222,17 +234,24 @@ func (s *Server) codecNames() string {
 
 // serverCall is one call in flight.
 type serverCall struct {
-	srv        *Server
-	sink       callSink
-	m          *method
-	codec      codec.Codec
-	id         uint64
-	body       *[]byte
-	ctx        callContext // the handler's context
-	callerGone atomic.Bool // the caller canceled, or the connection died
-	answered   atomic.Bool // its Response is queued: the client may reuse its id
-	req        Request
+	srv   *Server
+	sink  transport.Sink
+	m     *method
+	codec codec.Codec
+	st    transport.CallState // its id; the caller is gone; it is answered
+	body  *[]byte
+	ctx   callContext // the handler's context
+	req   Request
 }
+
+// State, Name, Estimate, Cancel and Release make a serverCall a
+// transport.Call.
+var _ transport.Call = (*serverCall)(nil)
+
+func (sc *serverCall) State() *transport.CallState { return &sc.st }
+func (sc *serverCall) Name() string                { return sc.m.name }
+func (sc *serverCall) Estimate() time.Duration     { return sc.m.cost.Estimate() }
+func (sc *serverCall) Cancel(err error)            { sc.ctx.cancel(err) }
 
 // Priority, Deadline, Canceled, Cost, Run and Drop make a serverCall a
 // shed.Task, and Flow a shed.FlowTask: each connection is a flow that the
@@ -240,22 +259,22 @@ type serverCall struct {
 
 func (sc *serverCall) Priority() int               { return int(sc.ctx.priority) }
 func (sc *serverCall) Deadline() (time.Time, bool) { return sc.ctx.Deadline() }
-func (sc *serverCall) Canceled() bool              { return sc.callerGone.Load() }
+func (sc *serverCall) Canceled() bool              { return sc.st.CallerGone.Load() }
 func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
 
 // Flow is the call's connection's, for fairness; nil over UDP and HTTP.
 // (Derived from the sink, not held: a field would take serverCall past
 // its allocation size class.)
 func (sc *serverCall) Flow() *shed.Flow {
-	if c, ok := sc.sink.(*serverConn); ok {
-		return &c.flow
+	if c, ok := sc.sink.(*transport.ServerConn); ok {
+		return c.Flow()
 	}
 	return nil
 }
 
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {
-	defer sc.sink.done(sc)
+	defer sc.sink.Done(sc)
 	code := CodeOverloaded
 	if r == shed.Deadline {
 		code = CodeDeadlineExceeded
@@ -267,7 +286,7 @@ func (sc *serverCall) Drop(r shed.Reason) {
 		h(&sc.ctx, &sc.req, r)
 	}
 	sc.ctx.cancel(context.Canceled)
-	if sc.callerGone.Load() {
+	if sc.st.CallerGone.Load() {
 		return
 	}
 	if msg := sc.m.dropped[r]; msg != "" {
@@ -295,14 +314,14 @@ func (sc *serverCall) Run() { sc.RunTimed(time.Now()) }
 // ended, which makes a serverCall a shed.TimedTask: the scheduler takes
 // the handler's time from the clock reads the call's metrics make anyway.
 func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
-	defer sc.sink.done(sc)
-	if n, over := sc.sink.backlogged(); over && !sc.callerGone.Load() {
+	defer sc.sink.Done(sc)
+	if n, over := sc.sink.Backlogged(); over && !sc.st.CallerGone.Load() {
 		// Its reply would only add to the pile the caller does not read.
 		sc.m.stats.record(start, -1, CodeOverloaded)
 		transport.PutBuf(sc.body)
 		sc.body = nil
 		sc.ctx.cancel(context.Canceled)
-		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &backlogError{queued: n}))
+		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &transport.BacklogError{Queued: n}))
 		return start
 	}
 	sc.ctx.start(start)
@@ -322,7 +341,7 @@ func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
 	}
 	expired := sc.ctx.Err() == context.DeadlineExceeded
 	sc.ctx.cancel(context.Canceled) // the handler is done; so are its goroutines' ctx
-	if sc.callerGone.Load() || expired {
+	if sc.st.CallerGone.Load() || expired {
 		// The caller has stopped waiting; a reply would only cost
 		// bandwidth.
 		return end
@@ -374,12 +393,12 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 }
 
 func (sc *serverCall) reply() {
-	switch err := sc.sink.reply(sc, sc.codec, sc.req.Reply).(type) {
+	switch err := sc.sink.Reply(sc, sc.codec, sc.req.Reply).(type) {
 	case nil:
-	case *encodeError:
-		sc.srv.logLimited(slog.LevelError, "kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err.err)
-		sc.replyError(CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err.err))
-	case *backlogError:
+	case *transport.EncodeError:
+		sc.srv.logLimited(slog.LevelError, "kiev: encoding reply failed", "method", sc.m.name, "codec", sc.codec.Name(), "err", err.Err)
+		sc.replyError(CodeInternal, fmt.Sprintf("kiev: encoding reply of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err.Err))
+	case *transport.BacklogError:
 		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: reply of %s dropped: %v", sc.m.name, err))
 	default:
 		sc.replyError(CodeTooLarge, fmt.Sprintf("kiev: reply of %s is too large: %v", sc.m.name, err))
@@ -393,40 +412,11 @@ func (sc *serverCall) replyError(code Code, msg string) { sc.replyErr(code, msg,
 // replyErr sends an error Response; limited marks an Overloaded error as
 // the method's, refused at its adaptive limit, not the server's.
 func (sc *serverCall) replyErr(code Code, msg string, limited bool) {
-	if sc.sink.fail(sc, code, msg, limited) != nil && len(msg) > maxShortError {
-		_ = sc.sink.fail(sc, code, msg[:maxShortError]+"...", limited)
+	if sc.sink.Fail(sc, uint32(code), msg, limited) != nil && len(msg) > maxShortError {
+		_ = sc.sink.Fail(sc, uint32(code), msg[:maxShortError]+"...", limited)
 	}
 }
 
 // maxShortError is the length error messages are cut to when they do not
 // fit whole.
 const maxShortError = 256
-
-// appendResponse appends a Response frame carrying v encoded by cd,
-// without its length, which wire.EndFrame fills in; the frame starts at
-// len(b). It is how TCP and UDP sinks frame a reply.
-func appendResponse(b []byte, id uint64, cd codec.Codec, v any) ([]byte, error) {
-	start := len(b)
-	b = wire.BeginFrame(b, wire.TypeResponse, id)
-	b = wire.AppendString(b, wire.KeyCodec, cd.Name())
-	_ = wire.EndHeader(b, start)
-	b, err := cd.Marshal(b, v)
-	if err != nil {
-		return b, &encodeError{err}
-	}
-	return b, nil
-}
-
-// appendError appends an error Response frame, without its length, which
-// wire.EndFrame fills in; the frame starts at len(b).
-func appendError(b []byte, id uint64, code Code, msg string, limited bool) []byte {
-	start := len(b)
-	b = wire.BeginFrame(b, wire.TypeResponse, id)
-	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
-	b = wire.AppendString(b, wire.KeyErrMsg, msg)
-	if limited {
-		b = wire.AppendString(b, wire.KeyLimited, "")
-	}
-	_ = wire.EndHeader(b, start)
-	return b
-}

@@ -45,22 +45,22 @@ func PacketLocalAddr(c *Client) net.Addr {
 // InlineCounts reports how many calls srv ran on their connection's
 // reader, and how many times its watchdog took a lent reader over.
 func InlineCounts(srv *Server) (runs, takeovers uint64) {
-	return srv.inline.runs.Load(), srv.inline.takeovers.Load()
+	return srv.inline.Counts()
 }
 
 // InlineMaxCost sets the average run time under which a server's calls
 // may run on their reader when alone.
 func InlineMaxCost(d time.Duration) ServerOption {
-	return serverOption(func(o *serverOptions) { o.inline.maxCost = d })
+	return serverOption(func(o *serverOptions) { o.inline.MaxCost = d })
 }
 
 // BurstMaxCost sets the average run time under which a server's calls of
 // a burst run on their reader.
 func BurstMaxCost(d time.Duration) ServerOption {
-	return serverOption(func(o *serverOptions) { o.inline.burstMaxCost = d })
+	return serverOption(func(o *serverOptions) { o.inline.BurstMaxCost = d })
 }
 
 // BurstBudget sets the estimated run time a burst may run on its reader.
 func BurstBudget(d time.Duration) ServerOption {
-	return serverOption(func(o *serverOptions) { o.inline.burstBudget = d })
+	return serverOption(func(o *serverOptions) { o.inline.BurstBudget = d })
 }

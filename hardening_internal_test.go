@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -54,14 +55,16 @@ func TestMetadataCountIsNoAllocation(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range calls {
-		sc, _, msg := s.newCall(&f, &h, nil, t.Context(), nil)
+		var hd transport.Head
+		hd.Read(&f, &h, transport.Origin{})
+		sc, _, msg := s.open(&hd, t.Context(), nil)
 		if sc == nil {
 			t.Fatal(msg)
 		}
 		if len(sc.req.Metadata) != 1 {
 			t.Fatalf("metadata %v; want the one empty key", sc.req.Metadata)
 		}
-		sc.release()
+		sc.Release()
 	}
 	runtime.ReadMemStats(&after)
 	perCall := (after.TotalAlloc - before.TotalAlloc) / calls

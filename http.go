@@ -350,7 +350,7 @@ func (f httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hs := &httpSink{front: f, peer: r.RemoteAddr, end: make(chan struct{})}
 	sc := s.makeCall(&in, base, hs)
 	cancel := func() {
-		sc.callerGone.Store(true)
+		sc.st.CallerGone.Store(true)
 		sc.ctx.cancel(context.Canceled)
 	}
 	stop := context.AfterFunc(r.Context(), cancel)
@@ -400,14 +400,14 @@ type httpSink struct {
 	end   chan struct{} // closed by done
 }
 
-// reply, fail, done and backlogged make an httpSink the callSink of its
-// call.
-func (hs *httpSink) reply(sc *serverCall, cd codec.Codec, v any) error {
+// Reply, Fail, Done and Backlogged make an httpSink the transport.Sink of
+// its call.
+func (hs *httpSink) Reply(_ transport.Call, cd codec.Codec, v any) error {
 	body, err := cd.Marshal(nil, v)
 	if err != nil {
-		return &encodeError{err}
+		return &transport.EncodeError{Err: err}
 	}
-	if max := sc.srv.opts.maxFrame; len(body) > max {
+	if max := hs.front.s.opts.maxFrame; len(body) > max {
 		return fmt.Errorf("%d bytes, over the %d-byte limit; return less or raise WithMaxFrameSize", len(body), max)
 	}
 	hs.mu.Lock()
@@ -416,20 +416,20 @@ func (hs *httpSink) reply(sc *serverCall, cd codec.Codec, v any) error {
 	return nil
 }
 
-func (hs *httpSink) fail(sc *serverCall, code Code, msg string, limited bool) error {
+func (hs *httpSink) Fail(_ transport.Call, code uint32, msg string, limited bool) error {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	hs.sent, hs.code, hs.msg = true, code, msg
+	hs.sent, hs.code, hs.msg = true, Code(code), msg
 	return nil
 }
 
-func (hs *httpSink) done(sc *serverCall) {
+func (hs *httpSink) Done(transport.Call) {
 	hs.front.s.httpCalls.put(hs.peer)
 	close(hs.end)
 }
 
 // backlogged: an HTTP reply is written by its own request goroutine.
-func (hs *httpSink) backlogged() (int, bool) { return 0, false }
+func (hs *httpSink) Backlogged() (int, bool) { return 0, false }
 
 // peerCalls counts the calls in flight of each HTTP caller's connection,
 // for WithMaxConcurrentCalls.

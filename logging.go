@@ -74,7 +74,7 @@ func WithLogAttrs(ctx context.Context, attrs ...slog.Attr) context.Context {
 func (sc *serverCall) logAttrs() []any {
 	attrs := []any{
 		slog.String("method", sc.req.ServiceMethod),
-		slog.Uint64("request_id", sc.id),
+		slog.Uint64("request_id", sc.st.ID),
 		slog.Int("priority", int(sc.ctx.priority)),
 	}
 	if sc.req.Peer != nil {

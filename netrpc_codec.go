@@ -195,26 +195,26 @@ func (c *codecCall) Unmarshal(_ []byte, v any) error {
 	return nil
 }
 
-// reply, fail, done and backlogged make a codecCall the callSink of its
-// call: the ServerCodec encodes the reply value itself.
-func (c *codecCall) reply(_ *serverCall, _ codec.Codec, v any) error {
+// Reply, Fail, Done and Backlogged make a codecCall the transport.Sink of
+// its call: the ServerCodec encodes the reply value itself.
+func (c *codecCall) Reply(_ transport.Call, _ codec.Codec, v any) error {
 	c.conn.respond(c.method, c.seq, v, "")
 	return nil
 }
 
-func (c *codecCall) fail(_ *serverCall, _ Code, msg string, _ bool) error {
+func (c *codecCall) Fail(_ transport.Call, _ uint32, msg string, _ bool) error {
 	c.conn.respond(c.method, c.seq, nil, msg)
 	return nil
 }
 
-func (c *codecCall) done(*serverCall) {
+func (c *codecCall) Done(transport.Call) {
 	c.conn.finish()
 	if c.end != nil {
 		close(c.end)
 	}
 }
 
-func (c *codecCall) backlogged() (int, bool) { return 0, false }
+func (c *codecCall) Backlogged() (int, bool) { return 0, false }
 
 // NewClientWithCodec returns a Client whose calls c writes and reads, as
 // net/rpc's NewClientWithCodec does: with net/rpc/jsonrpc's codec, a kiev

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/shed"
 )
@@ -92,8 +93,8 @@ type serverOptions struct {
 	certsOptional bool // WithoutClientCertsOutsideTLS
 	maxConns      int
 	maxCalls      int
-	inline        inlineTuning  // set by tests only; zero fields are the defaults
-	fastCGIIdle   time.Duration // FastCGIIdleTimeout; tests shorten it
+	inline        transport.InlineTuning // set by tests only; zero fields are the defaults
+	fastCGIIdle   time.Duration          // FastCGIIdleTimeout; tests shorten it
 	maxQueued     int
 	maxPartial    int
 
@@ -103,14 +104,14 @@ type serverOptions struct {
 
 func (o *serverOptions) fill() {
 	o.connOptions.fill()
-	if o.inline.maxCost <= 0 {
-		o.inline.maxCost = defaultInlineTuning.maxCost
+	if o.inline.MaxCost <= 0 {
+		o.inline.MaxCost = transport.DefaultInlineTuning.MaxCost
 	}
-	if o.inline.burstMaxCost <= 0 {
-		o.inline.burstMaxCost = defaultInlineTuning.burstMaxCost
+	if o.inline.BurstMaxCost <= 0 {
+		o.inline.BurstMaxCost = transport.DefaultInlineTuning.BurstMaxCost
 	}
-	if o.inline.burstBudget <= 0 {
-		o.inline.burstBudget = defaultInlineTuning.burstBudget
+	if o.inline.BurstBudget <= 0 {
+		o.inline.BurstBudget = transport.DefaultInlineTuning.BurstBudget
 	}
 	if o.fastCGIIdle <= 0 {
 		o.fastCGIIdle = FastCGIIdleTimeout

@@ -79,7 +79,7 @@ func (s *Server) verifyPacket(b []byte, h *wire.Header, now time.Time) (id strin
 	signed := time.UnixMilli(int64(min(h.AuthTime, 1<<62)))
 	life := time.Duration(0)
 	if h.HasTimeout {
-		life = time.Duration(min(h.Timeout, maxTimeoutMicros)) * time.Microsecond
+		life = time.Duration(min(h.Timeout, wire.MaxTimeoutMicros)) * time.Microsecond
 	}
 	skew := s.opts.packet.AuthSkew
 	until = signed.Add(life + skew)

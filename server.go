@@ -31,7 +31,7 @@ type Server struct {
 	mu         sync.Mutex                    // guards the fields below
 	services   map[string]map[string]*method // service -> method name -> method
 	listeners  map[net.Listener]struct{}
-	conns      map[*serverConn]struct{}
+	conns      map[*transport.ServerConn]struct{}
 	codecConns map[*codecConn]struct{} // ServeCodec's
 	connCount  atomic.Int64            // len(conns), read without the lock
 	closed     bool
@@ -40,9 +40,10 @@ type Server struct {
 	methods atomic.Pointer[map[string]*method] // "Service.Method" -> method; copy on write
 	codecs  map[string]codec.Codec             // read-only after NewServer
 
-	connWG sync.WaitGroup  // connection goroutines
-	sched  *shed.Scheduler // runs every call
-	inline inlineWatch     // the watchdog over readers lent to calls (inline.go)
+	connWG sync.WaitGroup         // connection goroutines
+	sched  *shed.Scheduler        // runs every call
+	inline transport.InlineWatch  // the watchdog over readers lent to calls
+	tcp    transport.ServerConfig // what its connections share
 
 	packets     map[*packetServer]struct{}
 	packetStats packetCounters
@@ -89,7 +90,7 @@ func NewServer(opts ...ServerOption) *Server {
 	s := &Server{
 		services:   make(map[string]map[string]*method),
 		listeners:  make(map[net.Listener]struct{}),
-		conns:      make(map[*serverConn]struct{}),
+		conns:      make(map[*transport.ServerConn]struct{}),
 		codecConns: make(map[*codecConn]struct{}),
 		done:       make(chan struct{}),
 		codecs:     make(map[string]codec.Codec),
@@ -107,6 +108,25 @@ func NewServer(opts ...ServerOption) *Server {
 	}
 	s.opts.fill()
 	s.partial.Max = int64(s.opts.maxPartial)
+	s.tcp = transport.ServerConfig{
+		Handler:           (*plumbing)(s),
+		HeartbeatInterval: s.opts.heartbeatInterval,
+		HeartbeatTimeout:  s.opts.heartbeatTimeout,
+		MaxFrame:          s.opts.maxFrame,
+		MaxCalls:          s.opts.maxCalls,
+		Partial:           &s.partial,
+		Share:             s.connShare,
+		Settings:          s.opts.compress.settings,
+		Warn:              s.warn,
+		Inline:            s.opts.inline,
+		Watch:             &s.inline,
+		Readers:           &s.connWG,
+		Shutdown:          ErrShutdown,
+		ServerClosed:      ErrServerClosed,
+	}
+	if s.opts.tls != nil {
+		s.tcp.TLS = s.tlsServer
+	}
 	s.unknown = &method{name: "(unknown method)", argType: reflect.TypeFor[struct{}](), replyType: reflect.TypeFor[struct{}](), dropped: dropMessages("(unknown method)")}
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {
 		s.codecs[c.Name()] = c
@@ -345,7 +365,7 @@ func (s *Server) track(nc net.Conn, base context.Context) bool {
 // adopt makes nc one of the server's connections. It returns nil and
 // false if the server is closed, and nil and true, having closed nc, if
 // the server is at its connection limit.
-func (s *Server) adopt(nc net.Conn, base context.Context) (*serverConn, bool) {
+func (s *Server) adopt(nc net.Conn, base context.Context) (*transport.ServerConn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -356,7 +376,7 @@ func (s *Server) adopt(nc net.Conn, base context.Context) (*serverConn, bool) {
 		nc.Close()
 		return nil, true
 	}
-	c := newServerConn(s, nc, base)
+	c := transport.NewServerConn(&s.tcp, nc, base)
 	s.conns[c] = struct{}{}
 	s.connCount.Add(1)
 	s.connWG.Add(1)
@@ -364,9 +384,9 @@ func (s *Server) adopt(nc net.Conn, base context.Context) (*serverConn, bool) {
 }
 
 // run serves an adopted connection until it ends, then forgets it.
-func (s *Server) run(c *serverConn) {
+func (s *Server) run(c *transport.ServerConn) {
 	defer s.connWG.Done()
-	c.serve()
+	c.Serve()
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.connCount.Add(-1)
@@ -415,7 +435,7 @@ func (s *Server) isClosed() bool {
 // stopListening marks the server closed, closes its listeners and returns
 // the connections it had. It reports false if the server was already
 // closed.
-func (s *Server) stopListening() []*serverConn {
+func (s *Server) stopListening() []*transport.ServerConn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
@@ -449,7 +469,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopServing()
 	s.unpublish(ctx)
 	for _, c := range s.stopListening() {
-		c.drain()
+		c.Drain()
 	}
 	for _, cc := range keysOf(s, s.codecConns) {
 		cc.drain()
@@ -485,7 +505,7 @@ func (s *Server) Close() error {
 	s.unpublish(ctx)
 	cancel()
 	for _, c := range s.stopListening() {
-		c.close(ErrServerClosed)
+		c.Close(ErrServerClosed)
 	}
 	for _, cc := range keysOf(s, s.codecConns) {
 		cc.close()

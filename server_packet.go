@@ -139,7 +139,7 @@ type peerState struct {
 	keep  time.Time              // a signed session's floor is kept until its last request goes stale
 }
 
-// packetCall is one call in the duplicate cache, and its callSink.
+// packetCall is one call in the duplicate cache, and its transport.Sink.
 type packetCall struct {
 	ps      *packetServer
 	st      *peerState
@@ -286,7 +286,9 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer transport.Pe
 	if addr == nil {
 		addr = peer.Addr()
 	}
-	sc, code, msg := ps.srv.newCall(f, h, addr, ps.base, pc)
+	var hd transport.Head
+	hd.Read(f, h, transport.Origin{Addr: addr, KeyID: a.id})
+	sc, code, msg := ps.srv.open(&hd, ps.base, pc)
 	if sc == nil {
 		ps.mu.Unlock()
 		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
@@ -296,18 +298,11 @@ func (ps *packetServer) request(f *wire.Frame, h *wire.Header, peer transport.Pe
 		// A client address is a UDP client's connection: its sessions
 		// are the client's to choose.
 		ps.mu.Unlock()
-		sc.release()
+		sc.Release()
 		stats.dropped.Add(1)
 		code, msg := ps.srv.refuseAtLimit(sc.m, "from this address")
 		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
 		return
-	}
-	if a.id != "" {
-		if sc.req.Metadata == nil {
-			sc.req.Metadata = Metadata{}
-		}
-		sc.req.Metadata[PacketKeyMetadata] = a.id
-		sc.ctx.md = sc.req.Metadata
 	}
 	pc.sc = sc
 	st.calls[f.ID] = pc
@@ -345,7 +340,7 @@ func (ps *packetServer) session(k sessionKey, now time.Time, floor uint64) *peer
 				// run under ps.mu. The call finishes as any canceled
 				// call does; its retransmissions are known stale by
 				// the floor.
-				pc.sc.callerGone.Store(true)
+				pc.sc.st.CallerGone.Store(true)
 				pc.sc.ctx.cancel(context.Canceled)
 			}
 			ps.forget(st, id)
@@ -374,7 +369,7 @@ func (ps *packetServer) cancel(k sessionKey, id uint64) {
 	}
 	ps.mu.Unlock()
 	if sc != nil {
-		sc.callerGone.Store(true)
+		sc.st.CallerGone.Store(true)
 		sc.ctx.cancel(context.Canceled)
 	}
 }
@@ -384,7 +379,7 @@ func (ps *packetServer) cancel(k sessionKey, id uint64) {
 func (ps *packetServer) replyError(id uint64, peer transport.PeerKey, addr net.Addr, code Code, msg string, allow int, session uint64) {
 	buf := transport.GetBuf(0)
 	defer transport.PutBuf(buf)
-	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
+	b := transport.AppendError(wire.AppendPreface((*buf)[:0], wire.Version), id, uint32(code), msg, false)
 	*buf = b
 	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) == nil {
 		ps.sendWithin(b, code, allow, id, session, peer, addr)
@@ -401,12 +396,12 @@ func (ps *packetServer) send(b []byte, peer transport.PeerKey, addr net.Addr) {
 // the server bounds no answer): its answer may take any size.
 func (pc *packetCall) proven() bool { return pc.allow < 0 }
 
-// reply, fail, done and backlogged make a packetCall the callSink of its
-// call.
-func (pc *packetCall) reply(sc *serverCall, cd codec.Codec, v any) error {
+// Reply, Fail, Done and Backlogged make a packetCall the transport.Sink of
+// its call.
+func (pc *packetCall) Reply(_ transport.Call, cd codec.Codec, v any) error {
 	buf := transport.GetBuf(0)
 	defer transport.PutBuf(buf)
-	b, err := appendResponse(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, cd, v)
+	b, err := transport.AppendResponse(wire.AppendPreface((*buf)[:0], wire.Version), pc.id, cd, v)
 	*buf = b
 	if err != nil {
 		return err
@@ -414,12 +409,12 @@ func (pc *packetCall) reply(sc *serverCall, cd codec.Codec, v any) error {
 	return pc.send(b, CodeOK)
 }
 
-func (pc *packetCall) fail(sc *serverCall, code Code, msg string, limited bool) error {
+func (pc *packetCall) Fail(_ transport.Call, code uint32, msg string, limited bool) error {
 	buf := transport.GetBuf(0)
 	defer transport.PutBuf(buf)
-	b := appendError(wire.AppendPreface((*buf)[:0], wire.Version), sc.id, code, msg, limited)
+	b := transport.AppendError(wire.AppendPreface((*buf)[:0], wire.Version), pc.id, code, msg, limited)
 	*buf = b
-	return pc.send(b, code)
+	return pc.send(b, Code(code))
 }
 
 // send sends the datagram b, a Response after the preface of error code
@@ -454,9 +449,9 @@ func (pc *packetCall) uncount() {
 }
 
 // backlogged: a datagram reply is sent at once or lost, never queued.
-func (pc *packetCall) backlogged() (int, bool) { return 0, false }
+func (pc *packetCall) Backlogged() (int, bool) { return 0, false }
 
-func (pc *packetCall) done(sc *serverCall) {
+func (pc *packetCall) Done(transport.Call) {
 	ps := pc.ps
 	expires := time.Now().Add(ps.srv.opts.packet.DedupLinger)
 	if pc.keep.After(expires) {
@@ -553,7 +548,7 @@ func (ps *packetServer) abort() {
 	}
 	ps.mu.Unlock()
 	for _, sc := range running {
-		sc.callerGone.Store(true)
+		sc.st.CallerGone.Store(true)
 		sc.ctx.cancel(context.Canceled)
 	}
 }

@@ -25,9 +25,9 @@ func GetBuf(n int) *[]byte {
 	return b
 }
 
-// PutBuf gives b back to the pool.
+// PutBuf gives b back to the pool; nil is ignored.
 func PutBuf(b *[]byte) {
-	if cap(*b) > maxPooledBuf {
+	if b == nil || cap(*b) > maxPooledBuf {
 		return
 	}
 	bufPool.Put(b)

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // Magic opens every kiev connection, followed by one version byte.
@@ -229,11 +230,15 @@ func Parse(p []byte) (Frame, error) {
 	}, nil
 }
 
+// MaxTimeoutMicros caps a Timeout read, so that it cannot overflow a
+// time.Duration (about 292 years).
+const MaxTimeoutMicros = math.MaxInt64 / 1000
+
 // Header holds the header fields kiev knows. Byte slices alias the frame.
 type Header struct {
 	Method      []byte
 	Codec       []byte
-	Timeout     uint64 // microseconds; valid if HasTimeout
+	Timeout     uint64 // microseconds; valid if HasTimeout; see MaxTimeoutMicros
 	HasTimeout  bool
 	Priority    uint8 // valid if HasPriority
 	HasPriority bool

@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -36,24 +35,24 @@ import (
 // it by two ticks at most, and never the heartbeat.
 const inlineTick = time.Millisecond // the watchdog's period
 
-// inlineTuning bounds what a Server runs on its readers (see above).
+// InlineTuning bounds what a server runs on its readers (see above).
 // Tests raise the bounds, as the race detector slows calls.
-type inlineTuning struct {
-	// maxCost is the average run time under which a method's calls may
-	// run on the reader when alone, and burstMaxCost in a burst, about
+type InlineTuning struct {
+	// MaxCost is the average run time under which a method's calls may
+	// run on the reader when alone, and BurstMaxCost in a burst, about
 	// what a hand-off to a worker costs.
-	maxCost, burstMaxCost time.Duration
-	// burstBudget bounds the estimated run time of the calls a burst runs
+	MaxCost, BurstMaxCost time.Duration
+	// BurstBudget bounds the estimated run time of the calls a burst runs
 	// on its reader: one watchdog tick, the time a lone call may hold it
 	// too.
-	burstBudget time.Duration
+	BurstBudget time.Duration
 }
 
-// defaultInlineTuning is every Server's.
-var defaultInlineTuning = inlineTuning{
-	maxCost:      100 * time.Microsecond,
-	burstMaxCost: 5 * time.Microsecond,
-	burstBudget:  inlineTick,
+// DefaultInlineTuning is every server's.
+var DefaultInlineTuning = InlineTuning{
+	MaxCost:      100 * time.Microsecond,
+	BurstMaxCost: 5 * time.Microsecond,
+	BurstBudget:  inlineTick,
 }
 
 // burst is a reader's account of the calls it runs between two waits for
@@ -64,7 +63,7 @@ type burst struct {
 }
 
 // release sends the replies the burst held so far.
-func (b *burst) release(l *transport.Link) {
+func (b *burst) release(l *Link) {
 	if b.held {
 		l.Release()
 		b.held = false
@@ -72,7 +71,7 @@ func (b *burst) release(l *transport.Link) {
 }
 
 // end sends the replies the burst held, and starts a new one.
-func (b *burst) end(l *transport.Link) {
+func (b *burst) end(l *Link) {
 	b.release(l)
 	b.spent = 0
 }
@@ -87,20 +86,20 @@ var errReaderTaken = errors.New("kiev: reading passed to another goroutine")
 // whose budget it fits. It reports false if the reader must submit sc
 // instead. taken reports that the watchdog took the reading over while sc
 // ran: the caller must stop reading.
-func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken bool) {
+func (c *ServerConn) runInline(sc Call, more bool, b *burst) (ran, taken bool) {
 	if c.base.Err() != nil {
 		return false, false
 	}
-	est := sc.m.cost.Estimate()
+	est := sc.Estimate()
 	if est <= 0 {
 		return false, false // unknown yet: a worker runs it
 	}
-	tune := &c.srv.opts.inline
+	tune := &c.cfg.Inline
 	if !more && b.spent == 0 && c.active.Load() == 1 { // alone
-		if est > tune.maxCost {
+		if est > tune.MaxCost {
 			return false, false // slow: a worker runs it
 		}
-	} else if est > tune.burstMaxCost || b.spent+est > tune.burstBudget {
+	} else if est > tune.BurstMaxCost || b.spent+est > tune.BurstBudget {
 		// Slow, or past the burst's budget: a worker runs it, and what
 		// the burst answered so far goes now.
 		b.release(c.link)
@@ -115,11 +114,11 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 	seq := c.lendSeq.Add(1)
 	c.lent.Store(seq)
 	if !c.watched.Load() {
-		c.srv.inline.watch(c)
+		c.cfg.Watch.watch(c)
 	}
-	ran = c.srv.sched.RunInline(sc)
+	ran = c.cfg.Handler.RunInline(sc)
 	if ran {
-		c.srv.inline.runs.Add(1)
+		c.cfg.Watch.runs.Add(1)
 	}
 	if c.lent.CompareAndSwap(seq, 0) {
 		return ran, false
@@ -127,39 +126,40 @@ func (c *serverConn) runInline(sc *serverCall, more bool, b *burst) (ran, taken 
 	if !ran {
 		// Taken over while the scheduler said no (it cannot take long,
 		// but the watchdog does not know): the call still needs a worker.
-		c.srv.submit(sc, c.base)
+		c.cfg.Handler.Submit(sc, c.base)
 	}
 	return true, true
 }
 
 // takeOver goes on reading r in place of a reader busy with a call.
-func (c *serverConn) takeOver(r *wire.Reader) {
+func (c *ServerConn) takeOver(r *wire.Reader) {
 	c.link.Release() // the replies of the burst so far must not wait for the slow call
-	c.srv.connWG.Add(1)
+	c.cfg.Readers.Add(1)
 	go func() {
-		defer c.srv.connWG.Done()
+		defer c.cfg.Readers.Done()
 		c.read(r)
 	}()
 }
 
-// inlineWatch is a Server's watchdog over its lent readers. It ticks only
-// while some connection lends its reader now and then.
-type inlineWatch struct {
+// InlineWatch is a server's watchdog over its lent readers. It ticks only
+// while some connection lends its reader now and then. Its zero value is
+// ready to use.
+type InlineWatch struct {
 	runs      atomic.Uint64 // calls run on their reader
 	takeovers atomic.Uint64 // readers taken over
 
 	mu      sync.Mutex             // guards the fields below
-	conns   map[*serverConn]uint64 // watched connections, by their lendSeq at the last tick
+	conns   map[*ServerConn]uint64 // watched connections, by their lendSeq at the last tick
 	timer   *time.Timer
 	running bool
 }
 
 // watch adds c to the watched connections and starts the ticks.
-func (w *inlineWatch) watch(c *serverConn) {
+func (w *InlineWatch) watch(c *ServerConn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.conns == nil {
-		w.conns = make(map[*serverConn]uint64)
+		w.conns = make(map[*ServerConn]uint64)
 	}
 	c.watched.Store(true)
 	if _, ok := w.conns[c]; !ok {
@@ -179,7 +179,7 @@ func (w *inlineWatch) watch(c *serverConn) {
 
 // tick takes over the readers lent to the same call since the last tick,
 // and forgets the connections that lent none.
-func (w *inlineWatch) tick() {
+func (w *InlineWatch) tick() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for c, seen := range w.conns {
@@ -212,4 +212,10 @@ func (w *inlineWatch) tick() {
 		return
 	}
 	w.timer.Reset(inlineTick)
+}
+
+// Counts reports how many calls ran on their connection's reader, and how
+// many times the watchdog took a lent reader over.
+func (w *InlineWatch) Counts() (runs, takeovers uint64) {
+	return w.runs.Load(), w.takeovers.Load()
 }

@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import (
 	"context"
@@ -6,25 +6,62 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
-	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/shed"
 )
 
-// serverConn serves one client connection. It owns two goroutines, the
-// reader (serve) and the link's writer, and its calls run on scheduler
-// workers, or on the reader (inline.go).
-type serverConn struct {
-	srv      *Server
+// ServerConfig is what a server's connections share: its settings, and
+// the Handler they hand their calls to. It must not change once a
+// connection uses it.
+type ServerConfig struct {
+	Handler Handler
+
+	HeartbeatInterval, HeartbeatTimeout time.Duration
+	MaxFrame                            int
+	// MaxCalls bounds the calls a connection has unanswered
+	// (WithMaxConcurrentCalls); 0: no bound.
+	MaxCalls int
+	// Partial bounds the bytes the server's readers hold for large
+	// frames in progress; its Max is WithMaxPartialFrameBytes.
+	Partial *Budget
+	// Share is the bytes of replies a connection may have waiting for
+	// its client to read them before its reader takes no more calls.
+	Share func() int
+	// Settings is the server's Settings frame, sent after its preface;
+	// nil for none.
+	Settings []byte
+	// TLS, if not nil, makes the TLS connection over a socket and
+	// handshakes; it returns the connection's state.
+	TLS func(net.Conn) (net.Conn, *tls.ConnectionState, error)
+	// Warn logs what went wrong with a connection, within the server's
+	// rate limit.
+	Warn func(msg string, args ...any)
+	// Inline bounds what runs on a connection's reader; Watch is the
+	// server's watchdog over its readers lent to calls (inline.go).
+	Inline InlineTuning
+	Watch  *InlineWatch
+	// Readers counts the goroutines that take a reader over.
+	Readers *sync.WaitGroup
+	// Shutdown is the error of a call on a closing connection
+	// (kiev.ErrShutdown); ServerClosed, the error a connection is closed
+	// with by the server (kiev.c.cfg.ServerClosed), which is not warned of.
+	Shutdown, ServerClosed error
+}
+
+// ServerConn serves one client connection. It owns two goroutines, the
+// reader (Serve) and the link's writer, and its calls run on scheduler
+// workers, or on the reader (inline.go). Its methods are safe for
+// concurrent use.
+type ServerConn struct {
+	cfg      *ServerConfig
 	nc       net.Conn // the socket, then its TLS conn: set by serve under mu, read by others under mu
-	link     *transport.Link
+	link     *Link
 	base     context.Context // parent of every handler ctx
 	stopBase func() bool     // stops the watch on base
 
@@ -38,12 +75,12 @@ type serverConn struct {
 	flow shed.Flow // the connection's calls, for the scheduler's fairness
 
 	// From the client's Settings: the first of the server's compression
-	// algorithms that the client accepts, a Compression.
+	// algorithms that the client accepts, a kiev.Compression.
 	replyAlg atomic.Uint32
 
-	mu     sync.Mutex             // guards the fields below
-	calls  map[uint64]*serverCall // calls in flight, by id
-	active atomic.Int32           // len(calls), read without mu
+	mu     sync.Mutex      // guards the fields below
+	calls  map[uint64]Call // calls in flight, by id
+	active atomic.Int32    // len(calls), read without mu
 	// unanswered counts the calls read and not yet answered, against
 	// WithMaxConcurrentCalls (kept only with a limit): an answered call
 	// may linger in calls until its handler's goroutine is done, and
@@ -57,24 +94,28 @@ type serverConn struct {
 	lastID     uint64 // the highest Request id of a call taken (not refused)
 }
 
-func newServerConn(s *Server, nc net.Conn, base context.Context) *serverConn {
-	c := &serverConn{srv: s, nc: nc, base: base, calls: make(map[uint64]*serverCall), readerDone: make(chan struct{})}
+// NewServerConn returns the connection of nc, not yet served; its calls'
+// contexts take their values from base, and are canceled when it ends.
+func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *ServerConn {
+	c := &ServerConn{cfg: cfg, nc: nc, base: base, calls: make(map[uint64]Call), readerDone: make(chan struct{})}
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
-	o := &s.opts.connOptions
-	c.link = transport.NewLink(nc, transport.Config{
-		HeartbeatInterval: o.heartbeatInterval, HeartbeatTimeout: o.heartbeatTimeout, MaxFrame: o.maxFrame,
-		Share:  s.connShare,
-		Closed: ErrShutdown,
-		OnDead: c.close,
+	c.link = NewLink(nc, Config{
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
+		Share:  cfg.Share,
+		Closed: cfg.Shutdown,
+		OnDead: c.Close,
 	})
 	return c
 }
 
-// serve runs the connection until it ends, then waits for its writer.
-func (c *serverConn) serve() {
+// Flow is the connection's calls, for the scheduler's fairness.
+func (c *ServerConn) Flow() *shed.Flow { return &c.flow }
+
+// Serve runs the connection until it ends, then waits for its writer.
+func (c *ServerConn) Serve() {
 	defer c.stopBase()
-	if c.srv.opts.tls != nil {
-		tc, st, err := c.srv.tlsServer(c.nc)
+	if c.cfg.TLS != nil {
+		tc, st, err := c.cfg.TLS(c.nc)
 		if err != nil {
 			c.handshakeFailed("kiev: TLS handshake failed; closing connection", err)
 			return
@@ -89,8 +130,8 @@ func (c *serverConn) serve() {
 		}
 		c.link.SetConn(tc)
 	}
-	r := wire.NewReader(c.link.Reader(c.nc), transport.ReadBufSize, c.srv.opts.maxFrame)
-	r.SetBudget(&c.srv.partial)
+	r := wire.NewReader(c.link.Reader(c.nc), ReadBufSize, c.cfg.MaxFrame)
+	r.SetBudget(c.cfg.Partial)
 	defer r.Release()
 	if err := c.handshake(r); err != nil {
 		c.handshakeFailed("kiev: handshake failed; closing connection", err)
@@ -108,18 +149,18 @@ func (c *serverConn) serve() {
 	c.read(r)
 	<-c.readerDone
 	<-c.link.Done()
-	c.close(io.EOF) // after the client's end of stream: the replies are out
+	c.Close(io.EOF) // after the client's end of stream: the replies are out
 }
 
 // handshakeFailed closes a connection whose handshake failed, and says so
 // unless the server closed it meanwhile.
-func (c *serverConn) handshakeFailed(msg string, err error) {
+func (c *ServerConn) handshakeFailed(msg string, err error) {
 	c.mu.Lock()
 	dead := c.dead
 	c.dead = true
 	c.mu.Unlock()
 	if !dead {
-		c.srv.warn(msg, "peer", c.nc.RemoteAddr(), "err", err)
+		c.cfg.Warn(msg, "peer", c.nc.RemoteAddr(), "err", err)
 	}
 	c.nc.Close()
 }
@@ -128,7 +169,7 @@ func (c *serverConn) handshakeFailed(msg string, err error) {
 // the watchdog gives the reading to another goroutine while this one runs
 // a call (inline.go). At the client's clean end of stream it lets the
 // calls in flight finish instead (peerDone).
-func (c *serverConn) read(r *wire.Reader) {
+func (c *ServerConn) read(r *wire.Reader) {
 	err := c.readLoop(r)
 	if err == errReaderTaken {
 		return
@@ -136,7 +177,7 @@ func (c *serverConn) read(r *wire.Reader) {
 	if err == io.EOF {
 		c.peerDone()
 	} else {
-		c.close(err)
+		c.Close(err)
 	}
 	close(c.readerDone)
 }
@@ -148,7 +189,7 @@ func (c *serverConn) read(r *wire.Reader) {
 // A kiev client that closes with calls in flight cancels them first
 // (clientConn.cancelPending), and a client that is gone fails the first
 // reply written to it, which closes the connection and cancels the rest.
-func (c *serverConn) peerDone() {
+func (c *ServerConn) peerDone() {
 	c.mu.Lock()
 	if c.dead || c.draining { // closing already, or drain closes it
 		c.mu.Unlock()
@@ -165,26 +206,29 @@ func (c *serverConn) peerDone() {
 // handshake reads the client's preface and answers with the version both
 // sides speak, within the heartbeat timeout, and the server's Settings if
 // it has any to announce.
-func (c *serverConn) handshake(r *wire.Reader) error {
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.heartbeatTimeout))
+func (c *ServerConn) handshake(r *wire.Reader) error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.HeartbeatTimeout))
 	v, err := wire.ReadPreface(r.Buffered())
 	if err != nil {
 		return err
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.heartbeatTimeout))
-	_, err = c.nc.Write(append(wire.AppendPreface(nil, min(v, wire.Version)), c.srv.opts.compress.settings...))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.HeartbeatTimeout))
+	_, err = c.nc.Write(append(wire.AppendPreface(nil, min(v, wire.Version)), c.cfg.Settings...))
 	return err
 }
 
-func (c *serverConn) readLoop(r *wire.Reader) error {
-	var h wire.Header
-	var b burst
+func (c *ServerConn) readLoop(r *wire.Reader) error {
+	var (
+		h  wire.Header
+		hd Head // here, not in the loop: Open's pointer to it escapes
+		b  burst
+	)
 	for {
 		// Take no more calls while the client leaves its replies unread:
 		// backpressure, so a client that does not read holds no more than
 		// its share of memory.
-		if err := c.link.WaitRoom(c.srv.connShare()); err != nil {
+		if err := c.link.WaitRoom(c.cfg.Share()); err != nil {
 			return err
 		}
 		if !r.More() {
@@ -193,7 +237,7 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 		f, err := r.Next()
 		if err != nil {
 			if errors.Is(err, wire.ErrBudget) {
-				return fmt.Errorf("kiev: the server holds its limit of %d MiB for frames in progress from all clients (WithMaxPartialFrameBytes); closing this connection, whose frame would pass it", c.srv.opts.maxPartial>>20)
+				return fmt.Errorf("kiev: the server holds its limit of %d MiB for frames in progress from all clients (WithMaxPartialFrameBytes); closing this connection, whose frame would pass it", c.cfg.Partial.Max>>20)
 			}
 			return err
 		}
@@ -203,7 +247,8 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			taken, err := c.request(&f, &h, r.More(), &b)
+			hd.Read(&f, &h, Origin{Addr: c.nc.RemoteAddr(), TLS: c.tls, Stream: true})
+			taken, err := c.request(&hd, r.More(), &b)
 			if err != nil {
 				return err
 			}
@@ -214,28 +259,24 @@ func (c *serverConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			c.replyAlg.Store(uint32(c.srv.opts.compress.first(setOf(h.Accept))))
+			c.replyAlg.Store(c.cfg.Handler.Negotiate(h.Accept))
 		case wire.TypeCancel:
 			c.mu.Lock()
 			sc := c.calls[f.ID]
 			c.mu.Unlock()
 			if sc != nil {
-				sc.callerGone.Store(true)
-				sc.ctx.cancel(context.Canceled)
+				sc.State().CallerGone.Store(true)
+				sc.Cancel(context.Canceled)
 			}
 		case wire.TypePing:
 			b := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.TypePong, f.ID)
-			_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
+			_ = wire.EndFrame(b, 0, c.cfg.MaxFrame)
 			_ = c.link.Send(b)
 		}
 		// Pong needs nothing beyond readSeen; unknown types are skipped
 		// so that newer clients can add frame types.
 	}
 }
-
-// maxTimeoutMicros caps a wire timeout so that it cannot overflow a
-// time.Duration (about 292 years).
-const maxTimeoutMicros = math.MaxInt64 / 1000
 
 // request starts one call; more says frames follow it in the read
 // buffer, and b is the burst they belong to. Failures known before the
@@ -245,68 +286,67 @@ const maxTimeoutMicros = math.MaxInt64 / 1000
 // protocol error, which closes the connection: answering it would leave
 // the first call running with no way to cancel it, and let one connection
 // start calls past WithMaxConcurrentCalls.
-func (c *serverConn) request(f *wire.Frame, h *wire.Header, more bool, b *burst) (taken bool, err error) {
-	sc, code, msg := c.srv.newCall(f, h, c.nc.RemoteAddr(), c.base, c)
+func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err error) {
+	sc, code, msg := c.cfg.Handler.Open(hd, c.base, c)
 	if sc == nil {
-		c.replyError(f.ID, code, msg)
+		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
-	sc.req.TLS = c.tls
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()
-		sc.release()
-		c.replyError(f.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
+		sc.Release()
+		c.replyError(hd.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
 		return false, nil
 	}
-	if max := c.srv.opts.maxCalls; max > 0 && int(c.unanswered.Load()) >= max {
+	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
 		c.mu.Unlock()
-		sc.release()
-		code, msg := c.srv.refuseAtLimit(sc.m, "on this connection")
-		c.replyError(f.ID, code, msg)
+		sc.Release()
+		code, msg := c.cfg.Handler.Refuse(sc, "on this connection")
+		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
 	// An answered call (its Response queued) or one the client canceled
 	// may linger here until its handler returns; its id is free again.
-	if old := c.calls[f.ID]; old != nil && !old.answered.Load() && !old.callerGone.Load() {
+	if old := c.calls[hd.ID]; old != nil && !old.State().Answered.Load() && !old.State().CallerGone.Load() {
 		c.mu.Unlock()
-		sc.release()
-		return false, fmt.Errorf("kiev: protocol error: the client sent a Request with id %d while its call %s of that id was in flight; an id must be unique among a connection's calls in flight (PROTOCOL.md)", f.ID, old.m.name)
+		sc.Release()
+		return false, fmt.Errorf("kiev: protocol error: the client sent a Request with id %d while its call %s of that id was in flight; an id must be unique among a connection's calls in flight (PROTOCOL.md)", hd.ID, old.Name())
 	}
 	// Only a call taken counts in the last GoAway's LastID: the answer
 	// of one refused as the connection drains may find the writer
 	// stopped, and the client must then know that it did not run.
-	c.lastID = max(c.lastID, f.ID)
-	c.calls[f.ID] = sc
+	c.lastID = max(c.lastID, hd.ID)
+	c.calls[hd.ID] = sc
 	c.active.Store(int32(len(c.calls)))
-	if c.srv.opts.maxCalls > 0 {
+	if c.cfg.MaxCalls > 0 {
 		c.unanswered.Add(1)
 	}
 	c.mu.Unlock()
 	if ran, taken := c.runInline(sc, more, b); ran {
 		return taken, nil
 	}
-	c.srv.submit(sc, c.base)
+	c.cfg.Handler.Submit(sc, c.base)
 	return false, nil
 }
 
-func (c *serverConn) replyError(id uint64, code Code, msg string) {
-	buf := transport.GetBuf(0)
-	b := appendError((*buf)[:0], id, code, msg, false)
-	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err == nil {
+func (c *ServerConn) replyError(id uint64, code uint32, msg string) {
+	buf := GetBuf(0)
+	b := AppendError((*buf)[:0], id, code, msg, false)
+	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err == nil {
 		_ = c.link.Send(b)
 	}
 	*buf = b
-	transport.PutBuf(buf)
+	PutBuf(buf)
 }
 
 // finish forgets a call, unless a new call has taken its id; the last
 // call of a draining connection closes it.
-func (c *serverConn) finish(sc *serverCall) {
+func (c *ServerConn) finish(sc Call) {
 	c.answered(sc) // if it was not: the caller is gone, or its deadline passed
 	c.mu.Lock()
-	if c.calls[sc.id] == sc {
-		delete(c.calls, sc.id)
+	if id := sc.State().ID; c.calls[id] == sc {
+		delete(c.calls, id)
 	}
 	c.active.Store(int32(len(c.calls)))
 	idle := c.draining && len(c.calls) == 0
@@ -320,20 +360,20 @@ func (c *serverConn) finish(sc *serverCall) {
 // a last GoAway says the highest Request id taken (every one answered, so
 // a call the client still waits for was never read, and did not run),
 // then the writer flushes and stops.
-func (c *serverConn) endDrain() {
+func (c *ServerConn) endDrain() {
 	c.mu.Lock()
 	last := c.lastID
 	c.mu.Unlock()
 	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
 	b = wire.AppendUvarint(b, wire.KeyLastID, last)
 	_ = wire.EndHeader(b, 0)
-	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
+	_ = wire.EndFrame(b, 0, c.cfg.MaxFrame)
 	_ = c.link.Send(b)
 	c.link.FlushAndStop()
 }
 
-// drain sends GoAway and closes the connection once its calls are done.
-func (c *serverConn) drain() {
+// Drain sends GoAway and closes the connection once its calls are done.
+func (c *ServerConn) Drain() {
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()
@@ -341,14 +381,14 @@ func (c *serverConn) drain() {
 	}
 	if !c.started { // still handshaking: nothing to drain
 		c.mu.Unlock()
-		c.close(ErrServerClosed)
+		c.Close(c.cfg.ServerClosed)
 		return
 	}
 	c.draining = true
 	idle := len(c.calls) == 0
 	c.mu.Unlock()
 	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
-	_ = wire.EndFrame(b, 0, c.srv.opts.maxFrame)
+	_ = wire.EndFrame(b, 0, c.cfg.MaxFrame)
 	_ = c.link.Send(b)
 	if idle {
 		c.endDrain()
@@ -369,15 +409,15 @@ func (c *serverConn) drain() {
 			c.mu.Lock()
 			c.lingering = true
 			c.mu.Unlock()
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.heartbeatInterval))
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.HeartbeatInterval))
 			return
 		}
-		c.close(ErrServerClosed)
+		c.Close(c.cfg.ServerClosed)
 	}()
 }
 
-// close ends the connection at once. It is safe to call many times.
-func (c *serverConn) close(err error) {
+// Close ends the connection at once, with err. It is safe to call many times.
+func (c *ServerConn) Close(err error) {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
@@ -387,8 +427,8 @@ func (c *serverConn) close(err error) {
 	lingering := c.lingering
 	nc := c.nc // the socket, or its TLS conn once serve has it
 	c.mu.Unlock()
-	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
-		c.srv.warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
+	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, c.cfg.ServerClosed) {
+		c.cfg.Warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
 	}
 	c.link.Stop(err)
 	nc.Close()
@@ -397,29 +437,29 @@ func (c *serverConn) close(err error) {
 
 // cancelCalls cancels the context of every call in flight. With
 // callerGone set, their replies are not sent.
-func (c *serverConn) cancelCalls(err error, callerGone bool) {
+func (c *ServerConn) cancelCalls(err error, callerGone bool) {
 	c.mu.Lock()
-	calls := make([]*serverCall, 0, len(c.calls))
+	calls := make([]Call, 0, len(c.calls))
 	for _, sc := range c.calls {
 		calls = append(calls, sc)
 	}
 	c.mu.Unlock()
 	for _, sc := range calls {
 		if callerGone {
-			sc.callerGone.Store(true)
+			sc.State().CallerGone.Store(true)
 		}
-		sc.ctx.cancel(err)
+		sc.Cancel(err)
 	}
 }
 
-// reply, fail, done and backlogged make a serverConn the callSink of its
+// Reply, Fail, Done and Backlogged make a ServerConn the Sink of its
 // calls.
-func (c *serverConn) reply(sc *serverCall, cd codec.Codec, v any) error {
-	buf := transport.GetBuf(0)
-	defer transport.PutBuf(buf)
-	b, err := appendResponse((*buf)[:0], sc.id, cd, v)
+func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
+	buf := GetBuf(0)
+	defer PutBuf(buf)
+	b, err := AppendResponse((*buf)[:0], sc.State().ID, cd, v)
 	if err == nil {
-		b = c.compressReply(sc, b)
+		b = c.cfg.Handler.CompressReply(sc, b, c.replyAlg.Load())
 	}
 	*buf = b
 	if err != nil {
@@ -428,44 +468,23 @@ func (c *serverConn) reply(sc *serverCall, cd codec.Codec, v any) error {
 	return c.answer(sc, b)
 }
 
-// compressReply compresses the reply frame b of sc as the client's
-// Settings allow, or as its Request asked (ReplyCompression): asked for
-// none, none; asked for an algorithm the server uses, that one, whatever
-// the reply's size. A reply too large to send is left for answer to
-// refuse.
-func (c *serverConn) compressReply(sc *serverCall, b []byte) []byte {
-	alg := Compression(c.replyAlg.Load())
-	if alg == NoCompression && !sc.ctx.replyAsked {
-		return b // the common case: no compression on this connection
-	}
-	o := &c.srv.opts.compress
-	least := o.threshold
-	if ask := sc.ctx.replyAsk; sc.ctx.replyAsked && (ask == NoCompression || o.set.has(ask)) {
-		alg, least = ask, 0
-	}
-	if alg == NoCompression || len(b)-4 > c.srv.opts.maxFrame {
-		return b
-	}
-	return compressFrame(b, 0, alg, least)
-}
-
-func (c *serverConn) fail(sc *serverCall, code Code, msg string, limited bool) error {
-	buf := transport.GetBuf(0)
-	defer transport.PutBuf(buf)
-	b := appendError((*buf)[:0], sc.id, code, msg, limited)
+func (c *ServerConn) Fail(sc Call, code uint32, msg string, limited bool) error {
+	buf := GetBuf(0)
+	defer PutBuf(buf)
+	b := AppendError((*buf)[:0], sc.State().ID, code, msg, limited)
 	*buf = b
 	return c.answer(sc, b)
 }
 
 // answer sends sc's Response frame b, unless it is too large, or too
 // large to add to the replies the client has left unread.
-func (c *serverConn) answer(sc *serverCall, b []byte) error {
-	if err := wire.EndFrame(b, 0, c.srv.opts.maxFrame); err != nil {
+func (c *ServerConn) answer(sc Call, b []byte) error {
+	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err != nil {
 		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
 	}
 	if len(b) > maxBackloggedFrame {
-		if n, over := c.backlogged(); over {
-			return &backlogError{queued: n}
+		if n, over := c.Backlogged(); over {
+			return &BacklogError{Queued: n}
 		}
 	}
 	c.answered(sc)
@@ -475,8 +494,8 @@ func (c *serverConn) answer(sc *serverCall, b []byte) error {
 
 // answered marks sc answered: the client may reuse its id, and it counts
 // no more against WithMaxConcurrentCalls.
-func (c *serverConn) answered(sc *serverCall) {
-	if !sc.answered.Swap(true) && c.srv.opts.maxCalls > 0 {
+func (c *ServerConn) answered(sc Call) {
+	if !sc.State().Answered.Swap(true) && c.cfg.MaxCalls > 0 {
 		c.unanswered.Add(-1)
 	}
 }
@@ -485,9 +504,9 @@ func (c *serverConn) answered(sc *serverCall) {
 // twice its share of WithMaxQueuedBytes: error replies, not payloads.
 const maxBackloggedFrame = 1 << 10
 
-func (c *serverConn) done(sc *serverCall) { c.finish(sc) }
+func (c *ServerConn) Done(sc Call) { c.finish(sc) }
 
-func (c *serverConn) backlogged() (int, bool) {
+func (c *ServerConn) Backlogged() (int, bool) {
 	n := int(c.link.Backlog())
-	return n, n > 2*c.srv.connShare()
+	return n, n > 2*c.cfg.Share()
 }

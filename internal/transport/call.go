@@ -1,0 +1,232 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// A server's fronts (its TCP connections, its packet sockets) read calls
+// and write their answers; what happens between, the scheduler,
+// interceptors, the method, metrics and logs, is package kiev's, the
+// same for every front. The two meet here:
+//
+//   - a front hands what it read of a call to its Handler, which makes
+//     the call (Open) and runs it (Submit, RunInline);
+//   - the call's answer comes back to the front through its Sink, as a
+//     value to encode or as an error code and message.
+
+// Error codes a front answers with itself, before or without running a
+// call: kiev.Code's values (a test in package kiev pins them).
+const (
+	CodeNotFound        uint32 = 2
+	CodeShutdown        uint32 = 3
+	CodeBadRequest      uint32 = 6
+	CodeOverloaded      uint32 = 8
+	CodeTooLarge        uint32 = 9
+	CodeUnauthenticated uint32 = 10
+)
+
+// CallState is what a front keeps of each call in the call itself, so
+// that keeping it costs no allocation.
+type CallState struct {
+	ID         uint64      // the caller's id of the call
+	CallerGone atomic.Bool // the caller canceled, or the connection died: no answer is sent
+	Answered   atomic.Bool // its Response is queued: the client may reuse its id
+}
+
+// Call is a server call as a front sees it. Its methods are safe for
+// concurrent use.
+type Call interface {
+	State() *CallState
+	// Name is the method's name, for errors.
+	Name() string
+	// Estimate is the method's usual run time, or 0 while unknown.
+	Estimate() time.Duration
+	// Cancel cancels the handler's context with err.
+	Cancel(err error)
+	// Release returns a call that will neither run nor be answered.
+	Release()
+}
+
+// Origin is where a call came from.
+type Origin struct {
+	Addr net.Addr
+	TLS  *tls.ConnectionState // nil without TLS
+	// KeyID is the name of the key that signed the call's datagram, if
+	// any.
+	KeyID string
+	// Stream says the call came over a connection, where bodies may be
+	// compressed; a datagram's never are.
+	Stream bool
+}
+
+// Head is what a front read of a call: what its Handler makes the call
+// of. A front reuses its Head for the next call once Open returns.
+type Head struct {
+	ID     uint64
+	Method []byte // "Service.Method"
+	Codec  []byte // the codec's name
+	// Meta is the call's metadata, for a front that reads it as a map
+	// (HTTP); nil for none, or for a frame's, which Metadata reads.
+	Meta        map[string]string
+	Priority    uint8 // the priority the caller claims, if HasPriority
+	HasPriority bool
+	Deadline    time.Time // zero: none
+	// The encoded args: Body, which Open copies, or Owned, a buffer from
+	// GetBuf that the call takes over.
+	Body  []byte
+	Owned *[]byte
+	// Compression is the algorithm Body is compressed with (a
+	// kiev.Compression; 0: none), into Decoded bytes.
+	Compression uint8
+	Decoded     uint64
+	// ReplyAsk is the compression the caller asks for its reply, if
+	// ReplyAsked.
+	ReplyAsk   uint8
+	ReplyAsked bool
+	Origin
+
+	frame     []byte // the Request frame's header, whose metadata Metadata reads
+	metaCount int
+}
+
+// Read sets hd to what the Request frame f, whose header is h, asks for,
+// from o. hd refers to f's bytes, until f is reused.
+func (hd *Head) Read(f *wire.Frame, h *wire.Header, o Origin) {
+	*hd = Head{
+		ID: f.ID, Method: h.Method, Codec: h.Codec,
+		Priority: h.Priority, HasPriority: h.HasPriority,
+		Body: f.Body, Compression: h.Compression, Decoded: h.Decoded,
+		ReplyAsk: h.ReplyCompression, ReplyAsked: h.HasReplyCompression,
+		Origin: o,
+		frame:  f.Header, metaCount: h.MetaCount,
+	}
+	if h.HasTimeout {
+		hd.Deadline = time.Now().Add(time.Duration(min(h.Timeout, wire.MaxTimeoutMicros)) * time.Microsecond)
+	}
+}
+
+// maxMetaPresize bounds the room made for a call's metadata before it is
+// read: the count of pairs is the peer's to choose, and pairs that repeat
+// one key (21,666 empty pairs fit in a 64 KiB header) would otherwise
+// size a map for all of them, 1.28 MiB per call.
+const maxMetaPresize = 8
+
+// Metadata returns the call's metadata, and with a KeyID, key set to it
+// (the server's word, not the caller's); nil for none. A frame's is read
+// only now, so that a call refused earlier costs no map.
+func (hd *Head) Metadata(key string) map[string]string {
+	md := hd.Meta
+	n := hd.metaCount
+	if hd.KeyID != "" {
+		n++
+	}
+	if md == nil && n > 0 {
+		md = make(map[string]string, min(n, maxMetaPresize))
+		wire.EachMeta(hd.frame, func(k, v []byte) { md[string(k)] = string(v) })
+	}
+	if hd.KeyID != "" {
+		if md == nil {
+			md = make(map[string]string, 1)
+		}
+		md[key] = hd.KeyID
+	}
+	return md
+}
+
+// Handler is package kiev's end of the fronts. Its methods are safe for
+// concurrent use and do not block, but for what the call they run does.
+type Handler interface {
+	// Open makes the call hd asks for, answered through sink; its
+	// context's values come from base. Or it returns nil with the error
+	// code and message to answer: no such method, an unknown codec, args
+	// it cannot decompress. It copies what it keeps of hd, but Owned,
+	// which it takes over whatever it returns.
+	Open(hd *Head, base context.Context, sink Sink) (Call, uint32, string)
+	// Refuse counts a call refused at WithMaxConcurrentCalls, coming
+	// from where ("on this connection"), and returns its answer.
+	Refuse(c Call, where string) (uint32, string)
+	// Submit hands c to the scheduler, which runs or drops it, and
+	// answers it either way. A base already done cancels it first.
+	Submit(c Call, base context.Context)
+	// RunInline runs c on the calling goroutine if the scheduler would
+	// start it at once, and reports whether it did.
+	RunInline(c Call) bool
+	// Negotiate returns the compression of replies on a connection whose
+	// client's Settings accept the algorithms in accept, a
+	// kiev.Compression.
+	Negotiate(accept []byte) uint32
+	// CompressReply compresses the Response frame b of c, which starts
+	// at offset 0, as the connection's negotiated algorithm alg and what
+	// c's Request asked allow; or returns b.
+	CompressReply(c Call, b []byte, alg uint32) []byte
+}
+
+// Sink is where a call's answer goes: a connection, or a packet socket
+// and the caller's address, or an HTTP response. It frames the answer as
+// its transport does. Its methods are safe for concurrent use.
+type Sink interface {
+	// Reply sends c's reply, v, encoded by cd. It fails with an
+	// *EncodeError if cd cannot encode v, a *BacklogError if the caller
+	// has left too many replies unread, or an error saying why the reply
+	// is too large for the transport.
+	Reply(c Call, cd codec.Codec, v any) error
+	// Fail sends an error answer; limited marks CodeOverloaded as the
+	// method's, refused at its adaptive limit. It fails if the message is
+	// too long for the transport.
+	Fail(c Call, code uint32, msg string, limited bool) error
+	// Done forgets the call; it is the last thing a call does.
+	Done(c Call)
+	// Backlogged reports the bytes of replies waiting for the caller to
+	// read them, and whether they are too many to run more of its calls.
+	Backlogged() (int, bool)
+}
+
+// EncodeError says the call's codec could not encode its reply.
+type EncodeError struct{ Err error }
+
+func (e *EncodeError) Error() string { return e.Err.Error() }
+
+// BacklogError says a reply was not queued because the client has left
+// too many unread.
+type BacklogError struct{ Queued int }
+
+func (e *BacklogError) Error() string {
+	return fmt.Sprintf("%d KiB of replies wait for this client to read them, more than its share of the server's memory (WithMaxQueuedBytes); read replies as they come, or have fewer calls in flight", e.Queued>>10)
+}
+
+// AppendResponse appends a Response frame carrying v encoded by cd,
+// without its length, which wire.EndFrame fills in; the frame starts at
+// len(b). It is how TCP and UDP sinks frame a reply.
+func AppendResponse(b []byte, id uint64, cd codec.Codec, v any) ([]byte, error) {
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeResponse, id)
+	b = wire.AppendString(b, wire.KeyCodec, cd.Name())
+	_ = wire.EndHeader(b, start)
+	b, err := cd.Marshal(b, v)
+	if err != nil {
+		return b, &EncodeError{err}
+	}
+	return b, nil
+}
+
+// AppendError appends an error Response frame, without its length, which
+// wire.EndFrame fills in; the frame starts at len(b).
+func AppendError(b []byte, id uint64, code uint32, msg string, limited bool) []byte {
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeResponse, id)
+	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))
+	b = wire.AppendString(b, wire.KeyErrMsg, msg)
+	if limited {
+		b = wire.AppendString(b, wire.KeyLimited, "")
+	}
+	_ = wire.EndHeader(b, start)
+	return b
+}
