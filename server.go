@@ -54,10 +54,10 @@ type Server struct {
 	regClosed  bool                      // no registration may start; under mu
 	regCancel  context.CancelFunc
 
-	hooks     hooks            // OnShutdown functions and health checks
-	logLimits logLimits        // lines per second of the warnings peers can cause
-	partial   transport.Budget // bytes held for large frames in progress (WithMaxPartialFrameBytes)
-	httpCalls peerCalls        // calls in flight of each HTTP caller (WithMaxConcurrentCalls)
+	hooks     hooks                // OnShutdown functions and health checks
+	logLimits logLimits            // lines per second of the warnings peers can cause
+	partial   transport.Budget     // bytes held for large frames in progress (WithMaxPartialFrameBytes)
+	http      *transport.HTTPFront // HTTPHandler's and ServeFastCGI's
 	health    healthState
 	// Registrations not yet confirmed by the registry, and the last one
 	// that failed, for readiness (/readyz).
@@ -127,6 +127,16 @@ func NewServer(opts ...ServerOption) *Server {
 	if s.opts.tls != nil {
 		s.tcp.TLS = s.tlsServer
 	}
+	s.http = transport.NewHTTPFront(transport.HTTPConfig{
+		Handler:  (*plumbing)(s),
+		Check:    s.httpCheck,
+		Closed:   s.isClosed,
+		CodeName: func(c uint32) string { return Code(c).String() },
+		MaxBody:  s.opts.httpMaxBody,
+		Timeout:  s.opts.httpTimeout,
+		MaxFrame: s.opts.maxFrame,
+		MaxCalls: s.opts.maxCalls,
+	})
 	s.unknown = &method{name: "(unknown method)", argType: reflect.TypeFor[struct{}](), replyType: reflect.TypeFor[struct{}](), dropped: dropMessages("(unknown method)")}
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {
 		s.codecs[c.Name()] = c

@@ -1,0 +1,396 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+)
+
+// HTTP headers of the HTTP front (kiev.HeaderPriority and the others; a
+// test in package kiev pins them).
+const (
+	HeaderPriority   = "Kiev-Priority"
+	HeaderTimeout    = "Kiev-Timeout"
+	HeaderMetaPrefix = "Kiev-Meta-"
+	HeaderCode       = "Kiev-Error-Code"
+)
+
+// More codes the HTTP front answers with or maps to a status.
+const (
+	CodeOK               uint32 = 0
+	CodeDeadlineExceeded uint32 = 4
+	CodeCanceled         uint32 = 5
+
+	// Codes that stand for HTTP statuses in httpError; they never travel.
+	codeMethodNotAllowed     uint32 = 405
+	codeUnsupportedMediaType uint32 = 415
+	codeBodyTooLarge         uint32 = 413
+)
+
+// HTTPConfig is what a server's HTTP front needs of it. It must not
+// change once the front serves.
+type HTTPConfig struct {
+	Handler Handler
+	// Check says whether a call of the method name may be made over
+	// HTTP by a caller with TLS state st, or the code and message to
+	// answer: an unknown method, one of kiev's own services, a client
+	// certificate the server requires and did not get.
+	Check func(name string, st *tls.ConnectionState) (uint32, string)
+	// Closed reports whether the server is shutting down.
+	Closed func() bool
+	// CodeName is a code's name for the Kiev-Error-Code header.
+	CodeName func(uint32) string
+	MaxBody  int64         // WithHTTPMaxBody
+	Timeout  time.Duration // a call's deadline without Kiev-Timeout (WithHTTPTimeout)
+	MaxFrame int           // bounds a reply (WithMaxFrameSize)
+	MaxCalls int           // per caller's connection (WithMaxConcurrentCalls); 0: no bound
+}
+
+// HTTPFront serves a server's calls as JSON over HTTP: POST
+// /Service.Method (or /Service/Method) with the args as a JSON body. Its
+// calls are made and run as every front's (Handler), and answered with
+// the reply as JSON, or with an error as JSON whose code is also in the
+// Kiev-Error-Code header and the status. Each request's goroutine waits
+// for its call's answer and writes it.
+type HTTPFront struct {
+	cfg   HTTPConfig
+	calls peerCalls // calls in flight of each caller's connection (MaxCalls)
+}
+
+// NewHTTPFront returns the HTTP front of cfg.
+func NewHTTPFront(cfg HTTPConfig) *HTTPFront { return &HTTPFront{cfg: cfg} }
+
+// Handler returns an http.Handler serving f's calls, whose contexts take
+// their values from base; or, if base is nil, from the request's
+// context, which carries the values of the http.Server's BaseContext and
+// ConnContext.
+func (f *HTTPFront) Handler(base context.Context) http.Handler {
+	return httpHandler{f: f, base: base}
+}
+
+type httpHandler struct {
+	f    *HTTPFront
+	base context.Context
+}
+
+func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f := hh.f
+	name := strings.TrimPrefix(r.URL.Path, "/")
+	if !strings.Contains(name, ".") {
+		if i := strings.LastIndexByte(name, '/'); i > 0 {
+			name = name[:i] + "." + name[i+1:]
+		}
+	}
+	if code, msg := f.cfg.Check(name, r.TLS); code != CodeOK {
+		f.error(w, code, msg)
+		return
+	}
+	if r.Method != http.MethodPost {
+		f.error(w, codeMethodNotAllowed, fmt.Sprintf("kiev: %s takes POST with a JSON body, not %s", name, r.Method))
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+		f.error(w, codeUnsupportedMediaType, fmt.Sprintf("kiev: %s takes a JSON body sent as Content-Type: application/json, not %q (with curl: -H 'Content-Type: application/json')", name, ct))
+		return
+	}
+	hd := Head{Method: []byte(name), Codec: []byte(codec.JSON.Name()), Origin: Origin{Addr: httpAddr(r.RemoteAddr), TLS: r.TLS}}
+	if v := r.Header.Get(HeaderPriority); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 9 {
+			f.error(w, CodeBadRequest, fmt.Sprintf("kiev: %s: %q is not a priority; send 0 (shed first) to 9 (shed last)", HeaderPriority, v))
+			return
+		}
+		hd.Priority, hd.HasPriority = uint8(p), true
+	}
+	timeout := f.cfg.Timeout
+	if v := r.Header.Get(HeaderTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			f.error(w, CodeBadRequest, fmt.Sprintf("kiev: %s: %q is not a positive duration such as 250ms or 2s", HeaderTimeout, v))
+			return
+		}
+		timeout = d
+	}
+	for k, vs := range r.Header {
+		if len(k) > len(HeaderMetaPrefix) && strings.EqualFold(k[:len(HeaderMetaPrefix)], HeaderMetaPrefix) && len(vs) > 0 {
+			if hd.Meta == nil {
+				hd.Meta = make(map[string]string)
+			}
+			hd.Meta[strings.ToLower(k[len(HeaderMetaPrefix):])] = vs[0]
+		}
+	}
+	for _, k := range [...]string{"traceparent", "tracestate"} { // W3C Trace Context
+		if v := r.Header.Get(k); v != "" {
+			if hd.Meta == nil {
+				hd.Meta = make(map[string]string)
+			}
+			hd.Meta[k] = v
+		}
+	}
+	buf := GetBuf(0)
+	body := bytesBuffer{b: (*buf)[:0]}
+	_, err := io.Copy(&body, http.MaxBytesReader(w, r.Body, f.cfg.MaxBody))
+	*buf = body.b
+	if err != nil {
+		PutBuf(buf)
+		if errors.As(err, new(*http.MaxBytesError)) {
+			f.error(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", f.cfg.MaxBody))
+			return
+		}
+		f.error(w, CodeBadRequest, "kiev: reading the request body: "+err.Error())
+		return
+	}
+	if len(*buf) == 0 {
+		*buf = append(*buf, "null"...)
+	}
+
+	if f.cfg.Closed() {
+		PutBuf(buf)
+		f.error(w, CodeShutdown, "kiev: the server is shutting down; retry on another server")
+		return
+	}
+	hd.Owned = buf
+	hd.Deadline = time.Now().Add(timeout)
+	base := hh.base
+	if base == nil {
+		base = r.Context()
+	}
+	hs := &httpSink{f: f, peer: r.RemoteAddr, end: make(chan struct{})}
+	c, code, msg := f.cfg.Handler.Open(&hd, base, hs)
+	if c == nil {
+		f.error(w, code, msg)
+		return
+	}
+	// An HTTP connection is the caller's connection (FastCGI passes on
+	// the caller's address and port): MaxCalls holds for it as for a TCP
+	// connection.
+	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
+		c.Release()
+		code, msg := f.cfg.Handler.Refuse(c, "on this connection")
+		f.error(w, code, msg)
+		return
+	}
+	stop := context.AfterFunc(r.Context(), func() {
+		c.State().CallerGone.Store(true)
+		c.Cancel(context.Canceled)
+	})
+	defer stop()
+	if base != r.Context() && base.Done() != nil {
+		stopBase := context.AfterFunc(base, func() { c.Cancel(base.Err()) })
+		defer stopBase()
+	}
+	f.cfg.Handler.Submit(c, base)
+	select {
+	case <-hs.end:
+	case <-r.Context().Done():
+		return // the client left; the call ends on its own
+	}
+	if !hs.sent {
+		// The handler ran past the deadline, so no reply was made.
+		f.error(w, CodeDeadlineExceeded, fmt.Sprintf("kiev: %s ran past its deadline (%v)", c.Name(), timeout))
+		return
+	}
+	if hs.code != CodeOK {
+		f.error(w, hs.code, hs.msg)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(hs.body, '\n'))
+}
+
+// error answers an HTTP call that failed with code.
+func (f *HTTPFront) error(w http.ResponseWriter, code uint32, msg string) {
+	status := httpStatus(code)
+	var name string
+	switch code {
+	case codeMethodNotAllowed:
+		name = "MethodNotAllowed"
+	case codeUnsupportedMediaType:
+		name = "UnsupportedMediaType"
+	case codeBodyTooLarge:
+		name = f.cfg.CodeName(CodeTooLarge)
+	default:
+		name = f.cfg.CodeName(code)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderCode, name)
+	switch status {
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", "1")
+	case http.StatusMethodNotAllowed:
+		h.Set("Allow", http.MethodPost)
+	}
+	w.WriteHeader(status)
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}{msg, name})
+	w.Write(append(b, '\n'))
+}
+
+// jsonContentType reports whether ct is application/json, or a type with
+// the +json suffix, parameters such as charset aside. A body of any other
+// type is refused: a browser posts text/plain, form and multipart bodies
+// to any site without asking it first (no CORS preflight), so accepting
+// them would let any web page a user of the network opens call the
+// services.
+func jsonContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+func httpStatus(c uint32) int {
+	switch c {
+	case CodeOK:
+		return http.StatusOK
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeBadRequest:
+		return http.StatusBadRequest
+	case CodeOverloaded, CodeShutdown:
+		return http.StatusServiceUnavailable
+	case CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case CodeCanceled:
+		return 499 // client closed request, as nginx names it
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	}
+	if c >= 400 && c <= 599 {
+		return int(c)
+	}
+	return http.StatusInternalServerError
+}
+
+// bytesBuffer is an io.Writer appending to a byte slice.
+type bytesBuffer struct{ b []byte }
+
+func (bb *bytesBuffer) Write(p []byte) (int, error) {
+	bb.b = append(bb.b, p...)
+	return len(p), nil
+}
+
+// httpSink takes the answer of an HTTP call for its request goroutine,
+// which writes it.
+type httpSink struct {
+	f    *HTTPFront
+	peer string     // the request's RemoteAddr, its count in HTTPFront.calls
+	mu   sync.Mutex // guards the fields below
+	code uint32
+	msg  string
+	body []byte
+	sent bool          // an answer was made
+	end  chan struct{} // closed by Done
+}
+
+// Reply, Fail, Done and Backlogged make an httpSink the Sink of its call.
+func (hs *httpSink) Reply(_ Call, cd codec.Codec, v any) error {
+	body, err := cd.Marshal(nil, v)
+	if err != nil {
+		return &EncodeError{Err: err}
+	}
+	if max := hs.f.cfg.MaxFrame; len(body) > max {
+		return fmt.Errorf("%d bytes, over the %d-byte limit; return less or raise WithMaxFrameSize", len(body), max)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.sent, hs.code, hs.body = true, CodeOK, body
+	return nil
+}
+
+func (hs *httpSink) Fail(_ Call, code uint32, msg string, limited bool) error {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.sent, hs.code, hs.msg = true, code, msg
+	return nil
+}
+
+func (hs *httpSink) Done(Call) {
+	hs.f.calls.put(hs.peer)
+	close(hs.end)
+}
+
+// Backlogged: an HTTP reply is written by its own request goroutine.
+func (hs *httpSink) Backlogged() (int, bool) { return 0, false }
+
+// peerCalls counts the calls in flight of each HTTP caller's connection,
+// for MaxCalls.
+type peerCalls struct {
+	mu    sync.Mutex // guards the fields below
+	calls map[string]int
+}
+
+// take counts a call of peer, unless it has max in flight already (max
+// 0: no limit).
+func (pc *peerCalls) take(peer string, max int) bool {
+	if max <= 0 {
+		return true
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.calls[peer] >= max {
+		return false
+	}
+	if pc.calls == nil {
+		pc.calls = make(map[string]int)
+	}
+	pc.calls[peer]++
+	return true
+}
+
+// put counts the end of a call of peer.
+func (pc *peerCalls) put(peer string) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if n, ok := pc.calls[peer]; ok {
+		if n <= 1 {
+			delete(pc.calls, peer)
+		} else {
+			pc.calls[peer] = n - 1
+		}
+	}
+}
+
+// httpAddr is an HTTP caller's address, as its request gives it.
+type httpAddr string
+
+func (a httpAddr) Network() string { return "tcp" }
+func (a httpAddr) String() string  { return string(a) }
+
+// IdleConn fails a Read once no byte has moved either way for Idle:
+// every Read and Write pushes the read deadline on. A FastCGI
+// connection is one, which a web server may keep open unused.
+type IdleConn struct {
+	net.Conn
+	Idle time.Duration
+}
+
+func (c *IdleConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.Idle))
+	}
+	return n, err
+}
+
+func (c *IdleConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.Idle))
+	}
+	return n, err
+}
