@@ -23,14 +23,18 @@ import (
 //     value to encode or as an error code and message.
 
 // Error codes a front answers with itself, before or without running a
-// call: kiev.Code's values (a test in package kiev pins them).
+// call, or maps to another protocol's (HTTP's statuses): kiev.Code's
+// values (a test in package kiev pins them).
 const (
-	CodeNotFound        uint32 = 2
-	CodeShutdown        uint32 = 3
-	CodeBadRequest      uint32 = 6
-	CodeOverloaded      uint32 = 8
-	CodeTooLarge        uint32 = 9
-	CodeUnauthenticated uint32 = 10
+	CodeOK               uint32 = 0
+	CodeNotFound         uint32 = 2
+	CodeShutdown         uint32 = 3
+	CodeDeadlineExceeded uint32 = 4
+	CodeCanceled         uint32 = 5
+	CodeBadRequest       uint32 = 6
+	CodeOverloaded       uint32 = 8
+	CodeTooLarge         uint32 = 9
+	CodeUnauthenticated  uint32 = 10
 )
 
 // CallState is what a front keeps of each call in the call itself, so

@@ -27,13 +27,9 @@ const (
 	HeaderCode       = "Kiev-Error-Code"
 )
 
-// More codes the HTTP front answers with or maps to a status.
+// Codes that stand for HTTP statuses in HTTPFront.error; they never
+// travel.
 const (
-	CodeOK               uint32 = 0
-	CodeDeadlineExceeded uint32 = 4
-	CodeCanceled         uint32 = 5
-
-	// Codes that stand for HTTP statuses in httpError; they never travel.
 	codeMethodNotAllowed     uint32 = 405
 	codeUnsupportedMediaType uint32 = 415
 	codeBodyTooLarge         uint32 = 413
