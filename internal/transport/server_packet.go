@@ -84,12 +84,12 @@ type PacketServerCounters struct {
 // done. Calls run on the scheduler's workers. Its methods are safe for
 // concurrent use.
 type PacketServer struct {
-	cfg  *PacketServerConfig
-	io   PacketIO
-	base context.Context // parent of every handler ctx
+	cfg    *PacketServerConfig
+	io     PacketIO
+	base   context.Context // parent of every handler ctx
+	secret [32]byte        // keys the tickets (see ticket); set by NewPacketServer, then only read
 
 	mu       sync.Mutex // guards the fields below
-	secret   [32]byte   // keys the tickets (see ticket)
 	peers    map[sessionKey]*peerState
 	entries  int             // calls remembered, over all peers
 	unproven int             // of those, calls of addresses not shown to receive
