@@ -146,18 +146,16 @@ type PacketStats struct {
 	Malformed int64 // datagrams that are not kiev's, or not the expected frame type, dropped
 }
 
-// packetCounters are a PacketStats updated with atomics.
+// packetCounters are a client's PacketStats, updated with atomics. A
+// server's are package transport's (transport.PacketServerCounters).
 type packetCounters struct {
-	sent, received, retransmits, unexpected, stale atomic.Int64
-	duplicates, cacheFull, dropped, malformed      atomic.Int64
-	sessionlessCancels, retries                    atomic.Int64
+	sent, received, retransmits, unexpected, stale, malformed atomic.Int64
 }
 
 func (c *packetCounters) snapshot() PacketStats {
 	return PacketStats{
 		Sent: c.sent.Load(), Received: c.received.Load(),
 		Retransmits: c.retransmits.Load(), Unexpected: c.unexpected.Load(), Stale: c.stale.Load(),
-		Duplicates: c.duplicates.Load(), CacheFull: c.cacheFull.Load(), Dropped: c.dropped.Load(),
-		SessionlessCancels: c.sessionlessCancels.Load(), Malformed: c.malformed.Load(), Retries: c.retries.Load(),
+		Malformed: c.malformed.Load(),
 	}
 }

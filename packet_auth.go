@@ -6,7 +6,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -95,24 +94,4 @@ func (s *Server) verifyPacket(b []byte, h *wire.Header, now time.Time) (id strin
 		return "", time.Time{}, errUnsigned
 	}
 	return string(h.AuthID), until, nil
-}
-
-// signer is what a datagram's signature says (WithPacketKeys): the key
-// its session is known by, the key id and until when it is fresh, or why
-// it is refused.
-type signer struct {
-	key   sessionKey // by client address, or for a signed datagram by key id
-	id    string     // the key id; "" if unsigned
-	until time.Time  // when the signed datagram goes stale
-	err   error
-}
-
-// verify checks the signature of datagram b, whose header is h.
-func (a *signer) verify(s *Server, b []byte, h *wire.Header, now time.Time) {
-	a.id, a.until, a.err = s.verifyPacket(b, h, now)
-	if a.err == nil {
-		// Known by the key, not the address: a replay from elsewhere
-		// finds the call it repeats.
-		a.key.peer = transport.PeerKey{Other: "\x00key " + a.id}
-	}
 }

@@ -45,8 +45,8 @@ type Server struct {
 	inline transport.InlineWatch  // the watchdog over readers lent to calls
 	tcp    transport.ServerConfig // what its connections share
 
-	packets     map[*packetServer]struct{}
-	packetStats packetCounters
+	packets     map[*transport.PacketServer]struct{}
+	packetStats transport.PacketServerCounters
 
 	advertised map[any]registry.Instance // what each listener or packet socket registered, without a service
 	regWG      sync.WaitGroup            // registrations in progress
@@ -95,7 +95,7 @@ func NewServer(opts ...ServerOption) *Server {
 		done:       make(chan struct{}),
 		codecs:     make(map[string]codec.Codec),
 
-		packets:    make(map[*packetServer]struct{}),
+		packets:    make(map[*transport.PacketServer]struct{}),
 		advertised: make(map[any]registry.Instance),
 	}
 	s.regCtx, s.regCancel = context.WithCancel(context.Background())
@@ -485,7 +485,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		cc.drain()
 	}
 	for _, ps := range keysOf(s, s.packets) {
-		ps.drain()
+		ps.Drain()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -521,7 +521,7 @@ func (s *Server) Close() error {
 		cc.close()
 	}
 	for _, ps := range keysOf(s, s.packets) {
-		ps.abort()
+		ps.Abort()
 	}
 	s.sched.Close()
 	s.connWG.Wait()

@@ -1,8 +1,12 @@
 // Package transport is kiev's transport layer: what moves a connection's
-// frames and a socket's datagrams, beneath the protocol's state machines
-// in package kiev (the server's connections, server_conn.go and
-// server_packet.go; the client's, client_conn.go and client_packet.go).
+// frames and a socket's datagrams, and the server's state machines over
+// them. The client's connections and sockets are still in package kiev
+// (client_conn.go and client_packet.go).
 //
+//   - ServerConn serves one client connection of a server, and
+//     PacketServer one packet socket: its duplicate cache, tickets
+//     (packet_ticket.go) and counters. Both hand their calls to package
+//     kiev's Handler and take their answers through a Sink (call.go).
 //   - Link is the writing half of a TCP (or TLS, or Unix) connection: one
 //     writer goroutine that coalesces frames into few syscalls, writes a
 //     lone call's frame inline, holds a burst's replies, runs the

@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import (
 	"crypto/hmac"
@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -16,10 +15,10 @@ import (
 // the bytes of its request, and holds a larger answer for a Retry with a
 // ticket, which the client sends back to show it receives.
 
-// sendWithin sends the answer b, of error code code (CodeOK for a reply),
+// sendWithin sends the answer b, of error code code (codeOK for a reply),
 // to call id if it takes no more than allow bytes (-1: any), and a Retry
 // instead if it does.
-func (ps *packetServer) sendWithin(b []byte, code Code, allow int, id, session uint64, peer transport.PeerKey, addr net.Addr) {
+func (ps *PacketServer) sendWithin(b []byte, code uint32, allow int, id, session uint64, peer PeerKey, addr net.Addr) {
 	if allow < 0 || len(b) <= allow {
 		ps.send(b, peer, addr)
 		return
@@ -40,13 +39,13 @@ const retryMsg = "kiev: answer held until this address shows it receives (Packet
 // call ran and must not run again, is CodeTooLarge. A call refused for
 // the duplicate-request cache, held nowhere, is CodeOverloaded. The Retry
 // is sent only if it takes no more than allow bytes.
-func (ps *packetServer) sendRetry(id, session uint64, peer transport.PeerKey, addr net.Addr, allow int, code Code) {
+func (ps *PacketServer) sendRetry(id, session uint64, peer PeerKey, addr net.Addr, allow int, code uint32) {
 	msg := retryMsg
-	if code == CodeOK {
+	if code == codeOK {
 		code = CodeTooLarge
 	}
-	buf := transport.GetBuf(0)
-	defer transport.PutBuf(buf)
+	buf := GetBuf(0)
+	defer PutBuf(buf)
 	b := wire.AppendPreface((*buf)[:0], wire.Version)
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
@@ -55,10 +54,10 @@ func (ps *packetServer) sendRetry(id, session uint64, peer transport.PeerKey, ad
 	b = wire.AppendField(b, wire.KeyTicket, ps.ticket(peer, session, ticketPeriodOf(time.Now())))
 	_ = wire.EndHeader(b, start)
 	*buf = b
-	if wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) != nil || allow >= 0 && len(b) > allow {
+	if wire.EndFrame(b, wire.PrefaceLen, maxPayload) != nil || allow >= 0 && len(b) > allow {
 		return // a request too small to earn even a Retry
 	}
-	ps.srv.packetStats.retries.Add(1)
+	ps.cfg.Counters.Retries.Add(1)
 	ps.send(b, peer, addr)
 }
 
@@ -71,7 +70,7 @@ func ticketPeriodOf(t time.Time) int64 { return t.Unix() / int64(ticketPeriod/ti
 // ticket is the proof, for a period, that the client socket with session
 // receives datagrams at peer: a MAC of them under the server's secret,
 // which only a client that received it can send back.
-func (ps *packetServer) ticket(peer transport.PeerKey, session uint64, period int64) []byte {
+func (ps *PacketServer) ticket(peer PeerKey, session uint64, period int64) []byte {
 	m := hmac.New(sha256.New, ps.secret[:])
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(period))
@@ -90,7 +89,7 @@ const ticketLen = 16
 
 // validTicket reports whether t is a ticket of this server for peer and
 // session, of now's period or the one before.
-func (ps *packetServer) validTicket(t []byte, peer transport.PeerKey, session uint64, now time.Time) bool {
+func (ps *PacketServer) validTicket(t []byte, peer PeerKey, session uint64, now time.Time) bool {
 	if len(t) != ticketLen {
 		return false
 	}

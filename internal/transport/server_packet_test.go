@@ -1,0 +1,279 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// rawCodec sends a []byte as it is.
+type rawCodec struct{}
+
+func (rawCodec) Name() string                            { return "raw" }
+func (rawCodec) Marshal(b []byte, v any) ([]byte, error) { return append(b, v.([]byte)...), nil }
+func (rawCodec) Unmarshal(b []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), b...)
+	return nil
+}
+
+// echoCall is a call of echoHandler: the test runs it, through its sink.
+type echoCall struct {
+	st       CallState
+	sink     Sink
+	args     []byte
+	canceled chan struct{} // closed by Cancel
+	once     sync.Once
+}
+
+func (c *echoCall) State() *CallState       { return &c.st }
+func (c *echoCall) Name() string            { return "T.Echo" }
+func (c *echoCall) Estimate() time.Duration { return 0 }
+func (c *echoCall) Cancel(error)            { c.once.Do(func() { close(c.canceled) }) }
+func (c *echoCall) Release()                {}
+
+// reply answers c with v and ends it, as a handler's goroutine does.
+func (c *echoCall) reply(t *testing.T, v []byte) {
+	t.Helper()
+	if err := c.sink.Reply(c, rawCodec{}, v); err != nil {
+		t.Fatal(err)
+	}
+	c.sink.Done(c)
+}
+
+// echoHandler makes a echoCall of every Request, and hands the test the
+// calls submitted.
+type echoHandler struct {
+	opened    atomic.Int32
+	submitted chan *echoCall
+}
+
+func (h *echoHandler) Open(hd *Head, base context.Context, sink Sink) (Call, uint32, string) {
+	h.opened.Add(1)
+	c := &echoCall{sink: sink, args: append([]byte(nil), hd.Body...), canceled: make(chan struct{})}
+	c.st.ID = hd.ID
+	return c, 0, ""
+}
+func (h *echoHandler) Refuse(Call, string) (uint32, string) { return CodeOverloaded, "refused" }
+func (h *echoHandler) Submit(c Call, _ context.Context)     { h.submitted <- c.(*echoCall) }
+func (h *echoHandler) RunInline(Call) bool                  { return false }
+func (h *echoHandler) Negotiate([]byte) uint32              { return 0 }
+func (h *echoHandler) CompressReply(_ Call, b []byte, _ uint32) []byte {
+	return b
+}
+
+// packetTest is a PacketServer on a loopback socket, served until the
+// test ends, and a client socket to call it from. The test fails if the
+// server leaves a goroutine behind.
+type packetTest struct {
+	h      *echoHandler
+	cfg    *PacketServerConfig
+	ps     *PacketServer
+	client net.PacketConn
+	served chan error // Serve's error, once it returns
+}
+
+func newPacketTest(t *testing.T, edit func(*PacketServerConfig)) *packetTest {
+	t.Helper()
+	others := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, others) }) // last: after the server's cleanup
+	sock, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		sock.Close()
+		t.Fatal(err)
+	}
+	pt := &packetTest{h: &echoHandler{submitted: make(chan *echoCall, 16)}, client: client, served: make(chan error, 1)}
+	pt.cfg = &PacketServerConfig{
+		Handler: pt.h, MaxDatagram: 1200, DedupEntries: 100, DedupLinger: time.Minute,
+		MaxAmplification: -1, MaxResends: 8, Counters: &PacketServerCounters{},
+	}
+	if edit != nil {
+		edit(pt.cfg)
+	}
+	pt.ps = NewPacketServer(pt.cfg, sock, context.Background())
+	go func() { pt.served <- pt.ps.Serve() }()
+	t.Cleanup(func() {
+		pt.ps.Abort()
+		<-pt.served
+		client.Close()
+	})
+	return pt
+}
+
+// send sends the Request of call id, in session 7, with the ack floor
+// floor, args and ticket (nil for none).
+func (pt *packetTest) send(t *testing.T, id, floor uint64, args, ticket []byte) {
+	t.Helper()
+	b := wire.BeginDatagram(nil, wire.TypeRequest, id)
+	b = wire.AppendString(b, wire.KeyMethod, "T.Echo")
+	b = wire.AppendString(b, wire.KeyCodec, "raw")
+	b = wire.AppendUvarint(b, wire.KeySession, 7)
+	b = wire.AppendUvarint(b, wire.KeyAckFloor, floor)
+	if ticket != nil {
+		b = wire.AppendField(b, wire.KeyTicket, ticket)
+	}
+	if err := wire.EndHeader(b, wire.PrefaceLen); err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, args...)
+	if err := wire.EndFrame(b, wire.PrefaceLen, maxPayload); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pt.client.WriteTo(b, pt.ps.io.PC.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer is a Response the client read.
+type answer struct {
+	id     uint64
+	code   uint64
+	msg    string
+	ticket []byte
+	body   []byte
+}
+
+// read reads the next Response; the deadline only bounds a failing test.
+func (pt *packetTest) read(t *testing.T) answer {
+	t.Helper()
+	buf := make([]byte, maxPayload+1)
+	_ = pt.client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, _, err := pt.client.ReadFrom(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := wire.ParseDatagram(buf[:n])
+	if err != nil || f.Type != wire.TypeResponse {
+		t.Fatalf("not a Response datagram: %v", err)
+	}
+	var h wire.Header
+	if err := wire.ParseHeader(f.Header, &h); err != nil {
+		t.Fatal(err)
+	}
+	return answer{f.ID, h.ErrCode, string(h.ErrMsg), bytes.Clone(h.Ticket), bytes.Clone(f.Body)}
+}
+
+func (pt *packetTest) next(t *testing.T) *echoCall {
+	t.Helper()
+	select {
+	case c := <-pt.h.submitted:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no call submitted")
+		return nil
+	}
+}
+
+// TestPacketServerDuplicate checks that a retransmitted Request of a call
+// that is done gets the same reply again, without a second call.
+func TestPacketServerDuplicate(t *testing.T) {
+	pt := newPacketTest(t, nil)
+	pt.send(t, 1, 0, []byte("ping"), nil)
+	c := pt.next(t)
+	if string(c.args) != "ping" {
+		t.Fatalf("args %q, want ping", c.args)
+	}
+	c.reply(t, []byte("pong"))
+	if a := pt.read(t); a.id != 1 || a.code != 0 || string(a.body) != "pong" {
+		t.Fatalf("answer %+v, want call 1's pong", a)
+	}
+	pt.send(t, 1, 0, []byte("ping"), nil)
+	if a := pt.read(t); a.id != 1 || string(a.body) != "pong" {
+		t.Fatalf("answer to the retransmission %+v, want call 1's pong", a)
+	}
+	if n := pt.h.opened.Load(); n != 1 {
+		t.Errorf("%d calls made, want 1", n)
+	}
+	if n := pt.cfg.Counters.Duplicates.Load(); n != 1 {
+		t.Errorf("Duplicates = %d, want 1", n)
+	}
+	if n := pt.ps.Cached(); n != 1 {
+		t.Errorf("Cached = %d, want 1", n)
+	}
+}
+
+// TestPacketServerAckFloor checks that a Request whose ack floor passes a
+// running call cancels it, and that a late retransmission of it is
+// dropped unrun.
+func TestPacketServerAckFloor(t *testing.T) {
+	pt := newPacketTest(t, nil)
+	pt.send(t, 1, 0, nil, nil)
+	c1 := pt.next(t)
+	pt.send(t, 2, 2, nil, nil)
+	c2 := pt.next(t)
+	<-c1.canceled
+	if !c1.st.CallerGone.Load() {
+		t.Error("the call below the ack floor is canceled, but its caller is not gone")
+	}
+	c1.sink.Done(c1)
+	pt.send(t, 1, 2, nil, nil) // late: below the floor
+	pt.send(t, 3, 2, nil, nil) // read after it: once it is submitted, call 1 was dropped
+	c3 := pt.next(t)
+	if n := pt.h.opened.Load(); n != 3 {
+		t.Errorf("%d calls made, want 3 (1, 2 and 3)", n)
+	}
+	if n := pt.cfg.Counters.Duplicates.Load(); n != 1 {
+		t.Errorf("Duplicates = %d, want 1", n)
+	}
+	c2.reply(t, nil)
+	c3.reply(t, nil)
+}
+
+// TestPacketServerRetry checks proof of address: an answer larger than
+// MaxAmplification allows is held for a Retry, whose ticket gets it.
+func TestPacketServerRetry(t *testing.T) {
+	pt := newPacketTest(t, func(cfg *PacketServerConfig) { cfg.MaxAmplification = 3 })
+	args := make([]byte, 100) // earns a Retry, not the reply
+	pt.send(t, 1, 0, args, nil)
+	big := bytes.Repeat([]byte("x"), 1000)
+	pt.next(t).reply(t, big)
+	a := pt.read(t)
+	if a.id != 1 || a.code != uint64(CodeTooLarge) || a.msg != retryMsg || len(a.ticket) != ticketLen {
+		t.Fatalf("answer %+v, want a Retry with a ticket", a)
+	}
+	pt.send(t, 1, 0, args, a.ticket)
+	if a := pt.read(t); a.id != 1 || a.code != 0 || !bytes.Equal(a.body, big) {
+		t.Fatalf("answer with the ticket: code %d, %d bytes; want the held reply", a.code, len(a.body))
+	}
+	if n := pt.cfg.Counters.Retries.Load(); n != 1 {
+		t.Errorf("Retries = %d, want 1", n)
+	}
+}
+
+// TestPacketServerDrain checks that a draining socket refuses new calls
+// and closes once its running call is done, and that Serve then returns
+// nil.
+func TestPacketServerDrain(t *testing.T) {
+	pt := newPacketTest(t, nil)
+	pt.send(t, 1, 0, nil, nil)
+	c := pt.next(t)
+	pt.ps.Drain()
+	pt.send(t, 2, 0, nil, nil)
+	if a := pt.read(t); a.id != 2 || a.code != uint64(CodeShutdown) {
+		t.Fatalf("answer %+v, want call 2 refused with CodeShutdown", a)
+	}
+	select {
+	case err := <-pt.served:
+		t.Fatalf("Serve returned %v with a call running", err)
+	default:
+	}
+	c.reply(t, []byte("done"))
+	if a := pt.read(t); a.id != 1 || string(a.body) != "done" {
+		t.Fatalf("answer %+v, want call 1's reply", a)
+	}
+	if err := <-pt.served; err != nil {
+		t.Fatalf("Serve returned %v, want nil", err)
+	}
+	pt.served <- nil // for the cleanup
+}
