@@ -102,9 +102,10 @@ func (t *connTransport) send(ctx context.Context, call *Call, async bool) error 
 		call.stop = context.AfterFunc(ctx, func() { t.abandoned(ctx, call) })
 	}
 	alone, err := t.conn.Add(id, call)
-	if errors.Is(err, transport.ErrDraining) {
-		return notSent{fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, t.ep.inst.Address)}
-	} else if err != nil {
+	if err != nil {
+		if errors.Is(err, transport.ErrDraining) {
+			err = fmt.Errorf("%w: the server at %s is draining; retry on a new connection", ErrShutdown, t.ep.inst.Address)
+		}
 		return notSent{err}
 	}
 	if err := t.conn.Write(id, b, alone); err != nil {
