@@ -126,15 +126,14 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 	c.invoke = chainClient(c.attempts, c.opts.interceptors)
 	if t.service == "" {
 		c.single = newEndpoint(c, registry.Instance{Network: t.network, Address: t.addr})
-		if c.single.udp {
-			if _, err := c.single.packet(); err != nil {
-				return nil, fmt.Errorf("kiev: Dial %q: %w: %w", target, ErrUnavailable, err)
+		packet := isPacket(t.network)
+		// Go sends from the caller's goroutine on a connection; over UDP
+		// the datagrams leave from a goroutine that retransmits them.
+		c.direct = !packet && len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.single.throttle == nil
+		if _, err := c.single.open(context.Background()); err != nil {
+			if packet { // no handshake: the address did not resolve, or no socket opened
+				return nil, fmt.Errorf("kiev: Dial %q: %w", target, err)
 			}
-			trackClient(c)
-			return c, nil
-		}
-		c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.single.throttle == nil
-		if _, err := c.single.conn(context.Background()); err != nil {
 			return nil, err
 		}
 		trackClient(c)
@@ -257,42 +256,23 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 
 // roundTrip sends the call to ep and waits for its end.
 func (c *Client) roundTrip(ctx context.Context, ep *endpoint, call *Call) error {
-	cc, err := c.start(ctx, ep, call, false)
+	t, err := c.start(ctx, ep, call, false)
 	if err != nil {
 		return err
 	}
-	return c.wait(ctx, cc, call)
+	return t.wait(ctx, call)
 }
 
-// wait waits for the end of call, sent on cc.
-func (c *Client) wait(ctx context.Context, cc *clientConn, call *Call) error {
-	done := ctx.Done()
-	if done == nil { // a context that never ends: skip the select's cost
-		<-call.signal
-		return call.Error
-	}
-	select {
-	case <-call.signal:
-		return call.Error
-	case <-done:
-		if cc.abandon(call, ctx.Err()) {
-			return &callError{call.ServiceMethod, ctx.Err()}
-		}
-		<-call.signal // the reply is being decoded right now
-		return call.Error
-	}
-}
-
-// start sends call on ep's connection, dialing one if needed. For an
-// async call (Client.Go), the connection also watches ctx.
-func (c *Client) start(ctx context.Context, ep *endpoint, call *Call, async bool) (*clientConn, error) {
+// start starts call on ep's transport, dialing a connection if needed.
+// For an async call (Client.Go), the connection also watches ctx.
+func (c *Client) start(ctx context.Context, ep *endpoint, call *Call, async bool) (clientTransport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &callError{call.ServiceMethod, err}
 	}
 	if call.codec == nil { // else set by its maker, as NewMethod does
 		call.codec = c.opts.codec
 	}
-	cc, err := ep.conn(ctx)
+	t, err := ep.open(ctx)
 	if err != nil {
 		err = &callError{call.ServiceMethod, err}
 		if !errors.Is(err, errClientClosed) {
@@ -300,10 +280,10 @@ func (c *Client) start(ctx context.Context, ep *endpoint, call *Call, async bool
 		}
 		return nil, err
 	}
-	if err := cc.send(ctx, call, async); err != nil {
+	if err := t.send(ctx, call, async); err != nil {
 		return nil, &callError{call.ServiceMethod, err}
 	}
-	return cc, nil
+	return t, nil
 }
 
 // Close closes the client's connections and stops following the

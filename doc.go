@@ -320,12 +320,17 @@ The wire format is specified in PROTOCOL.md in the repository.
 # Layers
 
 This package is the API, and the protocol's state machines beneath it:
-the fronts (TCP connections, UDP sockets, HTTP and FastCGI, net/rpc
-codecs) read calls, make them in one way (call.go) and take their
+the server's fronts (TCP connections, UDP sockets, HTTP and FastCGI,
+net/rpc codecs) read calls, make them in one way (call.go) and take their
 answers through one small interface, so the scheduler, interceptors,
-limits, metrics and logs apply alike to all. Beneath them,
+limits, metrics and logs apply alike to all. A client's endpoint holds
+one transport behind another small interface (client_transport.go): a
+connection or a UDP socket, whose state machines live in
+internal/transport, while this package encodes the Requests, decodes the
+Responses and retries, balances and ejects. Beneath them,
 internal/transport moves bytes (a connection's writer and heartbeat,
-datagrams, the table of calls awaiting answers) and internal/wire frames
-them. The README's "Where the code lives" names every layer's files.
+datagrams, the table of calls awaiting answers, the client's
+connections and sockets) and internal/wire frames them. The README's
+"Where the code lives" names every layer's files.
 */
 package kiev

@@ -12,9 +12,10 @@ import (
 	"github.com/kievrpc/kiev/registry"
 )
 
-// endpoint is one server a Client calls: its connection, redialed with
-// backoff when it breaks, and for a Client over many providers, the
-// health record that ejects it from balancing while it misbehaves.
+// endpoint is one server a Client calls: its transport (a connection,
+// redialed with backoff when it breaks, or a UDP socket), and for a
+// Client over many providers, the health record that ejects it from
+// balancing while it misbehaves.
 type endpoint struct {
 	c        *Client
 	inst     registry.Instance // Network and Address are always set
@@ -30,12 +31,10 @@ type endpoint struct {
 	weight   atomic.Int32 // inst.Weight, which the registry may change
 	stats    callStats    // calls sent to this server
 
-	live atomic.Pointer[clientConn] // the current connection, for the fast path
-	udp  bool                       // calls go in datagrams, through pk
+	live atomic.Pointer[clientTransport] // t, for the fast path
 
-	mu        sync.Mutex // guards the fields below
-	cc        *clientConn
-	pk        *packetClient // the UDP socket, made on first use
+	mu        sync.Mutex      // guards the fields below
+	t         clientTransport // made on first use, and again once it is no longer usable
 	closed    bool
 	closeErr  error         // why it closed: errClientClosed, or its provider left (retried elsewhere)
 	dialing   chan struct{} // closed when the dial in progress ends
@@ -54,10 +53,6 @@ type endpoint struct {
 
 func newEndpoint(c *Client, inst registry.Instance) *endpoint {
 	ep := &endpoint{c: c, inst: inst, id: inst.ID(), throttle: newThrottlers(c.opts.throttle), gone: make(chan struct{})}
-	switch inst.Network {
-	case "udp", "udp4", "udp6":
-		ep.udp = true
-	}
 	ep.weight.Store(int32(inst.Weight))
 	return ep
 }
@@ -84,11 +79,12 @@ func (ep *endpoint) ID() string    { return ep.id }
 func (ep *endpoint) Weight() int   { return max(int(ep.weight.Load()), 1) }
 func (ep *endpoint) InFlight() int { return int(ep.inflight.Load()) }
 
-// conn returns a live connection, dialing one if there is none. While a
-// redial backoff runs it fails at once, so no call waits on a dead server.
-func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
-	if cc := ep.live.Load(); cc != nil && !cc.dead.Load() {
-		return cc, nil
+// open returns a usable transport, dialing a connection (or opening a
+// socket) if there is none. While a redial backoff runs it fails at once,
+// so no call waits on a dead server.
+func (ep *endpoint) open(ctx context.Context) (clientTransport, error) {
+	if t := ep.live.Load(); t != nil && (*t).usable() {
+		return *t, nil
 	}
 	for {
 		ep.mu.Lock()
@@ -97,14 +93,14 @@ func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
 			ep.mu.Unlock()
 			return nil, err
 		}
-		if cc := ep.cc; cc != nil && !cc.dead.Load() {
+		if t := ep.t; t != nil && t.usable() {
 			ep.mu.Unlock()
-			return cc, nil
+			return t, nil
 		}
 		if ep.c.noRedial {
-			cc := ep.cc
+			t := ep.t
 			ep.mu.Unlock()
-			return nil, fmt.Errorf("%w: the connection given to NewClient has failed (%v), and a client made by NewClient does not redial; make a new one, or use Dial", ErrShutdown, cc.failure())
+			return nil, fmt.Errorf("%w: the connection given to NewClient has failed (%v), and a client made by NewClient does not redial; make a new one, or use Dial", ErrShutdown, t.failure())
 		}
 		if ch := ep.dialing; ch != nil {
 			ep.mu.Unlock()
@@ -128,7 +124,7 @@ func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
 		ep.dialing = ch
 		ep.mu.Unlock()
 
-		cc, err := ep.dial(ctx)
+		t, err := ep.dial(ctx)
 
 		ep.mu.Lock()
 		ep.dialing = nil
@@ -150,13 +146,12 @@ func (ep *endpoint) conn(ctx context.Context) (*clientConn, error) {
 		if ep.closed {
 			err := ep.closeErr
 			ep.mu.Unlock()
-			cc.fail(err)
+			t.close(err, false)
 			return nil, err
 		}
-		ep.cc = cc
-		ep.live.Store(cc)
+		ep.setTransport(t)
 		ep.mu.Unlock()
-		return cc, nil
+		return t, nil
 	}
 }
 
@@ -170,9 +165,19 @@ func (ep *endpoint) backoff() time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// dial opens and handshakes a connection, bounded by the dial timeout and
-// by ctx.
-func (ep *endpoint) dial(ctx context.Context) (*clientConn, error) {
+// setTransport makes t the endpoint's transport. REQUIRES ep.mu.
+func (ep *endpoint) setTransport(t clientTransport) {
+	ep.t = t
+	ep.live.Store(&t)
+}
+
+// dial makes a new transport: it opens a socket for a UDP endpoint, or
+// opens and handshakes a connection, bounded by the dial timeout and by
+// ctx.
+func (ep *endpoint) dial(ctx context.Context) (clientTransport, error) {
+	if isPacket(ep.inst.Network) {
+		return dialPacket(ep)
+	}
 	ctx, cancel := context.WithTimeout(ctx, ep.c.opts.dialTimeout)
 	defer cancel()
 	nc, err := ep.c.opts.dialer(ctx, ep.inst.Network, ep.inst.Address)
@@ -187,15 +192,15 @@ func (ep *endpoint) dial(ctx context.Context) (*clientConn, error) {
 		}
 		nc = tc
 	}
-	cc, err := newClientConn(ctx, ep, nc)
+	t, err := dialConn(ctx, ep, nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("kiev: handshake with %s: %w", ep.inst.Address, err)
 	}
-	return cc, nil
+	return t, nil
 }
 
-// close fails the endpoint's connection and every call on it with err.
+// close fails the endpoint's transport and every call on it with err.
 // With graceful set, calls in flight finish first, and only new calls
 // fail.
 func (ep *endpoint) close(err error, graceful bool) {
@@ -207,28 +212,16 @@ func (ep *endpoint) close(err error, graceful bool) {
 	ep.closed = true
 	ep.closeErr = err
 	close(ep.gone)
-	cc, pk := ep.cc, ep.pk
-	ep.cc, ep.pk = nil, nil
+	t := ep.t
+	ep.t = nil
 	ep.live.Store(nil)
 	dialing := ep.dialing
 	ep.mu.Unlock()
 	if dialing != nil {
 		<-dialing // its caller sees closed and closes what it dialed
 	}
-	if pk != nil {
-		if graceful {
-			pk.closeWhenIdle(err)
-		} else {
-			pk.close(err)
-		}
-	}
-	if cc == nil {
-		return
-	}
-	if graceful {
-		cc.closeWhenIdle(err)
-	} else {
-		cc.fail(err)
+	if t != nil {
+		t.close(err, graceful)
 	}
 }
 
@@ -310,8 +303,8 @@ func (ep *endpoint) goAway() {
 
 // connected reports whether ep has a connection open for new calls.
 func (ep *endpoint) connected() bool {
-	cc := ep.live.Load()
-	return cc != nil && !cc.dead.Load() && !cc.draining.Load()
+	t := ep.live.Load()
+	return t != nil && (*t).connected()
 }
 
 // lost notes that ep's connection ended with cause.
@@ -332,22 +325,4 @@ func (ep *endpoint) lost(cause error, draining bool) {
 		ep.mu.Unlock()
 		ep.c.ejected(ep)
 	}
-}
-
-// packet returns the endpoint's UDP socket, opening it on first use.
-func (ep *endpoint) packet() (*packetClient, error) {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	switch {
-	case ep.closed:
-		return nil, ep.closeErr
-	case ep.pk != nil:
-		return ep.pk, nil
-	}
-	pk, err := newPacketClient(ep.c, ep.inst.Network, ep.inst.Address)
-	if err != nil {
-		return nil, err
-	}
-	ep.pk = pk
-	return pk, nil
 }

@@ -35,11 +35,11 @@ var AdvertiseAddr = advertiseAddr
 
 // PacketLocalAddr returns the local address of c's UDP socket.
 func PacketLocalAddr(c *Client) net.Addr {
-	pk, err := c.single.packet()
+	t, err := c.single.open(context.Background())
 	if err != nil {
 		return nil
 	}
-	return pk.io.PC.LocalAddr()
+	return t.(*packetTransport).sock.LocalAddr()
 }
 
 // InlineCounts reports how many calls srv ran on their connection's

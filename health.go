@@ -303,13 +303,7 @@ func (ep *endpoint) checkHealth(ctx context.Context) (ServingStatus, error) {
 	var reply HealthCheckResponse
 	call := &Call{ServiceMethod: HealthService + ".Check", Args: HealthCheckRequest{}, Reply: &reply, codec: codec.Msgpack, signal: make(chan *Call, 1)}
 	ctx = WithPriority(ctx, MaxPriority)
-	var err error
-	if ep.udp {
-		err = ep.c.packetRoundTrip(ctx, ep, call)
-	} else {
-		err = ep.c.roundTrip(ctx, ep, call)
-	}
-	if err != nil {
+	if err := ep.c.roundTrip(ctx, ep, call); err != nil {
 		if !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
 			ep.c.opts.logger.Debug("kiev: health check of a provider failed", "addr", ep.inst.Address, "err", err)
 		}

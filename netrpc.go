@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/registry"
 )
 
@@ -111,34 +110,12 @@ func NewClient(conn io.ReadWriteCloser, opts ...DialOption) *Client {
 	c.single = ep
 	c.direct = len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && ep.throttle == nil
 	c.noRedial = true
-	cc := startClientConn(ep, nc)
+	t := startConn(ep, nc)
 	ep.mu.Lock()
-	ep.cc = cc
-	ep.live.Store(cc)
+	ep.setTransport(t)
 	ep.mu.Unlock()
 	trackClient(c)
 	return c
-}
-
-// startClientConn starts a connection on nc without waiting for the
-// handshake: the preface is the first thing the writer sends, then the
-// client's Settings if it has compression, calls queue behind them, and
-// the reader checks the server's preface before any reply.
-func startClientConn(ep *endpoint, nc net.Conn) *clientConn {
-	cc := newConnOn(ep, nc)
-	_ = cc.link.Send(wire.AppendPreface(nil, wire.Version))
-	if s := ep.c.opts.compress.settings; s != nil {
-		_ = cc.link.Send(s)
-	}
-	cc.run(func() {
-		r := cc.reader()
-		if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {
-			cc.fail(fmt.Errorf("kiev: handshake: %w", err))
-			return
-		}
-		cc.readLoop(r)
-	})
-	return cc
 }
 
 // HandleHTTP serves the kiev protocol over HTTP CONNECT at rpcPath, for

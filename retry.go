@@ -185,18 +185,15 @@ func (c *Client) goSent(ctx context.Context, call *Call) {
 	start := time.Now()
 	var tried triedSet
 	a, err := c.begin(ctx, call, &tried, start)
-	var cc *clientConn
-	if err == nil && !a.ep.udp {
-		if cc, err = c.start(a.ctx, a.ep, call, false); err != nil {
+	var t clientTransport
+	if err == nil {
+		if t, err = c.start(a.ctx, a.ep, call, false); err != nil {
 			err = c.finish(ctx, call, &a, err)
 		}
 	}
 	go func() {
-		switch {
-		case cc != nil:
-			err = c.finish(ctx, call, &a, c.wait(a.ctx, cc, call))
-		case err == nil: // over UDP: the datagram goes from here
-			err = c.finish(ctx, call, &a, c.packetRoundTrip(a.ctx, a.ep, call))
+		if t != nil { // over UDP, the datagrams go from here
+			err = c.finish(ctx, call, &a, t.wait(a.ctx, call))
 		}
 		err = c.retry(ctx, call, &tried, start, err)
 		call.signal = nil
@@ -235,12 +232,7 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 	if err != nil {
 		return err
 	}
-	if a.ep.udp {
-		err = c.packetRoundTrip(a.ctx, a.ep, call)
-	} else {
-		err = c.roundTrip(a.ctx, a.ep, call)
-	}
-	return c.finish(ctx, call, &a, err)
+	return c.finish(ctx, call, &a, c.roundTrip(a.ctx, a.ep, call))
 }
 
 // attemptState is one attempt between begin and finish.

@@ -17,7 +17,7 @@ import (
 // interceptors, the method, metrics and logs, is package kiev's, the
 // same for every front. The two meet here:
 //
-//   - a front hands what it read of a call to its Handler, which makes
+//   - a front hands what it read of a call to its ServerHandler, which makes
 //     the call (Open) and runs it (Submit, RunInline);
 //   - the call's answer comes back to the front through its Sink, as a
 //     value to encode or as an error code and message.
@@ -71,7 +71,7 @@ type Origin struct {
 	Stream bool
 }
 
-// Head is what a front read of a call: what its Handler makes the call
+// Head is what a front read of a call: what its ServerHandler makes the call
 // of. A front reuses its Head for the next call once Open returns.
 type Head struct {
 	ID     uint64
@@ -145,9 +145,9 @@ func (hd *Head) Metadata(key string) map[string]string {
 	return md
 }
 
-// Handler is package kiev's end of the fronts. Its methods are safe for
+// ServerHandler is package kiev's end of the server's fronts. Its methods are safe for
 // concurrent use and do not block, but for what the call they run does.
-type Handler interface {
+type ServerHandler interface {
 	// Open makes the call hd asks for, answered through sink; its
 	// context's values come from base. Or it returns nil with the error
 	// code and message to answer: no such method, an unknown codec, args

@@ -38,7 +38,7 @@ const (
 // HTTPConfig is what a server's HTTP front needs of it. It must not
 // change once the front serves.
 type HTTPConfig struct {
-	Handler Handler
+	Handler ServerHandler
 	// Check says whether a call of the method name may be made over
 	// HTTP by a caller with TLS state st, or the code and message to
 	// answer: an unknown method, one of kiev's own services, a client
@@ -56,7 +56,7 @@ type HTTPConfig struct {
 
 // HTTPFront serves a server's calls as JSON over HTTP: POST
 // /Service.Method (or /Service/Method) with the args as a JSON body. Its
-// calls are made and run as every front's (Handler), and answered with
+// calls are made and run as every front's (ServerHandler), and answered with
 // the reply as JSON, or with an error as JSON whose code is also in the
 // Kiev-Error-Code header and the status. Each request's goroutine waits
 // for its call's answer and writes it.

@@ -17,10 +17,10 @@ import (
 )
 
 // ServerConfig is what a server's connections share: its settings, and
-// the Handler they hand their calls to. It must not change once a
+// the ServerHandler they hand their calls to. It must not change once a
 // connection uses it.
 type ServerConfig struct {
-	Handler Handler
+	Handler ServerHandler
 
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	MaxFrame                            int

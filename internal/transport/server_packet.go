@@ -23,10 +23,10 @@ const maxPayload = 65507
 const codeOK uint32 = 0
 
 // PacketServerConfig is what a server's packet sockets share: its
-// settings (kiev.Packet's, filled), and the Handler they hand their calls
+// settings (kiev.Packet's, filled), and the ServerHandler they hand their calls
 // to. It must not change once a socket uses it.
 type PacketServerConfig struct {
-	Handler Handler
+	Handler ServerHandler
 
 	// MaxDatagram is the largest reply datagram (Packet.MaxDatagram); a
 	// reply over it fails, and the call answers with an error instead.

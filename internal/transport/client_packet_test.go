@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import (
 	"testing"
@@ -6,9 +6,7 @@ import (
 )
 
 func TestRTOEstimator(t *testing.T) {
-	c := &Client{}
-	c.opts.packet = Packet{InitialRTO: time.Second, MinRTO: 20 * time.Millisecond, MaxRTO: 3 * time.Second}
-	pk := &packetClient{c: c}
+	pk := newPacketClient[struct{}](PacketConfig{InitialRTO: time.Second, MinRTO: 20 * time.Millisecond, MaxRTO: 3 * time.Second}, nil)
 	if got := pk.rto(); got != time.Second {
 		t.Fatalf("RTO before any sample = %v; want InitialRTO", got)
 	}
