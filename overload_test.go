@@ -161,9 +161,24 @@ func TestCallPastItsDeadlineInTheQueueIsNeverRun(t *testing.T) {
 	<-svc.started
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := c.Call(ctx, "Arith.Add", Args{1, 1}, &Reply{}); !errors.Is(err, context.DeadlineExceeded) {
+	deadline, _ := ctx.Deadline()
+	sent := time.Now()
+	queued := c.Go(ctx, "Arith.Add", Args{1, 1}, &Reply{}, nil)
+	// The server's deadline for the call is the caller's plus the
+	// request's transit, which ended before the server queued it.
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	waitFor(t, wctx, "the call queued", func() bool {
+		return srv.Scheduler().Stats().Queued[kiev.DefaultPriority] == 1
+	})
+	transit := time.Since(sent)
+	if err := (<-queued.Done).Error; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("queued call = %v; want DeadlineExceeded", err)
 	}
+	// Free the worker only once the server's deadline has passed too:
+	// a call may run until then, as its caller's clock runs ahead by
+	// the transit.
+	<-time.After(time.Until(deadline.Add(transit)))
 	close(svc.block)
 	<-blocked.Done
 	// Once the worker is free, a fresh call runs; the expired one did not.

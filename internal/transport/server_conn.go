@@ -187,7 +187,7 @@ func (c *ServerConn) read(r *wire.Reader) {
 // closed it. As net/rpc's server does, the calls in flight finish and send
 // their replies; then the writer stops and serve closes the connection.
 // A kiev client that closes with calls in flight cancels them first
-// (clientConn.cancelPending), and a client that is gone fails the first
+// (ClientConn.Close), and a client that is gone fails the first
 // reply written to it, which closes the connection and cancels the rest.
 func (c *ServerConn) peerDone() {
 	c.mu.Lock()
