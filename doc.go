@@ -319,18 +319,18 @@ The wire format is specified in PROTOCOL.md in the repository.
 
 # Layers
 
-This package is the API, and the protocol's state machines beneath it:
-the server's fronts (TCP connections, UDP sockets, HTTP and FastCGI,
-net/rpc codecs) read calls, make them in one way (call.go) and take their
-answers through one small interface, so the scheduler, interceptors,
-limits, metrics and logs apply alike to all. A client's endpoint holds
-one transport behind another small interface (client_transport.go): a
-connection or a UDP socket, whose state machines live in
-internal/transport, while this package encodes the Requests, decodes the
-Responses and retries, balances and ejects. Beneath them,
-internal/transport moves bytes (a connection's writer and heartbeat,
-datagrams, the table of calls awaiting answers, the client's
-connections and sockets) and internal/wire frames them. The README's
-"Where the code lives" names every layer's files.
+This package is the API, and the plumbing that is the same for every
+protocol. The server's fronts (TCP connections, UDP sockets, HTTP and
+FastCGI) live in internal/transport as siblings behind one small
+interface: each reads a call and hands it to this package (call.go),
+which makes it in one way and runs it, so the scheduler, interceptors,
+limits, metrics and logs apply alike to all; the answer goes back
+through the front's sink. A client's endpoint holds one transport
+behind another small interface (client_transport.go): a connection or a
+UDP socket, whose state machines live in internal/transport too, while
+this package encodes the Requests, decodes the Responses and retries,
+balances and ejects. internal/wire frames the bytes. The net/rpc codec
+front (ServeCodec) stays here, as an adapter between two APIs. The
+README's "Where the code lives" names every layer's files.
 */
 package kiev
