@@ -56,7 +56,7 @@ func TestMetadataCountIsNoAllocation(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for range calls {
 		var hd transport.Head
-		hd.Read(&f, &h, transport.Origin{})
+		hd.Read(&f, &h)
 		sc, _, msg := s.open(&hd, t.Context(), nil)
 		if sc == nil {
 			t.Fatal(msg)

@@ -115,7 +115,8 @@ func NewServer(opts ...ServerOption) *Server {
 		MaxFrame:          s.opts.maxFrame,
 		MaxCalls:          s.opts.maxCalls,
 		Partial:           &s.partial,
-		Share:             s.connShare,
+		MaxQueued:         s.opts.maxQueued,
+		Conns:             &s.connCount,
 		Settings:          s.opts.compress.settings,
 		Warn:              s.warn,
 		Inline:            s.opts.inline,
@@ -541,16 +542,3 @@ func (s *Server) baseContext(l net.Listener) context.Context {
 	return context.Background()
 }
 
-// Bounds of a connection's share of WithMaxQueuedBytes.
-const (
-	minConnShare = 64 << 10
-	maxConnShare = 16 << 20
-)
-
-// connShare is how many reply bytes one connection may have queued before
-// its reader stops taking calls: an equal share of the server's budget,
-// within [minConnShare, maxConnShare].
-func (s *Server) connShare() int {
-	n := max(s.connCount.Load(), 1)
-	return int(min(max(int64(s.opts.maxQueued)/n, minConnShare), maxConnShare))
-}

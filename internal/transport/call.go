@@ -101,20 +101,21 @@ type Head struct {
 	metaCount int
 }
 
-// Read sets hd to what the Request frame f, whose header is h, asks for,
-// from o. hd refers to f's bytes, until f is reused.
-func (hd *Head) Read(f *wire.Frame, h *wire.Header, o Origin) {
-	*hd = Head{
-		ID: f.ID, Method: h.Method, Codec: h.Codec,
-		Priority: h.Priority, HasPriority: h.HasPriority,
-		Body: f.Body, Compression: h.Compression, Decoded: h.Decoded,
-		ReplyAsk: h.ReplyCompression, ReplyAsked: h.HasReplyCompression,
-		Origin: o,
-		frame:  f.Header, metaCount: h.MetaCount,
-	}
+// Read sets hd to what the Request frame f, whose header is h, asks for;
+// all but its Origin, which the front sets. hd refers to f's bytes, until
+// f is reused. (Field by field, not a whole Head: a connection's Origin
+// stays as it is from call to call.)
+func (hd *Head) Read(f *wire.Frame, h *wire.Header) {
+	hd.ID, hd.Method, hd.Codec = f.ID, h.Method, h.Codec
+	hd.Meta, hd.frame, hd.metaCount = nil, f.Header, h.MetaCount
+	hd.Priority, hd.HasPriority = h.Priority, h.HasPriority
+	hd.Deadline = time.Time{}
 	if h.HasTimeout {
 		hd.Deadline = time.Now().Add(time.Duration(min(h.Timeout, wire.MaxTimeoutMicros)) * time.Microsecond)
 	}
+	hd.Body, hd.Owned = f.Body, nil
+	hd.Compression, hd.Decoded = h.Compression, h.Decoded
+	hd.ReplyAsk, hd.ReplyAsked = h.ReplyCompression, h.HasReplyCompression
 }
 
 // maxMetaPresize bounds the room made for a call's metadata before it is
@@ -127,6 +128,13 @@ const maxMetaPresize = 8
 // (the server's word, not the caller's); nil for none. A frame's is read
 // only now, so that a call refused earlier costs no map.
 func (hd *Head) Metadata(key string) map[string]string {
+	if hd.metaCount == 0 && hd.KeyID == "" {
+		return hd.Meta // most calls': inlined
+	}
+	return hd.readMetadata(key)
+}
+
+func (hd *Head) readMetadata(key string) map[string]string {
 	md := hd.Meta
 	n := hd.metaCount
 	if hd.KeyID != "" {

@@ -30,9 +30,12 @@ type ServerConfig struct {
 	// Partial bounds the bytes the server's readers hold for large
 	// frames in progress; its Max is WithMaxPartialFrameBytes.
 	Partial *Budget
-	// Share is the bytes of replies a connection may have waiting for
-	// its client to read them before its reader takes no more calls.
-	Share func() int
+	// MaxQueued is the bytes of replies the server's connections may
+	// have waiting for their clients to read them
+	// (WithMaxQueuedBytes); Conns counts the server's connections, which
+	// share it (see Share).
+	MaxQueued int
+	Conns     *atomic.Int64
 	// Settings is the server's Settings frame, sent after its preface;
 	// nil for none.
 	Settings []byte
@@ -52,6 +55,20 @@ type ServerConfig struct {
 	// (kiev.ErrShutdown); ServerClosed, the error a connection is closed
 	// with by the server (kiev.c.cfg.ServerClosed), which is not warned of.
 	Shutdown, ServerClosed error
+}
+
+// Bounds of a connection's share of ServerConfig.MaxQueued.
+const (
+	minConnShare = 64 << 10
+	maxConnShare = 16 << 20
+)
+
+// Share is how many reply bytes one connection may have queued before
+// its reader stops taking calls: an equal share of MaxQueued, within
+// [minConnShare, maxConnShare].
+func (cfg *ServerConfig) Share() int {
+	n := max(cfg.Conns.Load(), 1)
+	return int(min(max(int64(cfg.MaxQueued)/n, minConnShare), maxConnShare))
 }
 
 // ServerConn serves one client connection. It owns two goroutines, the
@@ -221,7 +238,7 @@ func (c *ServerConn) handshake(r *wire.Reader) error {
 func (c *ServerConn) readLoop(r *wire.Reader) error {
 	var (
 		h  wire.Header
-		hd Head // here, not in the loop: Open's pointer to it escapes
+		hd = Head{Origin: Origin{Addr: c.nc.RemoteAddr(), TLS: c.tls, Stream: true}} // here, not in the loop: Open's pointer to it escapes
 		b  burst
 	)
 	for {
@@ -247,7 +264,7 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			hd.Read(&f, &h, Origin{Addr: c.nc.RemoteAddr(), TLS: c.tls, Stream: true})
+			hd.Read(&f, &h)
 			taken, err := c.request(&hd, r.More(), &b)
 			if err != nil {
 				return err
@@ -343,10 +360,11 @@ func (c *ServerConn) replyError(id uint64, code uint32, msg string) {
 // finish forgets a call, unless a new call has taken its id; the last
 // call of a draining connection closes it.
 func (c *ServerConn) finish(sc Call) {
-	c.answered(sc) // if it was not: the caller is gone, or its deadline passed
+	st := sc.State()
+	c.answered(st) // if it was not: the caller is gone, or its deadline passed
 	c.mu.Lock()
-	if id := sc.State().ID; c.calls[id] == sc {
-		delete(c.calls, id)
+	if c.calls[st.ID] == sc {
+		delete(c.calls, st.ID)
 	}
 	c.active.Store(int32(len(c.calls)))
 	idle := c.draining && len(c.calls) == 0
@@ -487,15 +505,15 @@ func (c *ServerConn) answer(sc Call, b []byte) error {
 			return &BacklogError{Queued: n}
 		}
 	}
-	c.answered(sc)
+	c.answered(sc.State())
 	_ = c.link.SendAlone(b, c.active.Load() == 1)
 	return nil
 }
 
-// answered marks sc answered: the client may reuse its id, and it counts
-// no more against WithMaxConcurrentCalls.
-func (c *ServerConn) answered(sc Call) {
-	if !sc.State().Answered.Swap(true) && c.cfg.MaxCalls > 0 {
+// answered marks a call answered: the client may reuse its id, and it
+// counts no more against WithMaxConcurrentCalls.
+func (c *ServerConn) answered(st *CallState) {
+	if !st.Answered.Swap(true) && c.cfg.MaxCalls > 0 {
 		c.unanswered.Add(-1)
 	}
 }

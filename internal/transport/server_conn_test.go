@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func serverConnPair(t *testing.T, h *fakeHandler, maxCalls int) (*ServerConn, ne
 	cfg := &ServerConfig{
 		Handler: h, HeartbeatInterval: time.Minute, HeartbeatTimeout: time.Minute,
 		MaxFrame: 1 << 20, MaxCalls: maxCalls, Partial: &Budget{Max: 1 << 20},
-		Share:  func() int { return 1 << 20 },
+		MaxQueued: 64 << 20, Conns: new(atomic.Int64),
 		Warn:   func(string, ...any) {},
 		Inline: DefaultInlineTuning, Watch: &InlineWatch{}, Readers: &readers,
 		Shutdown: errors.New("shut down"), ServerClosed: errors.New("server closed"),

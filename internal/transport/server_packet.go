@@ -327,7 +327,8 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	if addr == nil {
 		addr = peer.Addr()
 	}
-	hd.Read(f, h, Origin{Addr: addr, KeyID: a.id})
+	hd.Read(f, h)
+	hd.Origin = Origin{Addr: addr, KeyID: a.id}
 	sc, code, msg := ps.cfg.Handler.Open(hd, ps.base, pc)
 	if sc == nil {
 		ps.mu.Unlock()
