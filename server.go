@@ -541,4 +541,3 @@ func (s *Server) baseContext(l net.Listener) context.Context {
 	}
 	return context.Background()
 }
-
