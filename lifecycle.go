@@ -21,7 +21,7 @@ type hooks struct {
 	healthV  uint64 // counts RegisterHealth calls, so a cached run knows it is stale
 
 	// The last run of the checks for the status page (see cachedHealth).
-	cacheMu sync.Mutex
+	cacheMu sync.Mutex // guards the fields below
 	cacheAt time.Time
 	cacheV  uint64
 	cached  []HealthResult

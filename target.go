@@ -29,7 +29,7 @@ type schemeParser = func(*url.URL) (string, func(*slog.Logger) (registry.Registr
 
 // schemes holds the registry URL schemes given to RegisterScheme.
 var schemes struct {
-	mu    sync.RWMutex
+	mu    sync.RWMutex // guards parse
 	parse map[string]schemeParser
 }
 
