@@ -132,8 +132,12 @@ type PacketStats struct {
 	Duplicates int64 // retransmitted requests: answered from the cache, or ignored while the call runs
 	CacheFull  int64 // requests refused with ErrOverloaded because the duplicate cache was full
 	Retries    int64 // replies held for an address not yet shown to receive, answered with a ticket (MaxAmplification)
-	Dropped    int64 // requests refused while draining
-	Cached     int64 // calls the duplicate cache holds now
+	// Dropped counts requests refused unrun, but for a full cache:
+	// while draining, unsigned where WithPacketKeys requires a
+	// signature, for a service not served over UDP (kiev.Reflection
+	// without Packet.ServeReflection), or at WithMaxConcurrentCalls.
+	Dropped int64
+	Cached  int64 // calls the duplicate cache holds now
 
 	// SessionlessCancels counts Cancel datagrams without a Session
 	// field, as kiev clients sent them before the field was added to
