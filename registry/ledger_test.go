@@ -228,3 +228,22 @@ func TestLedgerStaleConfirmKeepsWithdrawal(t *testing.T) {
 		t.Errorf("the withdrawal's Set = %v; want nil", err)
 	}
 }
+
+func TestLedgerNewerSetForgetsLastError(t *testing.T) {
+	// The error of an attempt at an older Set says nothing of the newer.
+	l := NewLedger(ledgerPrefix)
+	older := goSet(context.Background(), l, []byte("a"), true)
+	e := awaitPending(t, l)
+	l.Confirm(e.Key, e.Gen, errors.New("connection refused"))
+	ctx, cancel := context.WithCancel(context.Background())
+	newer := goSet(ctx, l, []byte("b"), true)
+	awaitPending(t, l)
+	cancel()
+	if err := <-newer; err != context.Canceled {
+		t.Errorf("the newer Set = %v; want ctx's error itself", err)
+	}
+	l.Close()
+	if err := <-older; err != ErrClosed {
+		t.Errorf("the older Set = %v after Close; want ErrClosed", err)
+	}
+}
