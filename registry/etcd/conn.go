@@ -26,7 +26,7 @@ func (r *Registry) watchConnection() {
 				r.mu.Lock()
 				r.reconnected = true
 				r.mu.Unlock()
-				r.wake()
+				r.keys.Wake()
 			}
 			ready, down = true, false
 		case connectivity.Idle:

@@ -159,31 +159,19 @@ type Registry struct {
 	ctx    context.Context // of every request; canceled by Close
 	cancel context.CancelFunc
 
-	kick       chan struct{} // wakes the keeper; capacity 1
-	done       chan struct{} // closed by Close
-	keeperDone chan struct{} // closed when the keeper returns
+	keys       *registry.Ledger // the provider keys to write or withdraw
+	done       chan struct{}    // closed by Close
+	keeperDone chan struct{}    // closed when the keeper returns
 	monitor    sync.WaitGroup
 	watchers   sync.WaitGroup
 	closeOnce  sync.Once
 
-	mu       sync.Mutex
-	closed   bool
-	keys     map[string]*key // by key: registrations to write or withdraw
-	gen      uint64          // counts Register and Deregister calls
-	progress chan struct{}   // closed and replaced when a key is confirmed
-	resync   chan struct{}   // closed and replaced when watchers must read again
+	mu     sync.Mutex    // guards the fields below
+	closed bool          // set by Close; Watch starts no watcher after it
+	resync chan struct{} // closed and replaced when watchers must read again
 	// reconnected is set when the client connected to etcd again, for
 	// the keeper to check that etcd still holds the lease.
 	reconnected bool
-}
-
-// key is one provider key the registry writes or withdraws.
-type key struct {
-	data []byte
-	want bool   // write data; false: withdraw the key
-	gen  uint64 // of the last Register or Deregister
-	done uint64 // the latest gen etcd confirmed
-	err  error  // of the last failed attempt, for Register's ctx error
 }
 
 var _ registry.Registry = (*Registry)(nil)
@@ -241,11 +229,9 @@ func New(cfg Config) (*Registry, error) {
 		client:     client,
 		ctx:        ctx,
 		cancel:     cancel,
-		kick:       make(chan struct{}, 1),
+		keys:       registry.NewLedger("kiev/registry/etcd"),
 		done:       make(chan struct{}),
 		keeperDone: make(chan struct{}),
-		keys:       make(map[string]*key),
-		progress:   make(chan struct{}),
 		resync:     make(chan struct{}),
 	}
 	r.monitor.Add(1)
@@ -287,7 +273,7 @@ func (r *Registry) Register(ctx context.Context, in registry.Instance) error {
 	if err != nil {
 		return fmt.Errorf("kiev/registry/etcd: encoding %s: %w", in.ID(), err)
 	}
-	return r.set(ctx, r.keyOf(in), in.ID(), data, true)
+	return r.keys.Set(ctx, r.keyOf(in), in.ID(), data, true)
 }
 
 // Deregister withdraws the instance with in's Service and ID and waits
@@ -297,59 +283,7 @@ func (r *Registry) Deregister(ctx context.Context, in registry.Instance) error {
 	if err := registry.CheckService(in.Service); err != nil {
 		return err
 	}
-	return r.set(ctx, r.keyOf(in), in.ID(), nil, false)
-}
-
-// set records what the key k should be and waits until the keeper has
-// made it so.
-func (r *Registry) set(ctx context.Context, k, id string, data []byte, want bool) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return registry.ErrClosed
-	}
-	n := r.keys[k]
-	if n == nil {
-		if !want {
-			r.mu.Unlock()
-			return nil // never written through r
-		}
-		n = &key{}
-		r.keys[k] = n
-	}
-	r.gen++
-	gen := r.gen
-	n.data, n.want, n.gen, n.err = data, want, gen, nil
-	r.mu.Unlock()
-	r.wake()
-
-	for {
-		r.mu.Lock()
-		n, ok := r.keys[k]
-		if !ok || n.done >= gen {
-			r.mu.Unlock()
-			return nil
-		}
-		closed, progress, lastErr := r.closed, r.progress, n.err
-		r.mu.Unlock()
-		switch {
-		case closed:
-			return registry.ErrClosed
-		case ctx.Err() != nil && lastErr != nil:
-			what := "registration"
-			if !want {
-				what = "withdrawal"
-			}
-			return fmt.Errorf("kiev/registry/etcd: %s of %s not confirmed: %w (last error: %v)", what, id, ctx.Err(), lastErr)
-		case ctx.Err() != nil:
-			return ctx.Err()
-		}
-		select {
-		case <-progress:
-		case <-r.done:
-		case <-ctx.Done():
-		}
-	}
+	return r.keys.Set(ctx, r.keyOf(in), in.ID(), nil, false)
 }
 
 // Watch starts watching the providers of service. It waits for the first
@@ -387,6 +321,7 @@ func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.mu.Lock()
 		r.closed = true
+		r.keys.Close()
 		close(r.done)
 		r.mu.Unlock()
 		r.cancel()     // ends the requests in flight and the watches
@@ -396,14 +331,6 @@ func (r *Registry) Close() error {
 		r.client.Close()
 	})
 	return nil
-}
-
-// wake makes the keeper look at the keys.
-func (r *Registry) wake() {
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
 }
 
 // resyncChan returns a channel closed when watchers must next read their

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kievrpc/kiev/registry"
 )
 
 // Retries after a failure wait from minBackoff, doubling up to maxBackoff.
@@ -29,7 +32,7 @@ type lease struct {
 }
 
 // keep is the keeper: the one goroutine that writes to etcd. It makes the
-// keys match r.keys whenever a Register or Deregister asks (r.kick),
+// keys match r.keys whenever a Register or Deregister asks (r.keys.Woken),
 // grants a lease when a key needs one, drains the lease's renewals and,
 // when the lease is lost, writes every key again under a new one; then it
 // retries what failed. On Close it revokes the lease.
@@ -52,7 +55,7 @@ func (r *Registry) keep() {
 		case <-r.done:
 			r.revoke(&l)
 			return
-		case <-r.kick:
+		case <-r.keys.Woken():
 		case <-retry.C:
 			retrying = false
 		case _, ok := <-l.alive:
@@ -87,9 +90,7 @@ func (r *Registry) leaseLost(l *lease, why string) {
 		return
 	default:
 	}
-	r.mu.Lock()
-	n := r.wanted()
-	r.mu.Unlock()
+	n := r.keys.Wanted()
 	r.log.Warn("kiev/registry/etcd: lease lost; granting a new one and registering again",
 		"lease", leaseHex(l.id), "ttl", time.Duration(r.ttl)*time.Second, "registrations", n, "why", why)
 	if l.lost.IsZero() {
@@ -109,17 +110,6 @@ func (r *Registry) closing() bool {
 	}
 }
 
-// wanted counts the keys to write. REQUIRES r.mu is held.
-func (r *Registry) wanted() int {
-	n := 0
-	for _, k := range r.keys {
-		if k.want {
-			n++
-		}
-	}
-	return n
-}
-
 // reconcile makes the keys that need it match r.keys: every key under a
 // new lease, otherwise those changed since they were last confirmed. It
 // returns the first error; what failed is tried again later.
@@ -131,34 +121,17 @@ func (r *Registry) reconcile(l *lease) error {
 	if check {
 		r.checkLease(l)
 	}
-	type job struct {
-		key  string
-		data []byte
-		want bool
-		gen  uint64
-	}
-	collect := func() (jobs []job, puts bool) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for k, n := range r.keys {
-			if l.full || n.done < n.gen {
-				jobs = append(jobs, job{k, n.data, n.want, n.gen})
-				puts = puts || n.want
-			}
-		}
-		return jobs, puts
-	}
-	jobs, puts := collect()
-	if puts && l.id == 0 {
+	jobs := r.keys.Entries(l.full)
+	if l.id == 0 && slices.ContainsFunc(jobs, func(j registry.Entry) bool { return j.Want }) {
 		if err := r.grant(l); err != nil {
 			if r.closing() {
 				return nil // Close cut the request short
 			}
 			r.log.Warn("kiev/registry/etcd: granting a lease", "err", err)
-			r.failAll(err)
+			r.keys.Fail(err)
 			return err
 		}
-		jobs, _ = collect() // every key, under the new lease
+		jobs = r.keys.Entries(l.full) // every key, under the new lease
 	}
 
 	var first error
@@ -167,18 +140,18 @@ func (r *Registry) reconcile(l *lease) error {
 			return nil // Close revokes the lease
 		}
 		var err error
-		if j.want {
+		if j.Want {
 			if l.id == 0 {
-				continue // never: a put makes collect grant a lease first, and a key without one would outlive the registry
+				continue // never: a put makes reconcile grant a lease first, and a key without one would outlive the registry
 			}
-			err = r.put(l.id, j.key, j.data)
+			err = r.put(l.id, j.Key, j.Data)
 		} else {
-			err = r.withdraw(l.id, j.key)
+			err = r.withdraw(l.id, j.Key)
 		}
 		if r.closing() {
 			return nil // Close cut the request short, and revokes the lease
 		}
-		r.confirm(j.key, j.gen, err)
+		r.keys.Confirm(j.Key, j.Gen, err)
 		if err == nil {
 			continue
 		}
@@ -186,7 +159,7 @@ func (r *Registry) reconcile(l *lease) error {
 			r.leaseLost(l, "etcd no longer holds it")
 			return err
 		}
-		r.log.Warn("kiev/registry/etcd: updating a provider key", "key", j.key, "err", err)
+		r.log.Warn("kiev/registry/etcd: updating a provider key", "key", j.Key, "err", err)
 		if first == nil {
 			first = err
 		}
@@ -197,7 +170,7 @@ func (r *Registry) reconcile(l *lease) error {
 	l.full = false
 	wants := 0
 	for _, j := range jobs {
-		if j.want {
+		if j.Want {
 			wants++
 		}
 	}
@@ -275,45 +248,6 @@ func (r *Registry) withdraw(id clientv3.LeaseID, k string) error {
 		Then(clientv3.OpDelete(k)).
 		Commit()
 	return err
-}
-
-// confirm records the outcome of making the key k match its gen and wakes
-// the Register and Deregister calls waiting on it.
-func (r *Registry) confirm(k string, gen uint64, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.keys[k]
-	if n == nil {
-		return
-	}
-	switch {
-	case err != nil:
-		n.err = err
-	case n.gen == gen && !n.want:
-		delete(r.keys, k)
-	}
-	if err == nil && gen > n.done {
-		n.done = gen
-	}
-	r.progressed()
-}
-
-// failAll records err as the last error of every key not yet confirmed.
-func (r *Registry) failAll(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, n := range r.keys {
-		if n.done < n.gen {
-			n.err = err
-		}
-	}
-	r.progressed()
-}
-
-// progressed wakes the calls waiting for a key. REQUIRES r.mu is held.
-func (r *Registry) progressed() {
-	close(r.progress)
-	r.progress = make(chan struct{})
 }
 
 // revoke revokes the lease for Close, which deletes the registry's keys,

@@ -25,9 +25,10 @@ var errRaces = errors.New("the node kept changing between read and write")
 
 // keep is the keeper: the one goroutine that writes to ZooKeeper. It makes
 // the provider nodes match r.nodes whenever a Register or Deregister asks
-// (r.kick) and checks every node at each new session, then retries what
-// failed. On Close it withdraws the nodes, then waits for the client's
-// goroutines to end, which the closing of its event channel tells.
+// (r.nodes.Woken) and checks every node at each new session, then retries
+// what failed. On Close it withdraws the nodes, then waits for the
+// client's goroutines to end, which the closing of its event channel
+// tells.
 func (r *Registry) keep() {
 	defer close(r.keeperDone)
 	events := r.events
@@ -47,7 +48,7 @@ func (r *Registry) keep() {
 				}
 			}
 			return
-		case <-r.kick:
+		case <-r.nodes.Woken():
 		case <-retry.C:
 			retrying = false
 		case _, ok := <-events:
@@ -86,22 +87,11 @@ func (r *Registry) reconcile(authed *bool) error {
 		*authed = true
 	}
 
-	type job struct {
-		path string
-		data []byte
-		want bool
-		gen  uint64
-	}
 	r.mu.Lock()
 	full := r.fullPass
 	r.fullPass = false
-	var jobs []job
-	for path, n := range r.nodes {
-		if full || n.done < n.gen {
-			jobs = append(jobs, job{path, n.data, n.want, n.gen})
-		}
-	}
 	r.mu.Unlock()
+	jobs := r.nodes.Entries(full)
 
 	var first error
 	for _, j := range jobs {
@@ -111,16 +101,16 @@ func (r *Registry) reconcile(authed *bool) error {
 		default:
 		}
 		var err error
-		if j.want {
-			err = r.publish(j.path, j.data)
+		if j.Want {
+			err = r.publish(j.Key, j.Data)
 		} else {
-			err = r.withdraw(j.path)
+			err = r.withdraw(j.Key)
 		}
-		r.confirm(j.path, j.gen, err)
+		r.nodes.Confirm(j.Key, j.Gen, err)
 		if err == nil {
 			continue
 		}
-		r.log.Warn("kiev/registry/zookeeper: updating a provider node", "path", j.path, "err", err)
+		r.log.Warn("kiev/registry/zookeeper: updating a provider node", "path", j.Key, "err", err)
 		if first == nil {
 			first = err
 			if full {
@@ -134,28 +124,6 @@ func (r *Registry) reconcile(authed *bool) error {
 		}
 	}
 	return first
-}
-
-// confirm records the outcome of making the node at path match its gen and
-// wakes the Register and Deregister calls waiting on it.
-func (r *Registry) confirm(path string, gen uint64, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.nodes[path]
-	if n == nil {
-		return
-	}
-	switch {
-	case err != nil:
-		n.err = err
-	case n.gen == gen && !n.want:
-		delete(r.nodes, path)
-	}
-	if err == nil && gen > n.done {
-		n.done = gen
-	}
-	close(r.progress)
-	r.progress = make(chan struct{})
 }
 
 // publish makes the node at path an ephemeral node of the registry's
@@ -240,15 +208,9 @@ func (r *Registry) withdrawAll() {
 	if r.conn.State() != zk.StateHasSession {
 		return
 	}
-	r.mu.Lock()
-	paths := make([]string, 0, len(r.nodes))
-	for path := range r.nodes {
-		paths = append(paths, path)
-	}
-	r.mu.Unlock()
-	for _, path := range paths {
-		if err := r.withdraw(path); err != nil {
-			r.log.Debug("kiev/registry/zookeeper: withdrawing on Close", "path", path, "err", err)
+	for _, n := range r.nodes.Entries(true) {
+		if err := r.withdraw(n.Key); err != nil {
+			r.log.Debug("kiev/registry/zookeeper: withdrawing on Close", "path", n.Key, "err", err)
 			return
 		}
 	}

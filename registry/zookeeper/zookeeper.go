@@ -143,29 +143,17 @@ type Registry struct {
 	hosts  *hostProvider
 	dialer *zkconn.Dialer
 
-	kick       chan struct{} // wakes the keeper; capacity 1
-	done       chan struct{} // closed by Close
-	withdrawn  chan struct{} // closed by the keeper once Close's withdrawals end
-	keeperDone chan struct{} // closed when the keeper returns
+	nodes      *registry.Ledger // by path: the provider nodes to publish or withdraw
+	done       chan struct{}    // closed by Close
+	withdrawn  chan struct{}    // closed by the keeper once Close's withdrawals end
+	keeperDone chan struct{}    // closed when the keeper returns
 	watchers   sync.WaitGroup
 	closeOnce  sync.Once
 
-	mu       sync.Mutex
-	closed   bool
-	nodes    map[string]*node // by path: registrations to publish or withdraw
-	gen      uint64           // counts Register and Deregister calls
-	fullPass bool             // a new session began: check every node
-	progress chan struct{}    // closed and replaced when a node is confirmed
-	up       chan struct{}    // closed and replaced when a session is (re)established
-}
-
-// node is one provider node the registry publishes or withdraws.
-type node struct {
-	data []byte
-	want bool   // publish data; false: withdraw the node
-	gen  uint64 // of the last Register or Deregister
-	done uint64 // the latest gen ZooKeeper confirmed
-	err  error  // of the last failed attempt, for Register's ctx error
+	mu       sync.Mutex    // guards the fields below
+	closed   bool          // set by Close; Watch starts no watcher after it
+	fullPass bool          // a new session began: check every node
+	up       chan struct{} // closed and replaced when a session is (re)established
 }
 
 var _ registry.Registry = (*Registry)(nil)
@@ -207,12 +195,10 @@ func New(cfg Config) (*Registry, error) {
 		root:       strings.TrimSuffix(root, "/"),
 		log:        logger,
 		acl:        zk.WorldACL(zk.PermAll),
-		kick:       make(chan struct{}, 1),
+		nodes:      registry.NewLedger("kiev/registry/zookeeper"),
 		done:       make(chan struct{}),
 		withdrawn:  make(chan struct{}),
 		keeperDone: make(chan struct{}),
-		nodes:      make(map[string]*node),
-		progress:   make(chan struct{}),
 		up:         make(chan struct{}),
 		hosts:      &hostProvider{DNSHostProvider: zk.NewDNSHostProvider()},
 		dialer:     &zkconn.Dialer{ReadLimit: timeout},
@@ -249,7 +235,7 @@ func (r *Registry) Register(ctx context.Context, in registry.Instance) error {
 	if err != nil {
 		return fmt.Errorf("kiev/registry/zookeeper: encoding %s: %w", in.ID(), err)
 	}
-	return r.set(ctx, r.nodePath(in), in.ID(), data, true)
+	return r.nodes.Set(ctx, r.nodePath(in), in.ID(), data, true)
 }
 
 // Deregister withdraws the instance with in's Service and ID and waits
@@ -259,59 +245,7 @@ func (r *Registry) Deregister(ctx context.Context, in registry.Instance) error {
 	if err := registry.CheckService(in.Service); err != nil {
 		return err
 	}
-	return r.set(ctx, r.nodePath(in), in.ID(), nil, false)
-}
-
-// set records what the node at path should be and waits until the keeper
-// has made it so.
-func (r *Registry) set(ctx context.Context, path, id string, data []byte, want bool) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return registry.ErrClosed
-	}
-	n := r.nodes[path]
-	if n == nil {
-		if !want {
-			r.mu.Unlock()
-			return nil // never published through r
-		}
-		n = &node{}
-		r.nodes[path] = n
-	}
-	r.gen++
-	gen := r.gen
-	n.data, n.want, n.gen, n.err = data, want, gen, nil
-	r.mu.Unlock()
-	r.wake()
-
-	for {
-		r.mu.Lock()
-		n, ok := r.nodes[path]
-		if !ok || n.done >= gen {
-			r.mu.Unlock()
-			return nil
-		}
-		closed, progress, lastErr := r.closed, r.progress, n.err
-		r.mu.Unlock()
-		switch {
-		case closed:
-			return registry.ErrClosed
-		case ctx.Err() != nil && lastErr != nil:
-			what := "registration"
-			if !want {
-				what = "withdrawal"
-			}
-			return fmt.Errorf("kiev/registry/zookeeper: %s of %s not confirmed: %w (last error: %v)", what, id, ctx.Err(), lastErr)
-		case ctx.Err() != nil:
-			return ctx.Err()
-		}
-		select {
-		case <-progress:
-		case <-r.done:
-		case <-ctx.Done():
-		}
-	}
+	return r.nodes.Set(ctx, r.nodePath(in), in.ID(), nil, false)
 }
 
 // Watch starts watching the providers of service. It waits for the first
@@ -349,6 +283,7 @@ func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.mu.Lock()
 		r.closed = true
+		r.nodes.Close()
 		close(r.done)
 		r.mu.Unlock()
 		t := time.NewTimer(closeTimeout)
@@ -367,14 +302,6 @@ func (r *Registry) Close() error {
 		r.watchers.Wait()
 	})
 	return nil
-}
-
-// wake makes the keeper look at the nodes.
-func (r *Registry) wake() {
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
 }
 
 // sessionUp returns a channel closed when the next session is established.
@@ -399,7 +326,7 @@ func (r *Registry) onEvent(ev zk.Event) {
 		close(r.up)
 		r.up = make(chan struct{})
 		r.mu.Unlock()
-		r.wake()
+		r.nodes.Wake()
 	case zk.StateExpired:
 		r.hosts.reconnectNow()
 		r.log.Warn("kiev/registry/zookeeper: session expired; publishing the registrations again in a new one", "server", ev.Server)
