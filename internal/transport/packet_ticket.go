@@ -15,7 +15,7 @@ import (
 // the bytes of its request, and holds a larger answer for a Retry with a
 // ticket, which the client sends back to show it receives.
 
-// sendWithin sends the answer b, of error code code (codeOK for a reply),
+// sendWithin sends the answer b, of error code code (CodeOK for a reply),
 // to call id if it takes no more than allow bytes (-1: any), and a Retry
 // instead if it does.
 func (ps *PacketServer) sendWithin(b []byte, code uint32, allow int, id, session uint64, peer PeerKey, addr net.Addr) {
@@ -41,7 +41,7 @@ const retryMsg = "kiev: answer held until this address shows it receives (Packet
 // is sent only if it takes no more than allow bytes.
 func (ps *PacketServer) sendRetry(id, session uint64, peer PeerKey, addr net.Addr, allow int, code uint32) {
 	msg := retryMsg
-	if code == codeOK {
+	if code == CodeOK {
 		code = CodeTooLarge
 	}
 	buf := GetBuf(0)

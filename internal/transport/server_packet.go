@@ -19,9 +19,6 @@ import (
 // amplification bound.
 const maxPayload = 65507
 
-// codeOK is the code of an answer that is a reply (kiev.CodeOK).
-const codeOK uint32 = 0
-
 // PacketServerConfig is what a server's packet sockets share: its
 // settings (kiev.Packet's, filled), and the ServerHandler they hand their calls
 // to. It must not change once a socket uses it.
@@ -133,7 +130,7 @@ type packetCall struct {
 	keep    time.Time // a signed call is remembered until its request goes stale
 
 	answer  []byte    // the answer datagram, once sent
-	code    uint32    // the answer's error code, codeOK for a reply
+	code    uint32    // the answer's error code, CodeOK for a reply
 	counted bool      // in ps.byPeer: neither answered nor done
 	resends int       // times the reply was sent again (MaxResends)
 	expires time.Time // when it may be forgotten, once done; zero while running
@@ -447,7 +444,7 @@ func (pc *packetCall) Reply(_ Call, cd codec.Codec, v any) error {
 	if err != nil {
 		return err
 	}
-	return pc.send(b, codeOK)
+	return pc.send(b, CodeOK)
 }
 
 func (pc *packetCall) Fail(_ Call, code uint32, msg string, limited bool) error {
@@ -459,7 +456,7 @@ func (pc *packetCall) Fail(_ Call, code uint32, msg string, limited bool) error 
 }
 
 // send sends the datagram b, a Response after the preface of error code
-// code (codeOK for a reply), and keeps it to answer the call's
+// code (CodeOK for a reply), and keeps it to answer the call's
 // retransmissions.
 func (pc *packetCall) send(b []byte, code uint32) error {
 	limit := pc.ps.cfg.MaxDatagram
