@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/servetest"
 )
 
 // Args and Reply are the payloads of the Arith test service.
@@ -72,16 +73,7 @@ func (t *Arith) Meta(ctx context.Context, key string, reply *string) error {
 // test ends.
 func startServer(t testing.TB, srv *kiev.Server) string {
 	t.Helper()
-	l := listen(t)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, kiev.ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-	})
-	return l.Addr().String()
+	return servetest.Start(t, srv)
 }
 
 func newArithServer(t testing.TB, svc *Arith, opts ...kiev.ServerOption) string {

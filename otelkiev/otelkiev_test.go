@@ -14,10 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kievrpc/kiev"
-	"github.com/kievrpc/kiev/otelkiev"
-	"github.com/kievrpc/kiev/registry/memory"
-	"github.com/kievrpc/kiev/shed"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
@@ -28,6 +24,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
+
+	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/servetest"
+	"github.com/kievrpc/kiev/otelkiev"
+	"github.com/kievrpc/kiev/registry/memory"
+	"github.com/kievrpc/kiev/shed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -191,17 +193,7 @@ func serve(t testing.TB, svc any, opts ...kiev.ServerOption) (*kiev.Server, stri
 	if err := srv.Register(svc); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
-	return srv, l.Addr().String()
+	return srv, servetest.Start(t, srv)
 }
 
 func dial(t testing.TB, addr string, opts ...kiev.DialOption) *kiev.Client {

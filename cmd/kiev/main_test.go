@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/servetest"
 )
 
 func TestMain(m *testing.M) {
@@ -104,19 +103,7 @@ func serveShop(t *testing.T, opts ...kiev.ServerOption) (*kiev.Server, string) {
 	if err := srv.Register(Shop{}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, kiev.ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
-	})
-	return srv, l.Addr().String()
+	return srv, servetest.Start(t, srv)
 }
 
 // kievRun runs the command in-process and returns what it printed and its

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/internal/servetest"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/etcd"
 	"github.com/kievrpc/kiev/registry/etcd/internal/etcdtest"
@@ -134,17 +135,7 @@ func provider(t *testing.T, reg registry.Registry, name string) string {
 	if err := srv.Register(&Who{name: name}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
-	return l.Addr().String()
+	return servetest.Start(t, srv)
 }
 
 // dialWho dials the Who service through an etcd:// target, as a program
