@@ -169,7 +169,6 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	liveClients.Unlock()
 	// Two clients of one target add up: one series per label set.
-	type key struct{ target, provider string }
 	seen := map[string]bool{}
 	for _, c := range cs {
 		if seen[c.target] {

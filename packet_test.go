@@ -177,12 +177,6 @@ func newLossy(conn *net.UDPConn, loss, dup, reorder float64) *lossy {
 	return &lossy{UDPConn: conn, loss: loss, dup: dup, reorder: reorder, rng: rand.New(rand.NewPCG(1, 2))}
 }
 
-func (l *lossy) roll(p float64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rng.Float64() < p
-}
-
 func (l *lossy) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	for {
 		l.mu.Lock()
