@@ -35,6 +35,9 @@ const (
 	codeBodyTooLarge         uint32 = 413
 )
 
+// jsonCodec names the codec of every HTTP call; Open only reads it.
+var jsonCodec = []byte(codec.JSON.Name())
+
 // HTTPConfig is what a server's HTTP front needs of it. It must not
 // change once the front serves.
 type HTTPConfig struct {
@@ -101,7 +104,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.error(w, codeUnsupportedMediaType, fmt.Sprintf("kiev: %s takes a JSON body sent as Content-Type: application/json, not %q (with curl: -H 'Content-Type: application/json')", name, ct))
 		return
 	}
-	hd := Head{Method: []byte(name), Codec: []byte(codec.JSON.Name()), Origin: Origin{Addr: httpAddr(r.RemoteAddr), TLS: r.TLS}}
+	hd := Head{Method: []byte(name), Codec: jsonCodec, Origin: Origin{Addr: httpAddr(r.RemoteAddr), TLS: r.TLS}}
 	if v := r.Header.Get(HeaderPriority); v != "" {
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 0 || p > 9 {
