@@ -77,7 +77,7 @@ func (cfg *ServerConfig) Share() int {
 // concurrent use.
 type ServerConn struct {
 	cfg      *ServerConfig
-	nc       net.Conn // the socket, then its TLS conn: set by serve under mu, read by others under mu
+	nc       net.Conn // the socket, then its TLS conn: set by Serve under mu, read by others under mu
 	link     *Link
 	base     context.Context // parent of every handler ctx
 	stopBase func() bool     // stops the watch on base
@@ -86,7 +86,7 @@ type ServerConn struct {
 	reader     *wire.Reader
 	lent       atomic.Uint64 // the lendSeq of the call the reader runs; 0 while it reads
 	lendSeq    atomic.Uint64
-	watched    atomic.Bool   // the server's inlineWatch watches this connection
+	watched    atomic.Bool   // the server's InlineWatch watches this connection
 	readerDone chan struct{} // closed when the last reader has closed the connection
 
 	flow shed.Flow // the connection's calls, for the scheduler's fairness
@@ -202,7 +202,7 @@ func (c *ServerConn) read(r *wire.Reader) {
 // peerDone handles the client's clean end of stream, between frames: it
 // has half-closed the connection (CloseWrite), as net/rpc clients may, or
 // closed it. As net/rpc's server does, the calls in flight finish and send
-// their replies; then the writer stops and serve closes the connection.
+// their replies; then the writer stops and Serve closes the connection.
 // A kiev client that closes with calls in flight cancels them first
 // (ClientConn.Close), and a client that is gone fails the first
 // reply written to it, which closes the connection and cancels the rest.
@@ -443,7 +443,7 @@ func (c *ServerConn) Close(err error) {
 	}
 	c.dead = true
 	lingering := c.lingering
-	nc := c.nc // the socket, or its TLS conn once serve has it
+	nc := c.nc // the socket, or its TLS conn once Serve has it
 	c.mu.Unlock()
 	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, c.cfg.ServerClosed) {
 		c.cfg.Warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
