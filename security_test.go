@@ -590,3 +590,50 @@ func TestCloseDuringTLSHandshake(t *testing.T) {
 		t.Errorf("%d warnings of a failed handshake; the server closed the connection itself, which is no failure to warn of", n)
 	}
 }
+
+// TestSilentCloseIsNotWarned connects to a server, plain and with TLS,
+// and closes without sending a byte, as a load balancer's TCP health
+// check does: that is no failed handshake to warn of. A peer that sends
+// something else than kiev's preface still is.
+func TestSilentCloseIsNotWarned(t *testing.T) {
+	ca := newCA(t, "kiev test CA")
+	for _, tc := range []struct {
+		name string
+		opts []kiev.ServerOption
+		warn string
+	}{
+		{"plain", nil, "kiev: handshake failed; closing connection"},
+		{"TLS", []kiev.ServerOption{kiev.WithTLS(&tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server", true)}})}, "kiev: TLS handshake failed; closing connection"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &records{}
+			srv := kiev.NewServer(append([]kiev.ServerOption{kiev.WithLogger(slog.New(log))}, tc.opts...)...)
+			srv.Register(new(Arith))
+			addr := startServer(t, srv)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// Each connection is seen open, then gone, before the log
+			// is read: the server has handled its end.
+			visit := func(send []byte) {
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, ctx, "the connection open", func() bool { return srv.Status(ctx).Connections == 1 })
+				if send != nil {
+					nc.Write(send)
+				}
+				nc.Close()
+				waitFor(t, ctx, "the connection gone", func() bool { return srv.Status(ctx).Connections == 0 })
+			}
+			visit(nil)
+			if n := log.count(tc.warn); n != 0 {
+				t.Errorf("%d warnings %q for a peer that closed without a byte", n, tc.warn)
+			}
+			visit([]byte("GET / HTTP/1.0\r\n\r\n"))
+			if n := log.count(tc.warn); n != 1 {
+				t.Errorf("%d warnings %q for a peer that sent HTTP; want 1", n, tc.warn)
+			}
+		})
+	}
+}

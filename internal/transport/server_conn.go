@@ -170,13 +170,15 @@ func (c *ServerConn) Serve() {
 }
 
 // handshakeFailed closes a connection whose handshake failed, and says so
-// unless the server closed it meanwhile.
+// unless the server closed it meanwhile, or the peer closed it before
+// sending a byte (io.EOF): a load balancer's TCP check does, and so does
+// a client that gives up, neither of which is a failure to warn of.
 func (c *ServerConn) handshakeFailed(msg string, err error) {
 	c.mu.Lock()
 	dead := c.dead
 	c.dead = true
 	c.mu.Unlock()
-	if !dead {
+	if !dead && !errors.Is(err, io.EOF) {
 		c.cfg.Warn(msg, "peer", c.nc.RemoteAddr(), "err", err)
 	}
 	c.nc.Close()
