@@ -294,7 +294,7 @@ answers Kubernetes' probes at /healthz and /readyz; WithHealthCheck keeps
 providers that do not serve out of a client's balancing; `kiev health`
 asks from the shell.
 
-Every Server also serves kiev.Reflection (ReflectionService), which lists
+Every Server also serves kiev.Reflection (package reflection), which lists
 its services and describes each method's argument and reply types; the
 kiev command (cmd/kiev) uses it: `kiev describe host:port`, `kiev call
 host:port Arith.Mul '{"A":7,"B":8}'`, `kiev list zookeeper://host:2181`,

@@ -52,7 +52,7 @@ type Packet struct {
 	// its call's timeout plus AuthSkew, and remembered until then.
 	AuthSkew time.Duration
 
-	// ServeReflection makes a server answer kiev.Reflection (ReflectionService)
+	// ServeReflection makes a server answer kiev.Reflection (reflection.ServiceName)
 	// over UDP too. It is off by default: over UDP anyone who can spoof a
 	// source address can have its long answer sent to a victim, a small
 	// datagram returning many times its size. The kiev command's describe

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 // ReflShop is a service whose types exercise every kind of TypeShape.
@@ -81,43 +82,45 @@ func reflectionClient(t *testing.T) *kiev.Client {
 	return dial(t, startServer(t, srv))
 }
 
-func scalar(typ, kind string) kiev.TypeShape { return kiev.TypeShape{Type: typ, Kind: kind} }
-
-func field(name string, s kiev.TypeShape) kiev.FieldShape {
-	return kiev.FieldShape{Name: name, Shape: s}
+func scalar(typ, kind string) reflection.TypeShape {
+	return reflection.TypeShape{Type: typ, Kind: kind}
 }
 
-func ref(s kiev.TypeShape) *kiev.TypeShape { return &s }
+func field(name string, s reflection.TypeShape) reflection.FieldShape {
+	return reflection.FieldShape{Name: name, Shape: s}
+}
+
+func ref(s reflection.TypeShape) *reflection.TypeShape { return &s }
 
 func TestReflectionDescribe(t *testing.T) {
 	c := reflectionClient(t)
-	var info kiev.ServiceInfo
+	var info reflection.ServiceInfo
 	if err := c.Call(context.Background(), "kiev.Reflection.Describe", "ReflShop", &info); err != nil {
 		t.Fatal(err)
 	}
-	node := kiev.TypeShape{Type: "kiev_test.ReflNode", Kind: "struct", Fields: []kiev.FieldShape{
+	node := reflection.TypeShape{Type: "kiev_test.ReflNode", Kind: "struct", Fields: []reflection.FieldShape{
 		field("Name", scalar("string", "string")),
-		field("Children", kiev.TypeShape{Type: "[]*kiev_test.ReflNode", Kind: "slice", Elem: ref(scalar("kiev_test.ReflNode", "recursive"))}),
+		field("Children", reflection.TypeShape{Type: "[]*kiev_test.ReflNode", Kind: "slice", Elem: ref(scalar("kiev_test.ReflNode", "recursive"))}),
 		field("Next", scalar("kiev_test.ReflNode", "recursive")),
 	}}
-	order := kiev.TypeShape{Type: "kiev_test.ReflOrder", Kind: "struct", Fields: []kiev.FieldShape{
+	order := reflection.TypeShape{Type: "kiev_test.ReflOrder", Kind: "struct", Fields: []reflection.FieldShape{
 		field("id", scalar("int64", "int")),
-		field("items", kiev.TypeShape{Type: "[]kiev_test.ReflItem", Kind: "slice", Elem: &kiev.TypeShape{
-			Type: "kiev_test.ReflItem", Kind: "struct", Fields: []kiev.FieldShape{
+		field("items", reflection.TypeShape{Type: "[]kiev_test.ReflItem", Kind: "slice", Elem: &reflection.TypeShape{
+			Type: "kiev_test.ReflItem", Kind: "struct", Fields: []reflection.FieldShape{
 				field("sku", scalar("string", "string")),
 				field("qty", scalar("uint", "uint")),
 			}}}),
-		field("notes", kiev.TypeShape{Type: "map[string]string", Kind: "map", Key: ref(scalar("string", "string")), Elem: ref(scalar("string", "string"))}),
-		field("Ship", kiev.TypeShape{Type: "kiev_test.ReflAddress", Kind: "struct", Fields: []kiev.FieldShape{field("City", scalar("string", "string"))}}),
+		field("notes", reflection.TypeShape{Type: "map[string]string", Kind: "map", Key: ref(scalar("string", "string")), Elem: ref(scalar("string", "string"))}),
+		field("Ship", reflection.TypeShape{Type: "kiev_test.ReflAddress", Kind: "struct", Fields: []reflection.FieldShape{field("City", scalar("string", "string"))}}),
 		field("At", scalar("time.Time", "time")),
 		field("Blob", scalar("[]uint8", "bytes")),
 		field("Extra", scalar("interface {}", "any")),
 		field("trace", scalar("string", "string")),
 		field("w", scalar("string", "string")),
-		field("Grid", kiev.TypeShape{Type: "[2][3]float64", Kind: "array", Len: 2, Elem: &kiev.TypeShape{
+		field("Grid", reflection.TypeShape{Type: "[2][3]float64", Kind: "array", Len: 2, Elem: &reflection.TypeShape{
 			Type: "[3]float64", Kind: "array", Len: 3, Elem: ref(scalar("float64", "float"))}}),
-		field("Tags", kiev.TypeShape{Type: "map[uint16][]string", Kind: "map", Key: ref(scalar("uint16", "uint")),
-			Elem: &kiev.TypeShape{Type: "[]string", Kind: "slice", Elem: ref(scalar("string", "string"))}}),
+		field("Tags", reflection.TypeShape{Type: "map[uint16][]string", Kind: "map", Key: ref(scalar("uint16", "uint")),
+			Elem: &reflection.TypeShape{Type: "[]string", Kind: "slice", Elem: ref(scalar("string", "string"))}}),
 		field("IP", scalar("net.IP", "string")),
 		field("Took", scalar("time.Duration", "int")),
 		field("Ready", scalar("bool", "bool")),
@@ -132,11 +135,11 @@ func TestReflectionDescribe(t *testing.T) {
 	if deep.Kind != "truncated" {
 		t.Errorf("Deep's shape 17 levels down is %+v; want kind truncated", deep)
 	}
-	info.Methods[0].Args = kiev.TypeShape{}
-	want := kiev.ServiceInfo{Name: "ReflShop", Methods: []kiev.MethodInfo{
+	info.Methods[0].Args = reflection.TypeShape{}
+	want := reflection.ServiceInfo{Name: "ReflShop", Methods: []reflection.MethodInfo{
 		{Name: "Deep", Reply: scalar("int", "int")},
-		{Name: "Place", Args: order, Reply: kiev.TypeShape{Type: "kiev_test.ReflReceipt", Kind: "struct",
-			Fields: []kiev.FieldShape{field("Total", scalar("float64", "float"))}}},
+		{Name: "Place", Args: order, Reply: reflection.TypeShape{Type: "kiev_test.ReflReceipt", Kind: "struct",
+			Fields: []reflection.FieldShape{field("Total", scalar("float64", "float"))}}},
 		{Name: "Tree", Args: node, Reply: node},
 	}}
 	if diff := cmp.Diff(want, info); diff != "" {
@@ -148,11 +151,11 @@ func TestReflectionDescribe(t *testing.T) {
 // writes.
 func TestReflectionFieldNamesMatchCodec(t *testing.T) {
 	c := reflectionClient(t)
-	var info kiev.ServiceInfo
+	var info reflection.ServiceInfo
 	if err := c.Call(context.Background(), "kiev.Reflection.Describe", "ReflShop", &info); err != nil {
 		t.Fatal(err)
 	}
-	var shape kiev.TypeShape
+	var shape reflection.TypeShape
 	for _, m := range info.Methods {
 		if m.Name == "Place" {
 			shape = m.Args
@@ -182,7 +185,7 @@ func TestReflectionFieldNamesMatchCodec(t *testing.T) {
 
 func TestReflectionList(t *testing.T) {
 	c := reflectionClient(t)
-	var infos []kiev.ServiceInfo
+	var infos []reflection.ServiceInfo
 	if err := c.Call(context.Background(), "kiev.Reflection.List", struct{}{}, &infos); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +194,7 @@ func TestReflectionList(t *testing.T) {
 		names = append(names, in.Name)
 	}
 	if !slices.Equal(names, []string{"Arith", "ReflShop"}) {
-		t.Fatalf("List names %v; want [Arith ReflShop], sorted, without %s", names, kiev.ReflectionService)
+		t.Fatalf("List names %v; want [Arith ReflShop], sorted, without %s", names, reflection.ServiceName)
 	}
 	var methods []string
 	for _, m := range infos[0].Methods {
@@ -201,9 +204,9 @@ func TestReflectionList(t *testing.T) {
 		t.Errorf("Arith's methods are %v; want them sorted, Add first", methods)
 	}
 	add := infos[0].Methods[0]
-	wantAdd := kiev.MethodInfo{Name: "Add",
-		Args:  kiev.TypeShape{Type: "kiev_test.Args", Kind: "struct", Fields: []kiev.FieldShape{field("A", scalar("int", "int")), field("B", scalar("int", "int"))}},
-		Reply: kiev.TypeShape{Type: "kiev_test.Reply", Kind: "struct", Fields: []kiev.FieldShape{field("C", scalar("int", "int"))}},
+	wantAdd := reflection.MethodInfo{Name: "Add",
+		Args:  reflection.TypeShape{Type: "kiev_test.Args", Kind: "struct", Fields: []reflection.FieldShape{field("A", scalar("int", "int")), field("B", scalar("int", "int"))}},
+		Reply: reflection.TypeShape{Type: "kiev_test.Reply", Kind: "struct", Fields: []reflection.FieldShape{field("C", scalar("int", "int"))}},
 	}
 	if diff := cmp.Diff(wantAdd, add); diff != "" {
 		t.Errorf("Arith.Add differs (-want +got):\n%s", diff)
@@ -217,7 +220,7 @@ func TestReflectionList(t *testing.T) {
 
 func TestReflectionDescribeUnknown(t *testing.T) {
 	c := reflectionClient(t)
-	err := c.Call(context.Background(), "kiev.Reflection.Describe", "Nope", &kiev.ServiceInfo{})
+	err := c.Call(context.Background(), "kiev.Reflection.Describe", "Nope", &reflection.ServiceInfo{})
 	if !errors.Is(err, kiev.ErrNotFound) || !strings.Contains(err.Error(), `"Nope"`) || !strings.Contains(err.Error(), "Arith, ReflShop") {
 		t.Errorf("Describe(Nope) = %v; want ErrNotFound naming Nope and the services Arith, ReflShop", err)
 	}
@@ -231,15 +234,15 @@ func TestReflectionDescribeUnknown(t *testing.T) {
 // registered still has it.
 func TestReflectionDescribesItself(t *testing.T) {
 	c := dial(t, startServer(t, kiev.NewServer()))
-	var info kiev.ServiceInfo
-	if err := c.Call(context.Background(), "kiev.Reflection.Describe", kiev.ReflectionService, &info); err != nil {
+	var info reflection.ServiceInfo
+	if err := c.Call(context.Background(), "kiev.Reflection.Describe", reflection.ServiceName, &info); err != nil {
 		t.Fatal(err)
 	}
 	if len(info.Methods) != 2 || info.Methods[0].Name != "Describe" || info.Methods[1].Name != "List" ||
-		info.Methods[1].Reply.Kind != "slice" || info.Methods[1].Reply.Elem.Type != "kiev.ServiceInfo" {
-		t.Errorf("Describe(%s) = %+v; want Describe and List, List returning []kiev.ServiceInfo", kiev.ReflectionService, info)
+		info.Methods[1].Reply.Kind != "slice" || info.Methods[1].Reply.Elem.Type != "reflection.ServiceInfo" {
+		t.Errorf("Describe(%s) = %+v; want Describe and List, List returning []reflection.ServiceInfo", reflection.ServiceName, info)
 	}
-	var infos []kiev.ServiceInfo
+	var infos []reflection.ServiceInfo
 	if err := c.Call(context.Background(), "kiev.Reflection.List", struct{}{}, &infos); err != nil || len(infos) != 0 {
 		t.Errorf("List on an empty server = %v, %v; want none", infos, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/kievrpc/kiev/internal/transport"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 // ServePacket serves calls arriving as datagrams on pc, usually a UDP
@@ -89,7 +90,7 @@ func (s *Server) packetConfig() *transport.PacketServerConfig {
 		cfg.Verify = s.verifyPacket
 	}
 	if !p.ServeReflection {
-		cfg.Unserved = []byte(ReflectionService + ".")
+		cfg.Unserved = []byte(reflection.ServiceName + ".")
 		cfg.UnservedMsg = "kiev: kiev.Reflection is not served over UDP (Packet.ServeReflection); call it over TCP"
 	}
 	return cfg

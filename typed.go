@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 // Method is a typed handle on one method of a service: its Call takes
@@ -223,7 +224,7 @@ func methodName[T any](caller string, fn any, opts []MethodOption) (string, erro
 // NewMethod returns a Method that calls serviceMethod ("Service.Method")
 // through c, once it has checked A and R against the server's own types.
 // It asks the server, with ctx, for its description of the service (a
-// call to [ReflectionService]'s Describe, in msgpack whatever c's codec),
+// call to [reflection.ServiceName]'s Describe, in msgpack whatever c's codec),
 // and fails if the service or the method is unknown (an error that matches
 // [ErrNotFound] and lists what there is), if the server cannot be asked,
 // or if A cannot carry the method's argument or R its reply: that error
@@ -248,14 +249,14 @@ func NewMethod[A, R any](ctx context.Context, c *Client, serviceMethod string) (
 	}
 	service, meth := serviceMethod[:dot], serviceMethod[dot+1:]
 	// The description is asked for in msgpack, whatever c's codec: the
-	// server always knows it, and ServiceInfo is no protobuf message.
-	var info ServiceInfo
-	call := &Call{ServiceMethod: ReflectionService + ".Describe", Args: service, Reply: &info,
+	// server always knows it, and reflection.ServiceInfo is no protobuf message.
+	var info reflection.ServiceInfo
+	call := &Call{ServiceMethod: reflection.ServiceName + ".Describe", Args: service, Reply: &info,
 		codec: codec.Msgpack, signal: make(chan *Call, 1)}
 	if err := shutdownErr(c.invoke(ctx, call)); err != nil {
 		return nil, &methodError{"kiev: " + what + ": " + strings.TrimPrefix(err.Error(), "kiev: "), err}
 	}
-	i := slices.IndexFunc(info.Methods, func(mi MethodInfo) bool { return mi.Name == meth })
+	i := slices.IndexFunc(info.Methods, func(mi reflection.MethodInfo) bool { return mi.Name == meth })
 	if i < 0 {
 		names := make([]string, len(info.Methods))
 		for i, mi := range info.Methods {
@@ -265,15 +266,15 @@ func NewMethod[A, R any](ctx context.Context, c *Client, serviceMethod string) (
 	}
 	mi := info.Methods[i]
 	// The args travel from here to there, the reply from there to here.
-	where, here, there := "", TypeShape{}, TypeShape{}
-	if p, from, to, ok := shapeFits(shapeOf(ta), mi.Args, "argument"); !ok {
+	where, here, there := "", reflection.TypeShape{}, reflection.TypeShape{}
+	if p, from, to, ok := reflection.Fits(reflection.ShapeOf(ta), mi.Args, "argument"); !ok {
 		where, here, there = p, from, to
-	} else if p, from, to, ok := shapeFits(mi.Reply, shapeOf(tr), "reply"); !ok {
+	} else if p, from, to, ok := reflection.Fits(mi.Reply, reflection.ShapeOf(tr), "reply"); !ok {
 		where, here, there = p, to, from
 	}
 	if where != "" {
 		return nil, fmt.Errorf("kiev: %s: the server's method takes %s and replies %s: the %s is %s there and %s here",
-			what, mi.Args.Type, mi.Reply.Type, where, describeShape(there), describeShape(here))
+			what, mi.Args.Type, mi.Reply.Type, where, reflection.Summary(there), reflection.Summary(here))
 	}
 	return newMethod[A, R](c, serviceMethod), nil
 }
@@ -286,68 +287,3 @@ type methodError struct {
 
 func (e *methodError) Error() string { return e.msg }
 func (e *methodError) Unwrap() error { return e.err }
-
-// describeShape names a shape's type and, when the type's name does not
-// say it, its kind: "kiev_test.Reply (struct)", "int".
-func describeShape(s TypeShape) string {
-	if s.Type == s.Kind || (s.Kind == "int" && strings.HasPrefix(s.Type, "int")) ||
-		(s.Kind == "uint" && strings.HasPrefix(s.Type, "uint")) || (s.Kind == "float" && strings.HasPrefix(s.Type, "float")) {
-		return s.Type
-	}
-	return fmt.Sprintf("%s (%s)", s.Type, s.Kind)
-}
-
-// shapeFits reports whether a value of shape from decodes into one of
-// shape to, by the msgpack codec's rules. If not, it returns where the
-// first misfit is (path, extended as it descends: "reply field C") and the
-// two shapes there.
-func shapeFits(from, to TypeShape, path string) (string, TypeShape, TypeShape, bool) {
-	unknown := func(kind string) bool {
-		switch kind {
-		case "any", "custom", "recursive", "truncated", "unsupported":
-			return true // takes anything, or cannot be told
-		}
-		return false
-	}
-	seq := func(kind string) bool { return kind == "slice" || kind == "array" }
-	text := func(kind string) bool { return kind == "string" || kind == "bytes" }
-	keyed := func(kind string) bool { return kind == "struct" || kind == "map" }
-	switch {
-	case unknown(from.Kind) || unknown(to.Kind):
-		return "", from, to, true
-	case seq(from.Kind) && seq(to.Kind):
-		return shapeFits(*from.Elem, *to.Elem, path+" element")
-	case text(from.Kind) && text(to.Kind):
-		return "", from, to, true
-	case from.Kind == "int" || from.Kind == "uint":
-		if to.Kind == "int" || to.Kind == "uint" || to.Kind == "float" {
-			return "", from, to, true
-		}
-	case from.Kind == "map" && to.Kind == "map":
-		if p, f, t, ok := shapeFits(*from.Key, *to.Key, path+" key"); !ok {
-			return p, f, t, false
-		}
-		return shapeFits(*from.Elem, *to.Elem, path+" value")
-	case from.Kind == "struct" && to.Kind == "struct":
-		common := false
-		for _, ff := range from.Fields {
-			i := slices.IndexFunc(to.Fields, func(tf FieldShape) bool { return tf.Name == ff.Name })
-			if i < 0 {
-				continue // skipped by the decoder
-			}
-			common = true
-			if p, f, t, ok := shapeFits(ff.Shape, to.Fields[i].Shape, path+" field "+ff.Name); !ok {
-				return p, f, t, false
-			}
-		}
-		if !common && len(from.Fields) > 0 && len(to.Fields) > 0 {
-			return path + ", which shares no field,", from, to, false
-		}
-		return "", from, to, true
-	case keyed(from.Kind) && keyed(to.Kind):
-		return "", from, to, true // a struct and a map: both maps on the wire
-	case from.Kind == to.Kind:
-		return "", from, to, true
-	}
-	return path, from, to, false
-}

@@ -9,17 +9,18 @@ import (
 	"strings"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 // argShape asks the server's reflection service for the shape of
 // method's argument. It returns nil, and no error, when the server cannot
 // say: it has no reflection service (an old kiev), or no such service or
 // method, which the call itself then reports with the names there are.
-func argShape(ctx context.Context, client *kiev.Client, method string) (*kiev.TypeShape, error) {
+func argShape(ctx context.Context, client *kiev.Client, method string) (*reflection.TypeShape, error) {
 	i := strings.LastIndexByte(method, '.')
 	service, name := method[:i], method[i+1:]
-	var info kiev.ServiceInfo
-	if err := client.Call(ctx, kiev.ReflectionService+".Describe", service, &info); err != nil {
+	var info reflection.ServiceInfo
+	if err := client.Call(ctx, reflection.ServiceName+".Describe", service, &info); err != nil {
 		var se *kiev.ServerError
 		if errors.As(err, &se) && se.Code == kiev.CodeNotFound {
 			return nil, nil
@@ -42,19 +43,19 @@ func argShape(ctx context.Context, client *kiev.Client, method string) (*kiev.Ty
 // field, listing the fields there are, rather than let the value vanish.
 // Values of kinds that fitArgs cannot see into (any, custom, truncated)
 // are left as they are.
-func fitArgs(v any, shape kiev.TypeShape) (any, error) {
-	f := fitter{structs: map[string]*kiev.TypeShape{}}
+func fitArgs(v any, shape reflection.TypeShape) (any, error) {
+	f := fitter{structs: map[string]*reflection.TypeShape{}}
 	return f.fit(v, &shape, "")
 }
 
 // fitter walks a JSON value and a shape together.
 type fitter struct {
-	structs map[string]*kiev.TypeShape // the struct shapes being walked, by Go type, for recursive ones
+	structs map[string]*reflection.TypeShape // the struct shapes being walked, by Go type, for recursive ones
 }
 
 // fit fits v to shape; path is where v is in the arguments, such as
 // "items[2].sku", or "" at the top.
-func (f *fitter) fit(v any, shape *kiev.TypeShape, path string) (any, error) {
+func (f *fitter) fit(v any, shape *reflection.TypeShape, path string) (any, error) {
 	if shape == nil || v == nil {
 		return v, nil
 	}
@@ -94,7 +95,7 @@ func (f *fitter) fit(v any, shape *kiev.TypeShape, path string) (any, error) {
 }
 
 // fitStruct fits the JSON object m to the struct shape.
-func (f *fitter) fitStruct(m map[string]any, shape *kiev.TypeShape, path string) (map[string]any, error) {
+func (f *fitter) fitStruct(m map[string]any, shape *reflection.TypeShape, path string) (map[string]any, error) {
 	out := make(map[string]any, len(m))
 	from := make(map[string]string, len(m)) // field name: the key that filled it
 	keys := make([]string, 0, len(m))
@@ -103,9 +104,9 @@ func (f *fitter) fitStruct(m map[string]any, shape *kiev.TypeShape, path string)
 	}
 	slices.Sort(keys) // the same error for the same input
 	for _, k := range keys {
-		i := slices.IndexFunc(shape.Fields, func(fs kiev.FieldShape) bool { return fs.Name == k })
+		i := slices.IndexFunc(shape.Fields, func(fs reflection.FieldShape) bool { return fs.Name == k })
 		if i < 0 {
-			i = slices.IndexFunc(shape.Fields, func(fs kiev.FieldShape) bool { return strings.EqualFold(fs.Name, k) })
+			i = slices.IndexFunc(shape.Fields, func(fs reflection.FieldShape) bool { return strings.EqualFold(fs.Name, k) })
 		}
 		if i < 0 {
 			return nil, unknownField(k, shape, path)
@@ -126,7 +127,7 @@ func (f *fitter) fitStruct(m map[string]any, shape *kiev.TypeShape, path string)
 
 // unknownField says that key names no field of shape, and which fields
 // there are.
-func unknownField(key string, shape *kiev.TypeShape, path string) error {
+func unknownField(key string, shape *reflection.TypeShape, path string) error {
 	where := "the arguments"
 	if path != "" {
 		where = path

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 func TestCall(t *testing.T) {
@@ -153,14 +153,14 @@ func TestCallUnknownKeys(t *testing.T) {
 }
 
 func TestFitArgs(t *testing.T) {
-	str := kiev.TypeShape{Type: "string", Kind: "string"}
-	shape := kiev.TypeShape{Type: "main.T", Kind: "struct", Fields: []kiev.FieldShape{
-		{Name: "ID", Shape: kiev.TypeShape{Type: "int", Kind: "int"}},
+	str := reflection.TypeShape{Type: "string", Kind: "string"}
+	shape := reflection.TypeShape{Type: "main.T", Kind: "struct", Fields: []reflection.FieldShape{
+		{Name: "ID", Shape: reflection.TypeShape{Type: "int", Kind: "int"}},
 		{Name: "Id", Shape: str}, // encoding/json gives a key "id" to the first
-		{Name: "Any", Shape: kiev.TypeShape{Type: "interface {}", Kind: "any"}},
-		{Name: "Deep", Shape: kiev.TypeShape{Type: "main.D", Kind: "truncated"}},
-		{Name: "ByKey", Shape: kiev.TypeShape{Type: "map[string]main.T", Kind: "map", Key: &str,
-			Elem: &kiev.TypeShape{Type: "main.T", Kind: "recursive"}}},
+		{Name: "Any", Shape: reflection.TypeShape{Type: "interface {}", Kind: "any"}},
+		{Name: "Deep", Shape: reflection.TypeShape{Type: "main.D", Kind: "truncated"}},
+		{Name: "ByKey", Shape: reflection.TypeShape{Type: "map[string]main.T", Kind: "map", Key: &str,
+			Elem: &reflection.TypeShape{Type: "main.T", Kind: "recursive"}}},
 	}}
 	for _, tc := range []struct {
 		in, want string

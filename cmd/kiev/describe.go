@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 var describeCommand = &command{
@@ -29,7 +30,7 @@ wire:
 Field names are the names to use in the JSON of 'kiev call'. A type that
 contains itself shows its name where it recurs; pointers are not marked,
 since a JSON null stands for a nil pointer. --json prints the full
-descriptions (kiev.ServiceInfo) instead.
+descriptions (reflection.ServiceInfo) instead.
 
 Examples:
   kiev describe 127.0.0.1:7000
@@ -63,11 +64,11 @@ func (c *describeCmd) run(ctx context.Context, cl *cli, args []string) error {
 	callCtx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()
 
-	var infos []kiev.ServiceInfo
-	method := kiev.ReflectionService + ".List"
+	var infos []reflection.ServiceInfo
+	method := reflection.ServiceName + ".List"
 	if len(args) == 2 {
-		method = kiev.ReflectionService + ".Describe"
-		var info kiev.ServiceInfo
+		method = reflection.ServiceName + ".Describe"
+		var info reflection.ServiceInfo
 		err = client.Call(callCtx, method, args[1], &info)
 		infos = append(infos, info)
 	} else {
@@ -76,8 +77,8 @@ func (c *describeCmd) run(ctx context.Context, cl *cli, args []string) error {
 	if err != nil {
 		var se *kiev.ServerError
 		if errors.As(err, &se) && se.Code == kiev.CodeNotFound {
-			if strings.Contains(se.Message, strconv.Quote(kiev.ReflectionService)) {
-				return fmt.Errorf("%s has no reflection service (%s); its kiev is too old to describe itself", target, kiev.ReflectionService)
+			if strings.Contains(se.Message, strconv.Quote(reflection.ServiceName)) {
+				return fmt.Errorf("%s has no reflection service (%s); its kiev is too old to describe itself", target, reflection.ServiceName)
 			}
 			return fmt.Errorf("%s: %s", target, strings.TrimPrefix(se.Message, "kiev: ")) // an unknown service
 		}
@@ -94,7 +95,7 @@ func (c *describeCmd) run(ctx context.Context, cl *cli, args []string) error {
 }
 
 // writeDescriptions prints one line per method.
-func writeDescriptions(w io.Writer, infos []kiev.ServiceInfo) error {
+func writeDescriptions(w io.Writer, infos []reflection.ServiceInfo) error {
 	for _, s := range infos {
 		for _, m := range s.Methods {
 			if _, err := fmt.Fprintf(w, "%s.%s(%s) %s\n", s.Name, m.Name, shapeString(m.Args), shapeString(m.Reply)); err != nil {
@@ -107,14 +108,14 @@ func writeDescriptions(w io.Writer, infos []kiev.ServiceInfo) error {
 
 // shapeString renders a shape in a Go-like notation:
 // Order{ID int, Items []Item{SKU string}, Notes map[string]string}.
-func shapeString(ts kiev.TypeShape) string {
+func shapeString(ts reflection.TypeShape) string {
 	var b strings.Builder
 	writeShape(&b, ts)
 	return b.String()
 }
 
-func writeShape(b *strings.Builder, ts kiev.TypeShape) {
-	elem := func(e *kiev.TypeShape) {
+func writeShape(b *strings.Builder, ts reflection.TypeShape) {
+	elem := func(e *reflection.TypeShape) {
 		if e == nil {
 			b.WriteString("?")
 			return

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 func TestDescribe(t *testing.T) {
@@ -21,9 +21,9 @@ Shop.Wait(struct{}) int
 	}
 
 	stdout, _ := wantRun(t, exitOK, nil, nil, "describe", "--json", addr)
-	var infos []kiev.ServiceInfo
+	var infos []reflection.ServiceInfo
 	if err := json.Unmarshal([]byte(stdout), &infos); err != nil {
-		t.Fatalf("--json printed no []kiev.ServiceInfo: %v\n%s", err, stdout)
+		t.Fatalf("--json printed no []reflection.ServiceInfo: %v\n%s", err, stdout)
 	}
 	if len(infos) != 1 || infos[0].Name != "Shop" || len(infos[0].Methods) != 3 ||
 		infos[0].Methods[1].Args.Fields[1].Shape.Elem.Kind != "recursive" {
@@ -31,30 +31,30 @@ Shop.Wait(struct{}) int
 	}
 
 	wantRun(t, exitFailed, nil, []string{`kiev describe: ` + addr + `: unknown service "Nope"; the server has Shop`}, "describe", addr, "Nope")
-	wantRun(t, exitOK, []string{"kiev.Reflection.List(struct{}) []ServiceInfo{name string, methods []MethodInfo{"}, nil, "describe", addr, kiev.ReflectionService)
+	wantRun(t, exitOK, []string{"kiev.Reflection.List(struct{}) []ServiceInfo{name string, methods []MethodInfo{"}, nil, "describe", addr, reflection.ServiceName)
 }
 
 func TestShapeString(t *testing.T) {
-	str := kiev.TypeShape{Type: "string", Kind: "string"}
+	str := reflection.TypeShape{Type: "string", Kind: "string"}
 	for _, tc := range []struct {
-		shape kiev.TypeShape
+		shape reflection.TypeShape
 		want  string
 	}{
-		{kiev.TypeShape{Type: "map[int32][4]main.Ok", Kind: "map", Key: &kiev.TypeShape{Type: "int32", Kind: "int"},
-			Elem: &kiev.TypeShape{Type: "[4]main.Ok", Kind: "array", Len: 4, Elem: &kiev.TypeShape{Type: "main.Ok", Kind: "bool"}}},
+		{reflection.TypeShape{Type: "map[int32][4]main.Ok", Kind: "map", Key: &reflection.TypeShape{Type: "int32", Kind: "int"},
+			Elem: &reflection.TypeShape{Type: "[4]main.Ok", Kind: "array", Len: 4, Elem: &reflection.TypeShape{Type: "main.Ok", Kind: "bool"}}},
 			"map[int32][4]bool"},
-		{kiev.TypeShape{Type: "[16]uint8", Kind: "bytes", Len: 16}, "[16]byte"},
-		{kiev.TypeShape{Type: "[]uint8", Kind: "bytes"}, "[]byte"},
-		{kiev.TypeShape{Type: "time.Time", Kind: "time"}, "time.Time"},
-		{kiev.TypeShape{Type: "time.Duration", Kind: "int"}, "int"},
-		{kiev.TypeShape{Type: "net.IP", Kind: "string"}, "string"},
-		{kiev.TypeShape{Type: "interface {}", Kind: "any"}, "any"},
-		{kiev.TypeShape{Type: "pkg.Money", Kind: "custom"}, "Money"},
-		{kiev.TypeShape{Type: "main.Deep", Kind: "truncated"}, "Deep{…}"},
-		{kiev.TypeShape{Type: "struct { A string }", Kind: "struct", Fields: []kiev.FieldShape{{Name: "A", Shape: str}}}, "struct{A string}"},
-		{kiev.TypeShape{Type: "main.G[main.T]", Kind: "struct"}, "G[T]{}"},
-		{kiev.TypeShape{Type: "chan int", Kind: "unsupported"}, "chan int"},
-		{kiev.TypeShape{Type: "[]int", Kind: "slice"}, "[]?"},
+		{reflection.TypeShape{Type: "[16]uint8", Kind: "bytes", Len: 16}, "[16]byte"},
+		{reflection.TypeShape{Type: "[]uint8", Kind: "bytes"}, "[]byte"},
+		{reflection.TypeShape{Type: "time.Time", Kind: "time"}, "time.Time"},
+		{reflection.TypeShape{Type: "time.Duration", Kind: "int"}, "int"},
+		{reflection.TypeShape{Type: "net.IP", Kind: "string"}, "string"},
+		{reflection.TypeShape{Type: "interface {}", Kind: "any"}, "any"},
+		{reflection.TypeShape{Type: "pkg.Money", Kind: "custom"}, "Money"},
+		{reflection.TypeShape{Type: "main.Deep", Kind: "truncated"}, "Deep{…}"},
+		{reflection.TypeShape{Type: "struct { A string }", Kind: "struct", Fields: []reflection.FieldShape{{Name: "A", Shape: str}}}, "struct{A string}"},
+		{reflection.TypeShape{Type: "main.G[main.T]", Kind: "struct"}, "G[T]{}"},
+		{reflection.TypeShape{Type: "chan int", Kind: "unsupported"}, "chan int"},
+		{reflection.TypeShape{Type: "[]int", Kind: "slice"}, "[]?"},
 	} {
 		if got := shapeString(tc.shape); got != tc.want {
 			t.Errorf("shapeString(%+v) = %q; want %q", tc.shape, got, tc.want)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/internal/zktest"
+	"github.com/kievrpc/kiev/reflection"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/zookeeper"
 )
@@ -37,8 +38,8 @@ func TestList(t *testing.T) {
 		"SERVICE  PROVIDER",
 		fmt.Sprintf("Shop     tcp://%s  3       json,msgpack,proto  1\n", addr),
 	}, nil, "list", url)
-	if strings.Contains(stdout, kiev.ReflectionService) {
-		t.Logf("note: the server published %s in the registry:\n%s", kiev.ReflectionService, stdout)
+	if strings.Contains(stdout, reflection.ServiceName) {
+		t.Logf("note: the server published %s in the registry:\n%s", reflection.ServiceName, stdout)
 	}
 
 	// Named services, one unknown, as JSON.
