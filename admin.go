@@ -62,7 +62,7 @@ func (s *Server) registerMetrics() {
 //   - /healthz: a liveness probe, 200 "ok" while the admin server answers;
 //   - /readyz: a readiness probe, 200 "ready" once the registry confirmed
 //     the server's registrations while it is not shutting down and its
-//     health checks pass (see HealthService), else 503 with the reasons.
+//     health checks pass (see Server.HealthOf), else 503 with the reasons.
 //     WithAdminAuth does not guard the two probes, which Kubernetes sends
 //     without credentials; they show no more than the failing checks'
 //     names.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/health"
 )
 
 // TestStatusPageRendersOnServer reads the status page as a client without
@@ -184,10 +185,10 @@ func TestStatusRunsHealthChecksOncePerTTL(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	most := 1 + int(time.Since(start)/kiev.HealthCacheTTL)
+	most := 1 + int(time.Since(start)/health.CacheTTL)
 	t.Logf("80 GETs in %v ran the check %d times", time.Since(start), runs.Load())
 	if n := int(runs.Load()); n > most {
-		t.Errorf("80 GETs ran the check %d times; want at most %d, once per %v", n, most, kiev.HealthCacheTTL)
+		t.Errorf("80 GETs ran the check %d times; want at most %d, once per %v", n, most, health.CacheTTL)
 	}
 	// A check registered since the last run is run at once.
 	srv.RegisterHealth("cache", func(ctx context.Context) error { return errors.New("down") })

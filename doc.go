@@ -285,7 +285,7 @@ of a doubling wide. RegisterHealth adds dependency checks that the page
 shows, and OnShutdown closes dependencies once the calls in flight have
 ended.
 
-Every Server also serves HealthService (kiev.Health), after gRPC's
+Every Server also serves kiev.Health (package health), after gRPC's
 grpc.health.v1, over TCP, UDP and HTTP: Check answers Serving or
 NotServing for the server or one of its services, and Watch waits for a
 change. A server serves while it is not shutting down, its RegisterHealth

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/balance"
+	"github.com/kievrpc/kiev/health"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/memory"
 	"github.com/kievrpc/kiev/shed"
@@ -255,18 +256,18 @@ func ExampleServer_SetHealth() {
 	c, _ := kiev.Dial(l.Addr().String())
 	defer c.Close()
 
-	check := func() kiev.ServingStatus {
-		var r kiev.HealthCheckResponse
+	check := func() health.ServingStatus {
+		var r health.CheckResponse
 		ctx := kiev.WithPriority(context.Background(), kiev.MaxPriority)
-		if err := c.Call(ctx, kiev.HealthService+".Check", kiev.HealthCheckRequest{}, &r); err != nil {
+		if err := c.Call(ctx, health.ServiceName+".Check", health.CheckRequest{}, &r); err != nil {
 			log.Fatal(err)
 		}
 		return r.Status
 	}
 	fmt.Println(check())
-	srv.SetHealth("", kiev.NotServing) // warming up, say
+	srv.SetHealth("", health.NotServing) // warming up, say
 	fmt.Println(check())
-	srv.SetHealth("", kiev.ServingUnknown) // the checks decide again
+	srv.SetHealth("", health.ServingUnknown) // the checks decide again
 	fmt.Println(check())
 	// Output:
 	// SERVING

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/health"
 	"github.com/kievrpc/kiev/registry/memory"
 )
 
@@ -27,32 +28,32 @@ func TestHealthCheckOverEveryFront(t *testing.T) {
 			call := fr.serve(t, srv)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			check := func(service string, want kiev.ServingStatus) {
+			check := func(service string, want health.ServingStatus) {
 				t.Helper()
-				var r kiev.HealthCheckResponse
-				if got := call(ctx, kiev.HealthService+".Check", kiev.HealthCheckRequest{Service: service}, &r, ""); got != "OK" || r.Status != want {
+				var r health.CheckResponse
+				if got := call(ctx, health.ServiceName+".Check", health.CheckRequest{Service: service}, &r, ""); got != "OK" || r.Status != want {
 					t.Fatalf("Check(%q) = %s, %v; want OK, %v", service, got, r.Status, want)
 				}
 			}
-			check("", kiev.Serving)
-			check("Arith", kiev.Serving)
-			var r kiev.HealthCheckResponse
-			if got := call(ctx, kiev.HealthService+".Check", kiev.HealthCheckRequest{Service: "Nope"}, &r, ""); got != "NotFound" {
+			check("", health.Serving)
+			check("Arith", health.Serving)
+			var r health.CheckResponse
+			if got := call(ctx, health.ServiceName+".Check", health.CheckRequest{Service: "Nope"}, &r, ""); got != "NotFound" {
 				t.Fatalf("Check of a service the server lacks = %s; want NotFound", got)
 			}
 
 			down := errors.New("connection refused")
 			srv.RegisterHealth("db", func(context.Context) error { return down })
-			check("", kiev.NotServing)
-			check("Arith", kiev.NotServing)
+			check("", health.NotServing)
+			check("Arith", health.NotServing)
 			srv.RegisterHealth("db", func(context.Context) error { return nil })
-			check("", kiev.Serving)
+			check("", health.Serving)
 
-			srv.SetHealth("Arith", kiev.NotServing)
-			check("Arith", kiev.NotServing)
-			check("", kiev.Serving)
-			srv.SetHealth("Arith", kiev.ServingUnknown)
-			check("Arith", kiev.Serving)
+			srv.SetHealth("Arith", health.NotServing)
+			check("Arith", health.NotServing)
+			check("", health.Serving)
+			srv.SetHealth("Arith", health.ServingUnknown)
+			check("Arith", health.Serving)
 		})
 	}
 }
@@ -64,7 +65,7 @@ func TestHealthWatchSeesShutdown(t *testing.T) {
 	watching := make(chan struct{}, 2)
 	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithServerInterceptor(func(next kiev.Handler) kiev.Handler {
 		return func(ctx context.Context, req *kiev.Request) error {
-			if req.ServiceMethod == kiev.HealthService+".Watch" {
+			if req.ServiceMethod == health.ServiceName+".Watch" {
 				watching <- struct{}{}
 			}
 			return next(ctx, req)
@@ -75,8 +76,8 @@ func TestHealthWatchSeesShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	var r kiev.HealthCheckResponse
-	if err := c.Call(ctx, kiev.HealthService+".Watch", kiev.HealthWatchRequest{}, &r); err != nil || r.Status != kiev.Serving {
+	var r health.CheckResponse
+	if err := c.Call(ctx, health.ServiceName+".Watch", health.WatchRequest{}, &r); err != nil || r.Status != health.Serving {
 		t.Fatalf("Watch with nothing known = %v, %v; want SERVING at once", r.Status, err)
 	}
 	<-watching
@@ -86,14 +87,14 @@ func TestHealthWatchSeesShutdown(t *testing.T) {
 	<-svc.started
 
 	watched := make(chan error, 1)
-	var w kiev.HealthCheckResponse
-	watch := c.Go(ctx, kiev.HealthService+".Watch", kiev.HealthWatchRequest{Last: kiev.Serving}, &w, nil)
+	var w health.CheckResponse
+	watch := c.Go(ctx, health.ServiceName+".Watch", health.WatchRequest{Last: health.Serving}, &w, nil)
 	go func() { <-watch.Done; watched <- watch.Error }()
 	<-watching // the server runs the Watch
 
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(ctx) }()
-	if err := <-watched; err != nil || w.Status != kiev.NotServing {
+	if err := <-watched; err != nil || w.Status != health.NotServing {
 		t.Fatalf("Watch from SERVING as Shutdown began = %v, %v; want NOT_SERVING", w.Status, err)
 	}
 	select {
@@ -119,20 +120,20 @@ func TestHealthWatchSeesSetHealth(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	var r kiev.HealthCheckResponse
-	if err := c.Call(ctx, kiev.HealthService+".Watch", kiev.HealthWatchRequest{Service: "Arith", Last: kiev.Serving}, &r); err != nil || r.Status != kiev.Serving {
+	var r health.CheckResponse
+	if err := c.Call(ctx, health.ServiceName+".Watch", health.WatchRequest{Service: "Arith", Last: health.Serving}, &r); err != nil || r.Status != health.Serving {
 		t.Fatalf("Watch with no change before the deadline = %v, %v; want SERVING, answered before the deadline", r.Status, err)
 	}
 
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	watch := c.Go(ctx, kiev.HealthService+".Watch", kiev.HealthWatchRequest{Service: "Arith", Last: kiev.Serving}, &r, nil)
-	srv.SetHealth("Arith", kiev.NotServing)
+	watch := c.Go(ctx, health.ServiceName+".Watch", health.WatchRequest{Service: "Arith", Last: health.Serving}, &r, nil)
+	srv.SetHealth("Arith", health.NotServing)
 	<-watch.Done
-	if watch.Error != nil || r.Status != kiev.NotServing {
+	if watch.Error != nil || r.Status != health.NotServing {
 		t.Fatalf("Watch as SetHealth changed the status = %v, %v; want NOT_SERVING", r.Status, watch.Error)
 	}
-	if err := c.Call(ctx, kiev.HealthService+".Watch", kiev.HealthWatchRequest{Service: "Nope"}, &r); err != nil || r.Status != kiev.ServiceUnknown {
+	if err := c.Call(ctx, health.ServiceName+".Watch", health.WatchRequest{Service: "Nope"}, &r); err != nil || r.Status != health.ServiceUnknown {
 		t.Fatalf("Watch of a service the server lacks = %v, %v; want SERVICE_UNKNOWN", r.Status, err)
 	}
 }
@@ -195,7 +196,7 @@ func TestWithHealthCheck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	a.SetHealth("", kiev.NotServing)
+	a.SetHealth("", health.NotServing)
 	waitFor(t, ctx, "provider a out of balancing", func() bool {
 		for _, p := range c.Providers() {
 			if p.NotServing {
@@ -210,7 +211,7 @@ func TestWithHealthCheck(t *testing.T) {
 		}
 	}
 
-	a.SetHealth("", kiev.ServingUnknown)
+	a.SetHealth("", health.ServingUnknown)
 	waitFor(t, ctx, "provider a back in balancing", func() bool {
 		for _, p := range c.Providers() {
 			if p.NotServing {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kievrpc/kiev/health"
 	"github.com/kievrpc/kiev/internal/transport"
 )
 
@@ -130,7 +131,7 @@ func (l fcgiListener) Accept() (net.Conn, error) {
 func (s *Server) httpCheck(name string, st *tls.ConnectionState) (uint32, string) {
 	_, err := s.lookupCall([]byte(name))
 	switch {
-	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]) && !strings.HasPrefix(name, HealthService+"."):
+	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]) && !strings.HasPrefix(name, health.ServiceName+"."):
 		return uint32(CodeNotFound), fmt.Sprintf("kiev: %s is not served over HTTP", name)
 	case err != nil:
 		return uint32(CodeNotFound), err.Error()

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/health"
 	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/shed"
@@ -58,7 +59,7 @@ type Server struct {
 	logLimits logLimits            // lines per second of the warnings peers can cause
 	partial   transport.Budget     // bytes held for large frames in progress (WithMaxPartialFrameBytes)
 	http      *transport.HTTPFront // HTTPHandler's and ServeFastCGI's
-	health    healthState
+	health    *health.Reporter     // the health service's state
 	// Registrations not yet confirmed by the registry, and the last one
 	// that failed, for readiness (/readyz).
 	regPending atomic.Int64
@@ -477,7 +478,7 @@ func keysOf[K comparable, V any](s *Server, m map[K]V) []K {
 // replied. If ctx ends first, Shutdown closes what is left as Close does
 // and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopServing()
+	s.health.Stop()
 	s.unpublish(ctx)
 	for _, c := range s.stopListening() {
 		c.Drain()
@@ -511,7 +512,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // their handlers' contexts are canceled. Close waits for the connection
 // goroutines to exit, but not for handlers that ignore their context.
 func (s *Server) Close() error {
-	s.stopServing()
+	s.health.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	s.unpublish(ctx)
 	cancel()

@@ -113,7 +113,7 @@ type HealthStatus struct {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Status returns the server's status, with the results of its health
-// checks, run within ctx unless a run less than HealthCacheTTL old is at
+// checks, run within ctx unless a run less than health.CacheTTL old is at
 // hand.
 func (s *Server) Status(ctx context.Context) Status {
 	now := time.Now()
@@ -153,7 +153,7 @@ func (s *Server) Status(ctx context.Context) Status {
 	}
 	st.Clients = clientStatuses()
 	st.Health = []HealthStatus{}
-	for _, h := range s.cachedHealth(ctx) {
+	for _, h := range s.hooks.checks.Cached(ctx) {
 		hs := HealthStatus{Name: h.Name, OK: h.Err == nil, TookMs: ms(h.Took)}
 		if h.Err != nil {
 			hs.Error = h.Err.Error()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/health"
 )
 
 var healthCommand = &command{
@@ -66,22 +67,22 @@ func (c *healthCmd) run(ctx context.Context, cl *cli, args []string) error {
 	defer cancel()
 	ctx = kiev.WithPriority(ctx, kiev.MaxPriority)
 
-	var reply kiev.HealthCheckResponse
-	method := kiev.HealthService + ".Check"
-	if err := client.Call(ctx, method, kiev.HealthCheckRequest{Service: service}, &reply); err != nil {
+	var reply health.CheckResponse
+	method := health.ServiceName + ".Check"
+	if err := client.Call(ctx, method, health.CheckRequest{Service: service}, &reply); err != nil {
 		return healthFailed(ctx, target, service, method, c.timeout, err)
 	}
 	fmt.Fprintln(cl.stdout, reply.Status)
 	if !c.watch {
-		if reply.Status != kiev.Serving {
+		if reply.Status != health.Serving {
 			return errNotServing
 		}
 		return nil
 	}
-	method = kiev.HealthService + ".Watch"
+	method = health.ServiceName + ".Watch"
 	for {
 		last := reply.Status
-		if err := client.Call(ctx, method, kiev.HealthWatchRequest{Service: service, Last: last}, &reply); err != nil {
+		if err := client.Call(ctx, method, health.WatchRequest{Service: service, Last: last}, &reply); err != nil {
 			if c.timeout > 0 && errors.Is(err, context.DeadlineExceeded) && interrupted(ctx) == nil {
 				return nil // watched for --timeout
 			}
@@ -101,8 +102,8 @@ var errNotServing = errors.New("the server does not serve")
 func healthFailed(ctx context.Context, target, service, method string, timeout time.Duration, err error) error {
 	var se *kiev.ServerError
 	if errors.As(err, &se) && se.Code == kiev.CodeNotFound {
-		if strings.Contains(se.Message, `"`+kiev.HealthService+`"`) || strings.Contains(se.Message, "no service "+kiev.HealthService) {
-			return fmt.Errorf("%s has no health service (%s); its kiev is too old", target, kiev.HealthService)
+		if strings.Contains(se.Message, `"`+health.ServiceName+`"`) || strings.Contains(se.Message, "no service "+health.ServiceName) {
+			return fmt.Errorf("%s has no health service (%s); its kiev is too old", target, health.ServiceName)
 		}
 		return fmt.Errorf("%s: %s", target, strings.TrimPrefix(se.Message, "kiev: "))
 	}

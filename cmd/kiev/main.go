@@ -19,7 +19,7 @@
 // JSON. describe lists the methods a server offers with the shapes of
 // their arguments and replies, from the reflection service every kiev
 // server has (reflection.ServiceName). health asks a server's health
-// service (kiev.HealthService) whether it serves, and exits with 1 if
+// service (health.ServiceName) whether it serves, and exits with 1 if
 // not. list shows the services and
 // providers in a ZooKeeper registry. stat shows a server's status page,
 // refreshed every second.
