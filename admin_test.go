@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/admin"
 	"github.com/kievrpc/kiev/health"
 )
 
@@ -133,7 +134,7 @@ func TestStatusPercentiles(t *testing.T) {
 	slices.Sort(took)
 	hs := httptest.NewServer(srv.AdminHandler())
 	t.Cleanup(hs.Close)
-	var st kiev.Status
+	var st admin.Status
 	if err := json.Unmarshal([]byte(get(t, hs.URL+"/debug/kiev?format=json")), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -277,7 +277,8 @@ reason) and connections, and of the process's Clients (calls by target,
 by provider, retries, retry budget, ejected providers).
 Server.AdminHandler serves them at /metrics, a status page at
 /debug/kiev (and at its root, /), rendered on the server and refreshed
-by its script, and its JSON twin at /debug/kiev?format=json; WithAdmin
+by its script, and its JSON twin (package admin's Status) at
+/debug/kiev?format=json; WithAdmin
 serves them on an address of their own, and WithMetrics registers the
 metrics with a registry of yours. The page shows each method's p50 and
 p99 latency over the last minute, interpolated within buckets an eighth

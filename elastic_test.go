@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/admin"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -145,7 +146,7 @@ var unlimited = []kiev.DialOption{
 }
 
 // methodStatus returns the status page's entry for service.method.
-func methodStatus(t *testing.T, srv *kiev.Server, service, method string) kiev.MethodStatus {
+func methodStatus(t *testing.T, srv *kiev.Server, service, method string) admin.MethodStatus {
 	t.Helper()
 	for _, s := range srv.Status(context.Background()).Services {
 		if s.Name != service {
@@ -158,7 +159,7 @@ func methodStatus(t *testing.T, srv *kiev.Server, service, method string) kiev.M
 		}
 	}
 	t.Fatalf("the status page lists no %s.%s", service, method)
-	return kiev.MethodStatus{}
+	return admin.MethodStatus{}
 }
 
 // waitingLoad runs 400 callers in closed loop for a second against a

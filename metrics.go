@@ -1,6 +1,7 @@
 package kiev
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -237,4 +238,19 @@ func (s *callTotals) add(o *callTotals) {
 		s.lat[i].Add(o.lat[i].Load())
 	}
 	s.latSum.Add(o.latSum.Load())
+}
+
+// registerMetrics registers the server's collectors; already registered
+// ones (another server of the process sharing reg) are left as they are.
+func (s *Server) registerMetrics() {
+	s.registry = prometheus.NewRegistry()
+	reg := s.opts.metrics
+	if reg == nil {
+		reg = s.registry
+	}
+	for _, c := range []prometheus.Collector{serverCollector{s}, clientCollector{}} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			s.opts.logger.Warn("kiev: registering metrics failed", "err", err)
+		}
+	}
 }

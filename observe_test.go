@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/admin"
 	"github.com/kievrpc/kiev/registry/memory"
 )
 
@@ -268,11 +269,11 @@ func TestMetricsScrape(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	hs, addr := observedServer(t)
-	var st kiev.Status
+	var st admin.Status
 	if err := json.Unmarshal([]byte(get(t, hs.URL+"/debug/kiev?format=json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	var add, div *kiev.MethodStatus
+	var add, div *admin.MethodStatus
 	for i := range st.Services {
 		for j := range st.Services[i].Methods {
 			m := &st.Services[i].Methods[j]
@@ -291,7 +292,7 @@ func TestStatusJSON(t *testing.T) {
 	// done with it, a moment after the reply has left: poll for the last.
 	for deadline := time.Now().Add(5 * time.Second); st.Scheduler.Ran < 4 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond) // polling the server's own counters
-		var again kiev.Status
+		var again admin.Status
 		if err := json.Unmarshal([]byte(get(t, hs.URL+"/debug/kiev?format=json")), &again); err != nil {
 			t.Fatal(err)
 		}

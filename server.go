@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kievrpc/kiev/admin"
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/health"
 	"github.com/kievrpc/kiev/internal/transport"
@@ -77,9 +77,7 @@ type Server struct {
 
 	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
 	adminOnce sync.Once
-	adminSrv  *http.Server
-	adminAddr string
-	adminWG   sync.WaitGroup
+	adminSrv  *admin.HTTPServer // WithAdmin's, once started
 }
 
 // NewServer returns a Server with the given options and no services. It

@@ -147,11 +147,12 @@ func WithMaxQueuedBytes(n int) ServerOption {
 // health: bind addr to loopback or a private network, or protect them
 // with WithAdminAuth.
 //
-// The admin HTTP server holds at most AdminMaxConns connections (more
-// wait to be accepted), gives a request AdminReadTimeout to arrive and
-// its answer AdminWriteTimeout, and closes a keep-alive connection idle
-// for AdminIdleTimeout, so that idle or slow clients of the admin pages
-// cannot take the process's file descriptors from its RPC listeners.
+// The admin HTTP server holds at most admin.MaxConns connections (more
+// wait to be accepted), gives a request admin.ReadTimeout to arrive and
+// its answer admin.WriteTimeout, and closes a keep-alive connection idle
+// for admin.IdleTimeout (see admin.Serve), so that idle or slow clients
+// of the admin pages cannot take the process's file descriptors from its
+// RPC listeners.
 func WithAdmin(addr string) ServerOption {
 	return serverOption(func(o *serverOptions) { o.admin = addr })
 }

@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/admin"
 	"github.com/kievrpc/kiev/internal/figure"
 )
 
@@ -89,7 +89,7 @@ func (c *statCmd) run(ctx context.Context, cl *cli, args []string) error {
 			return nil // interrupted: the way to leave
 		case <-t.C:
 		}
-		var next kiev.Status
+		var next admin.Status
 		if next, err = fetchStatus(ctx, client, u); err == nil {
 			st = next
 		} else if ctx.Err() != nil {
@@ -117,8 +117,8 @@ func statusURL(addr string) (string, error) {
 }
 
 // fetchStatus gets and decodes the status JSON at u.
-func fetchStatus(ctx context.Context, client *http.Client, u string) (kiev.Status, error) {
-	var st kiev.Status
+func fetchStatus(ctx context.Context, client *http.Client, u string) (admin.Status, error) {
+	var st admin.Status
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return st, err
@@ -154,7 +154,7 @@ func isTerminal(w io.Writer) bool {
 
 // renderStatus writes a compact view of st; fetchErr, if not nil, is why
 // st is not fresh.
-func renderStatus(w io.Writer, st kiev.Status, fetchErr error) error {
+func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
 	var b bytes.Buffer
 	at := st.Time.Local().Format("15:04:05")
 	fmt.Fprintf(&b, "kiev status at %s   up %s   connections %d   in flight %d\n",

@@ -1,0 +1,103 @@
+package admin
+
+import "time"
+
+// Status is a snapshot of a kiev.Server and of the Clients of its
+// process, as the status page (/debug/kiev, see NewHandler) shows it and its
+// JSON twin serves it. Latencies are in milliseconds. Rates cover the
+// last minute, and the latency percentiles its last 55 to 60 seconds:
+// they are interpolated within buckets at most an eighth of their lower
+// bound wide, so up to 42s they are off by less than an eighth.
+type Status struct {
+	Time        time.Time       `json:"time"`
+	UptimeSec   float64         `json:"uptime_sec"`
+	Connections int             `json:"connections"`
+	InFlight    int64           `json:"in_flight"`
+	Services    []ServiceStatus `json:"services"`
+	Scheduler   SchedulerStatus `json:"scheduler"`
+	Clients     []ClientStatus  `json:"clients"`
+	Health      []HealthStatus  `json:"health"` // [] with no checks, never null
+}
+
+// ServiceStatus is one registered service.
+type ServiceStatus struct {
+	Name    string         `json:"name"`
+	Methods []MethodStatus `json:"methods"`
+}
+
+// MethodStatus is one method's calls: totals since the server started,
+// and the last minute's.
+type MethodStatus struct {
+	Name        string  `json:"name"`
+	Calls       int64   `json:"calls"`
+	Errors      int64   `json:"errors"`
+	MinuteCalls int64   `json:"minute_calls"`
+	MinuteErrs  int64   `json:"minute_errors"`
+	Rate        float64 `json:"rate"` // calls per second over the last minute
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	// InFlight is how many of its calls are past its limit (waiting for
+	// a worker or running), and Queued how many wait in its lane for room
+	// under the limit; Limit is its adaptive concurrency limit (0 while
+	// off), driven by its service time (LatencyMs, the last window's
+	// average) against its floor (FloorMs); Limited counts the calls
+	// refused at the limit (kiev.ErrLimited).
+	InFlight  int     `json:"in_flight"`
+	Queued    int     `json:"queued"`
+	Limit     int     `json:"limit"`
+	FloorMs   float64 `json:"floor_ms"`
+	LatencyMs float64 `json:"latency_ms"`
+	Limited   uint64  `json:"limited"`
+}
+
+// SchedulerStatus is the overload scheduler's state. Workers is the limit
+// on calls running at once now: fixed, or the elastic limit (Elastic)
+// under its ceiling MaxInFlight, which stops growing while CPUCongested.
+// CPUWaitMs is how long goroutines waited for a CPU (90th percentile) at
+// the last reading.
+type SchedulerStatus struct {
+	Workers      int     `json:"workers"`
+	Elastic      bool    `json:"elastic"`
+	MaxInFlight  int     `json:"max_in_flight"`
+	CPUWaitMs    float64 `json:"cpu_wait_ms"`
+	CPUCongested bool    `json:"cpu_congested"`
+
+	Running    int               `json:"running"`
+	Queued     []int             `json:"queued"` // by priority, 0 to 9
+	Overloaded bool              `json:"overloaded"`
+	Ran        uint64            `json:"ran"`
+	Dropped    map[string]uint64 `json:"dropped"` // by reason
+}
+
+// ClientStatus is one kiev.Client of the process and the providers it sees.
+type ClientStatus struct {
+	Target    string           `json:"target"`
+	Balancer  string           `json:"balancer,omitempty"`
+	Calls     int64            `json:"calls"`
+	Errors    int64            `json:"errors"`
+	Retries   int64            `json:"retries"`
+	Budget    float64          `json:"retry_budget"` // retries the budget holds now
+	Providers []ProviderStatus `json:"providers"`
+}
+
+// ProviderStatus is one provider as its client's balancer sees it.
+type ProviderStatus struct {
+	ID           string    `json:"id"`
+	Address      string    `json:"address"`
+	Weight       int       `json:"weight"`
+	InFlight     int       `json:"in_flight"`
+	Calls        int64     `json:"calls"`
+	Errors       int64     `json:"errors"`
+	Ejected      bool      `json:"ejected"`
+	EjectedUntil time.Time `json:"ejected_until,omitzero"`
+	Unlisted     bool      `json:"unlisted,omitempty"`
+	NotServing   bool      `json:"not_serving,omitempty"` // its health service says so (kiev.WithHealthCheck)
+}
+
+// HealthStatus is the outcome of one health check (kiev.Server.RegisterHealth).
+type HealthStatus struct {
+	Name   string  `json:"name"`
+	OK     bool    `json:"ok"`
+	Error  string  `json:"error,omitempty"`
+	TookMs float64 `json:"took_ms"`
+}
