@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kievrpc/kiev/internal/callstats"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -64,38 +65,6 @@ var (
 		"1 while a provider is out of balancing.", []string{"target", "provider"}, nil)
 )
 
-// codeLabel names a callTotals.codes slot.
-func codeLabel(i int) string {
-	if i == numCodes {
-		return "User"
-	}
-	return Code(i).String()
-}
-
-// histogram turns latency buckets into a Prometheus histogram, with a
-// bound at each doubling of latBase: 10µs, 20µs, ... about 42s. The
-// finer buckets between them serve the status page's percentiles.
-func histogram(desc *prometheus.Desc, s *callTotals, labels ...string) prometheus.Metric {
-	buckets := make(map[float64]uint64, latOctaves+1)
-	var n uint64
-	for i := range latBuckets {
-		if i >= latSub && i%latSub == 0 { // a doubling of latBase
-			buckets[latLower(i).Seconds()] = n
-		}
-		n += uint64(s.lat[i].Load())
-	}
-	return prometheus.MustNewConstHistogram(desc, n, time.Duration(s.latSum.Load()).Seconds(), buckets, labels...)
-}
-
-// codeCounters sends one counter per code a callTotals has seen.
-func codeCounters(ch chan<- prometheus.Metric, desc *prometheus.Desc, s *callTotals, labels ...string) {
-	for i := range s.codes {
-		if n := s.codes[i].Load(); n > 0 {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(n), append(labels, codeLabel(i))...)
-		}
-	}
-}
-
 // serverCollector exports a Server's metrics.
 type serverCollector struct{ s *Server }
 
@@ -121,8 +90,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	conns := len(s.conns)
 	s.mu.Unlock()
 	for _, m := range methods {
-		codeCounters(ch, descServerCalls, &m.stats.callTotals, m.name)
-		ch <- histogram(descServerDuration, &m.stats.callTotals, m.name)
+		callstats.CodeCounters(ch, descServerCalls, &m.stats.Totals, &codeNames, m.name)
+		ch <- callstats.Histogram(descServerDuration, &m.stats.Totals, m.name)
 		lim := m.cost.Limit()
 		ch <- prometheus.MustNewConstMetric(descMethodLimit, prometheus.GaugeValue, float64(lim.Limit), m.name)
 		ch <- prometheus.MustNewConstMetric(descMethodInFlight, prometheus.GaugeValue, float64(lim.InFlight), m.name)
@@ -182,23 +151,23 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 				same = append(same, o)
 			}
 		}
-		var total callTotals
+		var total callstats.Totals
 		var retries int64
 		var budget float64
 		for _, o := range same {
-			total.add(&o.stats.callTotals)
+			total.Add(&o.stats.Totals)
 			retries += o.retries.Load()
 			budget += float64(o.budget.balance.Load()) / 1000
 		}
-		codeCounters(ch, descClientCalls, &total, c.target)
-		ch <- histogram(descClientDuration, &total, c.target)
+		callstats.CodeCounters(ch, descClientCalls, &total, &codeNames, c.target)
+		ch <- callstats.Histogram(descClientDuration, &total, c.target)
 		ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries), c.target)
 		ch <- prometheus.MustNewConstMetric(descClientBudget, prometheus.GaugeValue, budget, c.target)
 		if c.group == nil {
 			continue
 		}
 		now := time.Now()
-		provs := map[string]*callTotals{}
+		provs := map[string]*callstats.Totals{}
 		inflight := map[string]int{}
 		ejected := map[string]bool{}
 		for _, o := range same {
@@ -207,16 +176,16 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 			o.group.mu.Unlock()
 			for _, ep := range eps {
 				if provs[ep.id] == nil {
-					provs[ep.id] = new(callTotals)
+					provs[ep.id] = new(callstats.Totals)
 				}
-				provs[ep.id].add(&ep.stats.callTotals)
+				provs[ep.id].Add(&ep.stats.Totals)
 				inflight[ep.id] += ep.InFlight()
 				ejected[ep.id] = ejected[ep.id] || ep.ejectedUntil().After(now)
 			}
 		}
 		for id, st := range provs {
-			codeCounters(ch, descProviderCalls, st, c.target, id)
-			ch <- histogram(descProviderDuration, st, c.target, id)
+			callstats.CodeCounters(ch, descProviderCalls, st, &codeNames, c.target, id)
+			ch <- callstats.Histogram(descProviderDuration, st, c.target, id)
 			ch <- prometheus.MustNewConstMetric(descProviderInFlight, prometheus.GaugeValue, float64(inflight[id]), c.target, id)
 			e := 0.0
 			if ejected[id] {
@@ -225,19 +194,6 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descProviderEjected, prometheus.GaugeValue, e, c.target, id)
 		}
 	}
-}
-
-// add adds o's counts to s.
-func (s *callTotals) add(o *callTotals) {
-	s.calls.Add(o.calls.Load())
-	s.errors.Add(o.errors.Load())
-	for i := range s.codes {
-		s.codes[i].Add(o.codes[i].Load())
-	}
-	for i := range s.lat {
-		s.lat[i].Add(o.lat[i].Load())
-	}
-	s.latSum.Add(o.latSum.Load())
 }
 
 // registerMetrics registers the server's collectors; already registered

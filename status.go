@@ -27,10 +27,10 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 		}
 		ss := admin.ServiceStatus{Name: name}
 		for mname, m := range methods {
-			w := m.stats.summary(now)
+			w := m.stats.Summary(now)
 			lim := m.cost.Limit()
 			ss.Methods = append(ss.Methods, admin.MethodStatus{
-				Name: mname, Calls: m.stats.calls.Load(), Errors: m.stats.errors.Load(),
+				Name: mname, Calls: m.stats.Calls.Load(), Errors: m.stats.Errors.Load(),
 				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
 				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
@@ -103,7 +103,7 @@ func clientStatuses() []admin.ClientStatus {
 // status reports the client and its providers.
 func (c *Client) status() admin.ClientStatus {
 	cs := admin.ClientStatus{
-		Target: c.target, Calls: c.stats.calls.Load(), Errors: c.stats.errors.Load(),
+		Target: c.target, Calls: c.stats.Calls.Load(), Errors: c.stats.Errors.Load(),
 		Retries: c.retries.Load(), Budget: float64(c.budget.balance.Load()) / 1000,
 	}
 	var eps []*endpoint
@@ -121,7 +121,7 @@ func (c *Client) status() admin.ClientStatus {
 		until := ep.ejectedUntil()
 		ps := admin.ProviderStatus{
 			ID: ep.id, Address: ep.inst.Address, Weight: ep.Weight(), InFlight: ep.InFlight(),
-			Calls: ep.stats.calls.Load(), Errors: ep.stats.errors.Load(), Unlisted: ep.unlisted.Load(),
+			Calls: ep.stats.Calls.Load(), Errors: ep.stats.Errors.Load(), Unlisted: ep.unlisted.Load(),
 			NotServing: ep.notServing.Load(),
 		}
 		if until.After(now) {

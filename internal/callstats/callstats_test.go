@@ -1,4 +1,4 @@
-package kiev
+package callstats
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 )
 
 func TestCallStatsWindow(t *testing.T) {
-	var s callStats
+	var s Stats
 	now := time.Unix(1_000_000, 0)
 	for i := range 99 {
-		s.record(now.Add(time.Duration(i)*time.Millisecond), 100*time.Microsecond, CodeOK)
+		s.Record(now.Add(time.Duration(i)*time.Millisecond), 100*time.Microsecond, codeOK)
 	}
-	s.record(now, 50*time.Millisecond, CodeApplication)
-	w := s.summary(now.Add(time.Second))
+	s.Record(now, 50*time.Millisecond, codeApplication)
+	w := s.Summary(now.Add(time.Second))
 	if w.Calls != 100 || w.Errors != 1 {
 		t.Fatalf("summary = %+v; want 100 calls, 1 error", w)
 	}
@@ -22,17 +22,17 @@ func TestCallStatsWindow(t *testing.T) {
 	if !near(w.P50, 100*time.Microsecond) || !near(w.P99, 100*time.Microsecond) {
 		t.Errorf("p50, p99 = %v, %v; want 100µs for both", w.P50, w.P99)
 	}
-	s.record(now, 50*time.Millisecond, CodeApplication)
-	if w := s.summary(now); !near(w.P99, 50*time.Millisecond) {
+	s.Record(now, 50*time.Millisecond, codeApplication)
+	if w := s.Summary(now); !near(w.P99, 50*time.Millisecond) {
 		t.Errorf("p99 with two slow calls in 101 = %v; want 50ms", w.P99)
 	}
 	// A minute later the window is empty; totals stay.
-	if w := s.summary(now.Add(61 * time.Second)); w.Calls != 0 || w.P99 != 0 {
+	if w := s.Summary(now.Add(61 * time.Second)); w.Calls != 0 || w.P99 != 0 {
 		t.Errorf("a minute later the window holds %d calls, p99 %v", w.Calls, w.P99)
 	}
-	s.record(now.Add(61*time.Second), time.Millisecond, CodeOK)
-	if w := s.summary(now.Add(61 * time.Second)); w.Calls != 1 || s.calls.Load() != 102 || !near(w.P99, time.Millisecond) {
-		t.Errorf("after the slot was reused: window %d calls, p99 %v, total %d; want 1, 1ms and 102", w.Calls, w.P99, s.calls.Load())
+	s.Record(now.Add(61*time.Second), time.Millisecond, codeOK)
+	if w := s.Summary(now.Add(61 * time.Second)); w.Calls != 1 || s.Calls.Load() != 102 || !near(w.P99, time.Millisecond) {
+		t.Errorf("after the slot was reused: window %d calls, p99 %v, total %d; want 1, 1ms and 102", w.Calls, w.P99, s.Calls.Load())
 	}
 }
 
@@ -63,14 +63,14 @@ func TestPercentiles(t *testing.T) {
 		{"1 to 100ms evenly", spread(ms, 100*ms, 1000), 50 * ms, 99 * ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var s callStats
+			var s Stats
 			now := time.Unix(1_000_000, 0)
 			for d, n := range tc.samples {
 				for range n {
-					s.record(now, d, CodeOK)
+					s.Record(now, d, codeOK)
 				}
 			}
-			w := s.summary(now)
+			w := s.Summary(now)
 			if !near(w.P50, tc.p50) || !near(w.P99, tc.p99) {
 				t.Errorf("p50, p99 = %v, %v; want %v, %v within 10%%", w.P50, w.P99, tc.p50, tc.p99)
 			}
@@ -109,15 +109,21 @@ func TestLatBuckets(t *testing.T) {
 
 // TestCallStatsSize guards the footprint of a method's statistics.
 func TestCallStatsSize(t *testing.T) {
-	if size := unsafe.Sizeof(callStats{}); size > 16<<10 {
-		t.Errorf("a callStats takes %d bytes; want at most 16 KiB", size)
+	if size := unsafe.Sizeof(Stats{}); size > 16<<10 {
+		t.Errorf("a Stats takes %d bytes; want at most 16 KiB", size)
 	}
 }
 
 func TestCallStatsRecordAllocs(t *testing.T) {
-	var s callStats
+	var s Stats
 	now := time.Now()
-	if n := testing.AllocsPerRun(100, func() { s.record(now, time.Millisecond, CodeOK) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { s.Record(now, time.Millisecond, codeOK) }); n != 0 {
 		t.Errorf("record allocates %v times", n)
 	}
 }
+
+// The codes the tests record, as kiev numbers them.
+const (
+	codeOK          uint32 = 0
+	codeApplication uint32 = 1
+)
