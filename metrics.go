@@ -2,199 +2,12 @@ package kiev
 
 import (
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kievrpc/kiev/internal/callstats"
-	"github.com/kievrpc/kiev/shed"
+	"github.com/kievrpc/kiev/internal/metrics"
 )
-
-// Metrics are Prometheus collectors that read kiev's own counters when
-// scraped, so a call costs a few atomic adds, not a label lookup. Names
-// follow Prometheus conventions; labels are bounded: a method, a code, a
-// priority, a reason, a dialed target, a provider.
-
-var (
-	descServerCalls = prometheus.NewDesc("kiev_server_calls_total",
-		"Calls a server answered, by method and code (OK, Application, Overloaded, ...; User for codes of 100 and up).",
-		[]string{"method", "code"}, nil)
-	descServerDuration = prometheus.NewDesc("kiev_server_call_duration_seconds",
-		"How long handlers ran, by method.", []string{"method"}, nil)
-	descServerInFlight = prometheus.NewDesc("kiev_server_calls_in_flight",
-		"Handlers running now.", nil, nil)
-	descServerConns = prometheus.NewDesc("kiev_server_connections",
-		"Client connections open now.", nil, nil)
-	descQueue = prometheus.NewDesc("kiev_server_queue_length",
-		"Calls waiting in the overload scheduler's queue, by priority.", []string{"priority"}, nil)
-	descShed = prometheus.NewDesc("kiev_server_shed_total",
-		"Calls the overload scheduler answered without running, by reason.", []string{"reason"}, nil)
-	descWorkerLimit = prometheus.NewDesc("kiev_server_concurrency_limit",
-		"How many calls the overload scheduler lets run at once now: the fixed Workers, or the elastic limit.", nil, nil)
-	descMethodLimit = prometheus.NewDesc("kiev_server_method_concurrency_limit",
-		"A method's adaptive concurrency limit, by method; 0 while it is off.", []string{"method"}, nil)
-	descMethodInFlight = prometheus.NewDesc("kiev_server_method_in_flight",
-		"A method's calls past its adaptive limit, waiting for a worker or running, by method.", []string{"method"}, nil)
-	descMethodQueued = prometheus.NewDesc("kiev_server_method_queued",
-		"A method's calls waiting for room under its adaptive limit, by method.", []string{"method"}, nil)
-	descOverloaded = prometheus.NewDesc("kiev_server_overloaded",
-		"1 while the overload scheduler is in overload mode.", nil, nil)
-	descUDPDuplicates = prometheus.NewDesc("kiev_server_udp_duplicates_total",
-		"Retransmitted UDP requests answered from the duplicate cache or ignored while running.", nil, nil)
-	descUDPMalformed = prometheus.NewDesc("kiev_server_udp_malformed_total",
-		"Datagrams dropped as not kiev's.", nil, nil)
-	descLogSuppressed = prometheus.NewDesc("kiev_server_log_lines_suppressed_total",
-		"Log lines not written because more than LogBurst of the same message came in one second (refusals, failed handshakes, protocol errors).", []string{"msg"}, nil)
-
-	descClientCalls = prometheus.NewDesc("kiev_client_calls_total",
-		"Calls a client made, retries included in one call, by target and code.", []string{"target", "code"}, nil)
-	descClientDuration = prometheus.NewDesc("kiev_client_call_duration_seconds",
-		"How long calls took, retries included, by target.", []string{"target"}, nil)
-	descClientRetries = prometheus.NewDesc("kiev_client_retries_total",
-		"Retries a client sent, by target.", []string{"target"}, nil)
-	descClientBudget = prometheus.NewDesc("kiev_client_retry_budget",
-		"Retries the client's retry budget holds now, by target.", []string{"target"}, nil)
-	descProviderCalls = prometheus.NewDesc("kiev_client_provider_calls_total",
-		"Attempts sent to each provider of a dialed service, by code.", []string{"target", "provider", "code"}, nil)
-	descProviderDuration = prometheus.NewDesc("kiev_client_provider_call_duration_seconds",
-		"How long attempts to each provider took.", []string{"target", "provider"}, nil)
-	descProviderInFlight = prometheus.NewDesc("kiev_client_provider_in_flight",
-		"Calls in flight to each provider.", []string{"target", "provider"}, nil)
-	descProviderEjected = prometheus.NewDesc("kiev_client_provider_ejected",
-		"1 while a provider is out of balancing.", []string{"target", "provider"}, nil)
-)
-
-// serverCollector exports a Server's metrics.
-type serverCollector struct{ s *Server }
-
-func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descServerCalls, descServerDuration, descServerInFlight, descServerConns,
-		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descMethodQueued, descUDPDuplicates, descUDPMalformed, descLogSuppressed} {
-		ch <- d
-	}
-}
-
-func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
-	s.mu.Lock()
-	var methods []*method
-	for name, ms := range s.services {
-		if isBuiltin(name) {
-			continue
-		}
-		for _, m := range ms {
-			methods = append(methods, m)
-		}
-	}
-	conns := len(s.conns)
-	s.mu.Unlock()
-	for _, m := range methods {
-		callstats.CodeCounters(ch, descServerCalls, &m.stats.Totals, &codeNames, m.name)
-		ch <- callstats.Histogram(descServerDuration, &m.stats.Totals, m.name)
-		lim := m.cost.Limit()
-		ch <- prometheus.MustNewConstMetric(descMethodLimit, prometheus.GaugeValue, float64(lim.Limit), m.name)
-		ch <- prometheus.MustNewConstMetric(descMethodInFlight, prometheus.GaugeValue, float64(lim.InFlight), m.name)
-		ch <- prometheus.MustNewConstMetric(descMethodQueued, prometheus.GaugeValue, float64(lim.Queued), m.name)
-	}
-	ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
-	ch <- prometheus.MustNewConstMetric(descServerConns, prometheus.GaugeValue, float64(conns))
-	st := s.sched.Stats()
-	for p, n := range st.Queued {
-		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(n), strconv.Itoa(p))
-	}
-	for _, r := range shed.Reasons() {
-		ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(st.DroppedFor(r)), r.String())
-	}
-	overloaded := 0.0
-	if st.Overloaded {
-		overloaded = 1
-	}
-	ch <- prometheus.MustNewConstMetric(descOverloaded, prometheus.GaugeValue, overloaded)
-	ch <- prometheus.MustNewConstMetric(descWorkerLimit, prometheus.GaugeValue, float64(st.Workers))
-	ps := s.PacketStats()
-	ch <- prometheus.MustNewConstMetric(descUDPDuplicates, prometheus.CounterValue, float64(ps.Duplicates))
-	ch <- prometheus.MustNewConstMetric(descUDPMalformed, prometheus.CounterValue, float64(ps.Malformed))
-	s.logLimits.suppressedLines(func(msg string, n int64) {
-		ch <- prometheus.MustNewConstMetric(descLogSuppressed, prometheus.CounterValue, float64(n), msg)
-	})
-}
-
-// clientCollector exports the metrics of every open Client of the
-// process.
-type clientCollector struct{}
-
-func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientBudget,
-		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderEjected} {
-		ch <- d
-	}
-}
-
-func (clientCollector) Collect(ch chan<- prometheus.Metric) {
-	liveClients.Lock()
-	cs := make([]*Client, 0, len(liveClients.m))
-	for c := range liveClients.m {
-		cs = append(cs, c)
-	}
-	liveClients.Unlock()
-	// Two clients of one target add up: one series per label set.
-	seen := map[string]bool{}
-	for _, c := range cs {
-		if seen[c.target] {
-			continue
-		}
-		seen[c.target] = true
-		var same []*Client
-		for _, o := range cs {
-			if o.target == c.target {
-				same = append(same, o)
-			}
-		}
-		var total callstats.Totals
-		var retries int64
-		var budget float64
-		for _, o := range same {
-			total.Add(&o.stats.Totals)
-			retries += o.retries.Load()
-			budget += float64(o.budget.balance.Load()) / 1000
-		}
-		callstats.CodeCounters(ch, descClientCalls, &total, &codeNames, c.target)
-		ch <- callstats.Histogram(descClientDuration, &total, c.target)
-		ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries), c.target)
-		ch <- prometheus.MustNewConstMetric(descClientBudget, prometheus.GaugeValue, budget, c.target)
-		if c.group == nil {
-			continue
-		}
-		now := time.Now()
-		provs := map[string]*callstats.Totals{}
-		inflight := map[string]int{}
-		ejected := map[string]bool{}
-		for _, o := range same {
-			o.group.mu.Lock()
-			eps := append([]*endpoint(nil), o.group.endpoints...)
-			o.group.mu.Unlock()
-			for _, ep := range eps {
-				if provs[ep.id] == nil {
-					provs[ep.id] = new(callstats.Totals)
-				}
-				provs[ep.id].Add(&ep.stats.Totals)
-				inflight[ep.id] += ep.InFlight()
-				ejected[ep.id] = ejected[ep.id] || ep.ejectedUntil().After(now)
-			}
-		}
-		for id, st := range provs {
-			callstats.CodeCounters(ch, descProviderCalls, st, &codeNames, c.target, id)
-			ch <- callstats.Histogram(descProviderDuration, st, c.target, id)
-			ch <- prometheus.MustNewConstMetric(descProviderInFlight, prometheus.GaugeValue, float64(inflight[id]), c.target, id)
-			e := 0.0
-			if ejected[id] {
-				e = 1
-			}
-			ch <- prometheus.MustNewConstMetric(descProviderEjected, prometheus.GaugeValue, e, c.target, id)
-		}
-	}
-}
 
 // registerMetrics registers the server's collectors; already registered
 // ones (another server of the process sharing reg) are left as they are.
@@ -204,9 +17,57 @@ func (s *Server) registerMetrics() {
 	if reg == nil {
 		reg = s.registry
 	}
-	for _, c := range []prometheus.Collector{serverCollector{s}, clientCollector{}} {
+	for _, c := range []prometheus.Collector{metrics.NewServerCollector(&codeNames, s.metricsSnapshot), metrics.NewClientCollector(&codeNames, clientMetrics)} {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			s.opts.logger.Warn("kiev: registering metrics failed", "err", err)
 		}
 	}
+}
+
+// metricsSnapshot is what the server's collector exports at a scrape.
+func (s *Server) metricsSnapshot() metrics.Server {
+	ms := metrics.Server{InFlight: s.inFlight.Load(), Sched: s.sched.Stats(), Suppressed: s.logLimits.suppressedLines}
+	s.mu.Lock()
+	for name, methods := range s.services {
+		if isBuiltin(name) {
+			continue
+		}
+		for _, m := range methods {
+			lim := m.cost.Limit()
+			ms.Methods = append(ms.Methods, metrics.Method{Name: m.name, Totals: &m.stats.Totals, Limit: lim.Limit, InFlight: lim.InFlight, Queued: lim.Queued})
+		}
+	}
+	ms.Conns = len(s.conns)
+	s.mu.Unlock()
+	ps := s.PacketStats()
+	ms.UDPDuplicates, ms.UDPMalformed = ps.Duplicates, ps.Malformed
+	return ms
+}
+
+// clientMetrics is what the clients' collector exports at a scrape: every
+// open Client of the process.
+func clientMetrics() []metrics.Client {
+	liveClients.Lock()
+	cs := make([]*Client, 0, len(liveClients.m))
+	for c := range liveClients.m {
+		cs = append(cs, c)
+	}
+	liveClients.Unlock()
+	now := time.Now()
+	out := make([]metrics.Client, 0, len(cs))
+	for _, c := range cs {
+		mc := metrics.Client{Target: c.target, Totals: &c.stats.Totals, Retries: c.retries.Load(),
+			Budget: float64(c.budget.balance.Load()) / 1000, Balanced: c.group != nil}
+		if c.group != nil {
+			c.group.mu.Lock()
+			eps := append([]*endpoint(nil), c.group.endpoints...)
+			c.group.mu.Unlock()
+			for _, ep := range eps {
+				mc.Providers = append(mc.Providers, metrics.Provider{ID: ep.id, Totals: &ep.stats.Totals,
+					InFlight: ep.InFlight(), Ejected: ep.ejectedUntil().After(now)})
+			}
+		}
+		out = append(out, mc)
+	}
+	return out
 }
