@@ -107,9 +107,10 @@ type Client struct {
 // WithProviderWait (DefaultProviderWait, 10s), or fail at once with
 // WithFailFast. On the in-memory default registry, which only this
 // process's servers join, a bare target that reads as a host (an IP
-// address, localhost, or a lower-case DNS name no local server
-// registered) is refused at once with an error that says to write
-// "host:PORT". Calls that surely did not run are retried on another
+// address, localhost, or a lower-case DNS name such as db.example.com)
+// is refused at once with an error that says to write "host:PORT"; a
+// service of such a name is dialed with
+// WithRegistry(kiev.DefaultRegistry()). Calls that surely did not run are retried on another
 // provider within a budget (see RetryPolicy), and the client throttles
 // itself while a server keeps refusing (see Throttle).
 func Dial(target string, opts ...DialOption) (*Client, error) {

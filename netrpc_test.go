@@ -44,6 +44,29 @@ func TestDialHostWithoutPort(t *testing.T) {
 	}
 }
 
+// TestDialReadsTheTargetAloneNotOtherServers: what Dial makes of a bare
+// name does not depend on what other servers of the process registered.
+// A name that reads as a host is refused even while a server registers a
+// service of that name; WithRegistry(kiev.DefaultRegistry()) dials it.
+func TestDialReadsTheTargetAloneNotOtherServers(t *testing.T) {
+	srv := kiev.NewServer()
+	if err := srv.RegisterName("cache.internal", &Arith{}); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, srv)
+	if c, err := kiev.Dial("cache.internal"); err == nil {
+		c.Close()
+		t.Error("Dial(cache.internal) succeeded because a server of the process registered it; want the host-like refusal, the same in any process")
+	} else if !strings.Contains(err.Error(), "WithRegistry(kiev.DefaultRegistry())") {
+		t.Errorf("Dial(cache.internal): %v; want it to say how to dial such a service", err)
+	}
+	c := dial(t, "cache.internal", kiev.WithRegistry(kiev.DefaultRegistry()))
+	var r Reply
+	if err := c.Call(context.Background(), "cache.internal.Add", Args{2, 3}, &r); err != nil || r.C != 5 {
+		t.Errorf("Call through WithRegistry(kiev.DefaultRegistry()) = %v, %v; want 5", r.C, err)
+	}
+}
+
 // TestProviderWaitIsBounded calls a service that nothing registers, with a
 // context that never ends. The call waited forever; now it fails after
 // the provider wait with an error that names the bound and the registry.

@@ -178,7 +178,6 @@ func (s *Server) register(svc any, name string, useName bool) error {
 		return fmt.Errorf("kiev: Register: service %s is already registered; use RegisterName to publish another under a different name", sname)
 	}
 	s.services[sname] = methods
-	localServices.Store(sname, struct{}{})
 	all := make(map[string]*method, len(*s.methods.Load())+len(methods))
 	for k, v := range *s.methods.Load() {
 		all[k] = v
@@ -208,15 +207,6 @@ func (s *Server) logServing(what string, a net.Addr) {
 		attrs = append(attrs, "admin", "http://"+admin+"/")
 	}
 	s.opts.logger.Info("kiev: serving"+what, attrs...)
-}
-
-// localServices holds the name of every service a server of this process
-// has registered, for Dial to tell a service name from a host name.
-var localServices sync.Map
-
-func localService(name string) bool {
-	_, ok := localServices.Load(name)
-	return ok
 }
 
 // lookup finds a method by its "Service.Method" name, or explains why

@@ -175,23 +175,21 @@ func isServiceName(s string) bool {
 
 // hostLike says why a bare target dialed on the in-memory default registry
 // is surely meant as a host: an IP address, localhost, or a lower-case DNS
-// name such as db.example.com that no server of this process registers
-// as a service. Dialed as a service, it would wait for a provider that
-// never comes.
+// name such as db.example.com. Dialed as a service, it would wait for a
+// provider that never comes.
 func hostLike(s string) error {
 	if net.ParseIP(s) == nil && s != "localhost" && !dnsName(s) {
 		return nil
 	}
-	return fmt.Errorf("kiev: Dial %q: that is a host without its port, and a bare name is a service to find in a registry, which would wait for a provider that never registers; write %q (or \"tcp://%s:PORT\"), or to find a service of that name, give WithRegistry, SetDefaultRegistry or a registry URL such as zookeeper://", s, s+":PORT", s)
+	return fmt.Errorf("kiev: Dial %q: that is a host without its port, and a bare name is a service to find in a registry, which would wait for a provider that never registers; write %q (or \"tcp://%s:PORT\"), or to find a service of that name, give WithRegistry (WithRegistry(kiev.DefaultRegistry()) for this process's servers), SetDefaultRegistry or a registry URL such as zookeeper://", s, s+":PORT", s)
 }
 
 // dnsName reports whether s reads as a lower-case DNS name ending in a
-// top-level domain (db.example.com, cache.internal), and is not a service
-// a server of this process registered.
+// top-level domain (db.example.com, cache.internal).
 func dnsName(s string) bool {
 	const lower = "abcdefghijklmnopqrstuvwxyz"
 	labels := strings.Split(s, ".")
-	if len(labels) < 2 || localService(s) {
+	if len(labels) < 2 {
 		return false
 	}
 	for _, l := range labels {
