@@ -2,16 +2,120 @@ package kiev
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"time"
 
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/registry"
 )
 
-// The options only a Client takes (DialOption). Those a Server and a
-// Client both take, and the plumbing of all options, are in options.go;
-// those only a Server takes, in server_options.go.
+// The options only a Client takes (DialOption), with their settings and
+// defaults. Those a Server and a Client both take, and the plumbing of
+// all options, are in options.go; those only a Server takes, in
+// server_options.go.
+
+// dialOptions are a Client's settings.
+type dialOptions struct {
+	connOptions
+	codec          codec.Codec
+	interceptors   []ClientInterceptor
+	dialTimeout    time.Duration
+	minBackoff     time.Duration
+	maxBackoff     time.Duration
+	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
+	retry          RetryPolicy
+	throttle       Throttle
+	registry       registry.Registry
+	balancer       balance.Balancer
+	failFast       bool
+	providerWait   time.Duration // < 0: no bound but the call's context
+	outlier        Outlier
+	packet         Packet
+	packetKey      *packetKey // WithPacketKey
+	tls            *tls.Config
+	healthInterval time.Duration // WithHealthCheck
+}
+
+func (o *dialOptions) fill() {
+	o.connOptions.fill()
+	if o.codec == nil {
+		o.codec = codec.Msgpack
+	}
+	if o.dialTimeout <= 0 {
+		o.dialTimeout = DefaultDialTimeout
+	}
+	if o.minBackoff <= 0 {
+		o.minBackoff = DefaultMinBackoff
+	}
+	if o.maxBackoff <= 0 {
+		o.maxBackoff = DefaultMaxBackoff
+	}
+	if o.maxBackoff < o.minBackoff {
+		o.maxBackoff = o.minBackoff
+	}
+	if o.providerWait == 0 {
+		o.providerWait = DefaultProviderWait
+	}
+	o.outlier.fill()
+	o.packet.fill()
+	if o.balancer == nil {
+		o.balancer = balance.RoundRobin()
+	}
+	if o.dialer == nil {
+		d := &net.Dialer{KeepAlive: -1} // kiev's heartbeats do this job
+		o.dialer = d.DialContext
+	}
+}
+
+// DefaultProviderWait bounds how long a call of a service client waits for
+// a first provider of the service to register (WithProviderWait).
+const DefaultProviderWait = 10 * time.Second
+
+// Outlier configures how a service client takes misbehaving providers out
+// of balancing, as an outlier detector or circuit breaker does. A
+// provider whose calls fail Failures times in a row (it cannot be reached,
+// its connection breaks, it fails internally, refuses for overload, or
+// leaves a call unanswered past its deadline) is ejected for Ejection; each
+// further ejection in a row lasts twice as long, up to MaxEjection. When
+// an ejection ends, the provider gets calls again: one success clears its
+// record, one more run of failures ejects it for longer. A provider that
+// cannot be dialed is out until its redial backoff ends (see WithBackoff),
+// and one whose server sent GoAway is out for Ejection. If every provider
+// is out, all are used: a provider that may fail is better than none.
+type Outlier struct {
+	// Failures is the run of failed calls that ejects a provider
+	// (default 5).
+	Failures int
+	// Ejection is how long a first ejection lasts (default 1s).
+	Ejection time.Duration
+	// MaxEjection bounds the doubling (default 30s).
+	MaxEjection time.Duration
+	// Disabled turns ejection for failed calls off; providers that
+	// cannot be dialed still wait out their backoff.
+	Disabled bool
+}
+
+// Defaults for Outlier.
+const (
+	DefaultOutlierFailures    = 5
+	DefaultOutlierEjection    = time.Second
+	DefaultOutlierMaxEjection = 30 * time.Second
+)
+
+func (o *Outlier) fill() {
+	if o.Failures <= 0 {
+		o.Failures = DefaultOutlierFailures
+	}
+	if o.Ejection <= 0 {
+		o.Ejection = DefaultOutlierEjection
+	}
+	if o.MaxEjection <= 0 {
+		o.MaxEjection = DefaultOutlierMaxEjection
+	}
+	o.MaxEjection = max(o.MaxEjection, o.Ejection)
+}
 
 // WithCodec sets the codec a Client encodes calls with (codec.Msgpack by
 // default). The server answers in the same codec.
