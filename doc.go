@@ -333,5 +333,14 @@ this package encodes the Requests, decodes the Responses and retries,
 balances and ejects. internal/wire frames the bytes. The net/rpc codec
 front (ServeCodec) stays here, as an adapter between two APIs. The
 README's "Where the code lives" names every layer's files.
+
+What is not the RPC API lives in packages of its own, which this package
+imports and wires into every Server and which do not import it: the
+admin pages and the status shapes (package admin), the health service
+and checks (package health), the reflection service and the type shapes
+(package reflection), the Prometheus collectors (internal/metrics) and
+the call counters behind them and the status page (internal/callstats).
+Each reads the Server through a small interface or a snapshot it is
+given.
 */
 package kiev
