@@ -1,21 +1,13 @@
 package kiev
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/kievrpc/kiev/codec"
-	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/registry"
-	"github.com/kievrpc/kiev/shed"
 )
 
 // Defaults for the settings below. Every setting's zero value means its
@@ -67,67 +59,6 @@ func (o *connOptions) fill() {
 		o.heartbeatTimeout = o.heartbeatInterval
 	}
 	o.compress.fill(o.maxFrame)
-}
-
-type serverOptions struct {
-	connOptions
-	codecs        []codec.Codec
-	interceptors  []ServerInterceptor
-	baseContext   func(net.Listener) context.Context
-	shed          shed.Options
-	registry      registry.Registry
-	advertise     string
-	weight        int
-	instanceMeta  map[string]string
-	packet        Packet
-	packetKeys    func(id string) ([]byte, bool) // WithPacketKeys
-	accessLog     bool
-	slowLog       time.Duration
-	admin         string
-	adminAuth     func(*http.Request) error
-	metrics       prometheus.Registerer
-	httpMaxBody   int64
-	httpTimeout   time.Duration
-	tls           *tls.Config
-	certsOptional bool // WithoutClientCertsOutsideTLS
-	maxConns      int
-	maxCalls      int
-	inline        transport.InlineTuning // set by tests only; zero fields are the defaults
-	fastCGIIdle   time.Duration          // FastCGIIdleTimeout; tests shorten it
-	maxQueued     int
-	maxPartial    int
-
-	priorityPolicy func(req *Request, claimed Priority) Priority
-	dropHook       func(ctx context.Context, req *Request, reason shed.Reason)
-}
-
-func (o *serverOptions) fill() {
-	o.connOptions.fill()
-	if o.inline.MaxCost <= 0 {
-		o.inline.MaxCost = transport.DefaultInlineTuning.MaxCost
-	}
-	if o.inline.BurstMaxCost <= 0 {
-		o.inline.BurstMaxCost = transport.DefaultInlineTuning.BurstMaxCost
-	}
-	if o.inline.BurstBudget <= 0 {
-		o.inline.BurstBudget = transport.DefaultInlineTuning.BurstBudget
-	}
-	if o.fastCGIIdle <= 0 {
-		o.fastCGIIdle = FastCGIIdleTimeout
-	}
-	o.packet.fill()
-	if o.httpMaxBody <= 0 {
-		o.httpMaxBody = DefaultHTTPMaxBody
-	}
-	if o.httpTimeout <= 0 {
-		o.httpTimeout = DefaultHTTPTimeout
-	}
-	if o.maxPartial <= 0 {
-		o.maxPartial = DefaultMaxPartialFrameBytes
-	}
-	if o.maxQueued <= 0 {
-		o.maxQueued = DefaultMaxQueuedBytes
-	}
 }
 
 // bothOption is an Option built from one function over connOptions.
@@ -190,12 +121,6 @@ func (o registryOption) applyDial(do *dialOptions)     { do.registry = o.r }
 // service name follows the service's providers there. Without it both use
 // DefaultRegistry.
 func WithRegistry(r registry.Registry) Option { return registryOption{r} }
-
-// DefaultMaxPartialFrameBytes is the default of WithMaxPartialFrameBytes.
-const DefaultMaxPartialFrameBytes = 256 << 20
-
-// DefaultMaxQueuedBytes is the default of WithMaxQueuedBytes.
-const DefaultMaxQueuedBytes = 64 << 20
 
 // WithTLS runs connections over TLS (crypto/tls) with cfg. On a Server,
 // cfg needs a certificate; set ClientAuth to tls.RequireAndVerifyClientCert

@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
@@ -9,12 +10,83 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
+	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/shed"
 )
 
-// The options only a Server takes (ServerOption). Those a Server and a
-// Client both take, and the plumbing of all options, are in options.go;
-// those only a Client takes, in client_options.go.
+// The options only a Server takes (ServerOption), with their settings and
+// defaults. Those a Server and a Client both take, and the plumbing of
+// all options, are in options.go; those only a Client takes, in
+// client_options.go.
+
+// serverOptions are a Server's settings.
+type serverOptions struct {
+	connOptions
+	codecs        []codec.Codec
+	interceptors  []ServerInterceptor
+	baseContext   func(net.Listener) context.Context
+	shed          shed.Options
+	registry      registry.Registry
+	advertise     string
+	weight        int
+	instanceMeta  map[string]string
+	packet        Packet
+	packetKeys    func(id string) ([]byte, bool) // WithPacketKeys
+	accessLog     bool
+	slowLog       time.Duration
+	admin         string
+	adminAuth     func(*http.Request) error
+	metrics       prometheus.Registerer
+	httpMaxBody   int64
+	httpTimeout   time.Duration
+	tls           *tls.Config
+	certsOptional bool // WithoutClientCertsOutsideTLS
+	maxConns      int
+	maxCalls      int
+	inline        transport.InlineTuning // set by tests only; zero fields are the defaults
+	fastCGIIdle   time.Duration          // FastCGIIdleTimeout; tests shorten it
+	maxQueued     int
+	maxPartial    int
+
+	priorityPolicy func(req *Request, claimed Priority) Priority
+	dropHook       func(ctx context.Context, req *Request, reason shed.Reason)
+}
+
+func (o *serverOptions) fill() {
+	o.connOptions.fill()
+	if o.inline.MaxCost <= 0 {
+		o.inline.MaxCost = transport.DefaultInlineTuning.MaxCost
+	}
+	if o.inline.BurstMaxCost <= 0 {
+		o.inline.BurstMaxCost = transport.DefaultInlineTuning.BurstMaxCost
+	}
+	if o.inline.BurstBudget <= 0 {
+		o.inline.BurstBudget = transport.DefaultInlineTuning.BurstBudget
+	}
+	if o.fastCGIIdle <= 0 {
+		o.fastCGIIdle = FastCGIIdleTimeout
+	}
+	o.packet.fill()
+	if o.httpMaxBody <= 0 {
+		o.httpMaxBody = DefaultHTTPMaxBody
+	}
+	if o.httpTimeout <= 0 {
+		o.httpTimeout = DefaultHTTPTimeout
+	}
+	if o.maxPartial <= 0 {
+		o.maxPartial = DefaultMaxPartialFrameBytes
+	}
+	if o.maxQueued <= 0 {
+		o.maxQueued = DefaultMaxQueuedBytes
+	}
+}
+
+// DefaultMaxPartialFrameBytes is the default of WithMaxPartialFrameBytes.
+const DefaultMaxPartialFrameBytes = 256 << 20
+
+// DefaultMaxQueuedBytes is the default of WithMaxQueuedBytes.
+const DefaultMaxQueuedBytes = 64 << 20
 
 // WithCodecs adds codecs a Server accepts besides the built-in
 // codec.Msgpack and codec.Protobuf. A codec whose Name is already known
