@@ -217,7 +217,7 @@ func WithToken(token string) DialOption {
 
 // WithHealthCheck makes a Client over a registry ask each provider's
 // health service every interval (kiev.Health.Check, at MaxPriority) and
-// keep those that answer NotServing out of balancing until they
+// keep those that answer health.NotServing out of balancing until they
 // serve again; if none serves, all are used, as a provider that may fail
 // is better than none. A provider too old to have the health service, or
 // one that cannot be reached, is left to the client's outlier ejection.

@@ -287,9 +287,9 @@ shows, and OnShutdown closes dependencies once the calls in flight have
 ended.
 
 Every Server also serves kiev.Health (package health), after gRPC's
-grpc.health.v1, over TCP, UDP and HTTP: Check answers Serving or
-NotServing for the server or one of its services, and Watch waits for a
-change. A server serves while it is not shutting down, its RegisterHealth
+grpc.health.v1, over TCP, UDP and HTTP: Check answers health.Serving or
+health.NotServing for the server or one of its services, and Watch
+waits for a change. A server serves while it is not shutting down, its RegisterHealth
 checks pass, and SetHealth has not said otherwise. The admin server
 answers Kubernetes' probes at /healthz and /readyz; WithHealthCheck keeps
 providers that do not serve out of a client's balancing; `kiev health`
