@@ -1,0 +1,203 @@
+package shed
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// The bound from the first call.
+//
+// A method's adaptive limit needs windows of service times before it can
+// start, and calls admitted meanwhile queue inside the dependency, where
+// the scheduler can neither reorder nor drop them. So every method whose
+// calls take more than minExcess has a bound on its calls in the pool
+// while its limit is off, from its first call:
+//
+//   - Slow start: the bound starts at initialBound and doubles every
+//     round trip (a round: the floor, or before it is known the first
+//     call's service time) in which the service time holds: not
+//     congested against the floor.
+//   - A ceiling by Little's law: the bound is never above twice the calls
+//     that ended in the last round, nor below initialBound. A dependency
+//     that serves N calls in a floor time is given 2N in flight: N in
+//     service, N waiting just before it.
+//
+// Calls over the bound wait in the method's lane, where waiting costs no
+// goroutine, and are not refused by prediction while the bound holds (it
+// doubles each round trip): only when they reach their deadline, or
+// MaxWait without one. The lane then holds as many calls as the pool
+// would have (Options.MaxInFlight).
+//
+// A surge is seen at each round's end: once the floor has been measured,
+// more than twice as many calls arrived in the round as ended in it.
+// Then the limit starts at once, no lower than the bound, and the lane
+// enters overload mode. A closed loop of callers, whose calls arrive as
+// they end, is no surge however many they are.
+const (
+	initialBound = 32
+	maxBound     = 1 << 20
+)
+
+// bound is a method limit's bound while its limit is off. Its atomics
+// are read without the limit's mu; they are written under it.
+type bound struct {
+	// cold is the bound in force: 0 until the first round trip
+	// (initialBound), negative for a method of microseconds (none).
+	cold     atomic.Int64
+	arrivals atomic.Int64 // calls that arrived in this round
+	roundNS  atomic.Int64 // when this round began, unix nanoseconds; 0 before the first call
+}
+
+// rounds is a method limit's slow start, guarded by its mu.
+type rounds struct {
+	ends     int64         // calls that ended in this round
+	sum      time.Duration // their service times
+	prevEnds int64         // the calls that ended in the last round
+	ss       int64         // the slow start's bound; 0: initialBound
+	stopped  bool          // the slow start stopped at a congested round
+}
+
+// coldBound is the bound in force while the limit is off; 0 if none.
+func (b *bound) coldBound() int64 {
+	switch n := b.cold.Load(); {
+	case n == 0:
+		return initialBound
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
+}
+
+// arrive counts a call of the method arriving at now.
+func (l *methodLimit) arrive(now time.Time) {
+	if l.cold.Load() < 0 {
+		return // a method of microseconds: no bound
+	}
+	l.arrivals.Add(1)
+	if l.roundNS.Load() == 0 {
+		l.roundNS.CompareAndSwap(0, now.UnixNano())
+	}
+}
+
+// round counts a call that ran for d and ended at now, with in calls in
+// flight, in the round; ends the round if it has lasted its length, and
+// sets the bound. REQUIRES l.mu is held.
+func (l *methodLimit) round(d time.Duration, in int64, now time.Time, cpu cpuSignal) {
+	r := &l.rounds
+	r.ends++
+	r.sum += d
+	start := l.roundNS.Load()
+	if start == 0 {
+		start = now.UnixNano() - int64(d)
+		l.roundNS.Store(start)
+	}
+	length := l.floor
+	if length == 0 {
+		length = r.sum / time.Duration(r.ends)
+	}
+	if elapsed := time.Duration(now.UnixNano() - start); elapsed >= length {
+		l.endRound(now, elapsed, in, cpu)
+	}
+	if l.floor > 0 && l.floor <= minExcess {
+		l.cold.Store(-1) // a method of microseconds has no dependency to protect
+		return
+	}
+	ss := max(r.ss, initialBound)
+	l.cold.Store(min(ss, max(initialBound, 2*max(r.prevEnds, r.ends))))
+}
+
+// endRound ends the round at now, elapsed long, with in calls in
+// flight: the slow start doubles if the service time held, and a surge
+// starts the limit. REQUIRES l.mu is held.
+func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, cpu cpuSignal) {
+	r := &l.rounds
+	rtt := r.sum / time.Duration(r.ends)
+	arrived := l.arrivals.Swap(0)
+	ss := max(r.ss, initialBound)
+	switch {
+	case l.floor == 0 || !l.congested(rtt):
+		r.ss, r.stopped = min(2*ss, maxBound), false
+	case !r.stopped:
+		r.stopped = true
+		l.decide(now, "slow start stops", fmt.Sprintf("service time %v over floor %v", rtt, l.floor), in)
+	}
+	bound := l.coldBound()
+	if l.floor > minExcess && l.limit.Load() == 0 && !l.probing.Load() && arrived > 2*r.ends+minLimit &&
+		(in >= bound || l.held.Load() > 0) {
+		if l.cpuExplains(rtt, cpu.wait, in, 2*int64(cpu.runnable)) {
+			l.decide(now, "cpu veto", fmt.Sprintf("%d calls arrived, %d ended in %v, explained by the CPU's wait of %v", arrived, r.ends, elapsed.Round(time.Microsecond), cpu.wait), in)
+		} else {
+			// Calls arrive faster than twice their ends: a surge.
+			l.gapNS.Store(int64(elapsed) / r.ends)
+			l.start(now, true, bound)
+			l.decide(now, "surge", fmt.Sprintf("%d calls arrived, %d ended in %v", arrived, r.ends, elapsed.Round(time.Microsecond)), in)
+		}
+	}
+	r.prevEnds, r.ends, r.sum = r.ends, 0, 0
+	l.roundNS.Store(now.UnixNano())
+}
+
+// inForce is the bound on the method's calls in the pool: the limit, the
+// probe's, or the bound while the limit is off; 0 if none.
+func (l *methodLimit) inForce() int64 {
+	if n := l.base(); n != 0 {
+		return n
+	}
+	return l.coldBound()
+}
+
+// Decision is one decision of a method's limit: what it read, and which
+// rule fired.
+type Decision struct {
+	// At is when it was decided, and Window how many windows of service
+	// times had ended before it.
+	At     time.Time
+	Window int
+	// Rule is the rule that fired: "surge" (calls arrived faster than
+	// twice their ends), "congested" (the service time over its floor's
+	// tolerance, two windows), "down", "up", "off", "probe", "floor"
+	// (a probe measured it), "slow start stops", or "cpu veto" (a rise
+	// the CPU's wait explains, while the method's calls are runnable).
+	Rule string
+	// Signal says what the rule read.
+	Signal string
+	// InFlight is how many of the method's calls were in the pool when
+	// it fired, and Limit the limit after it (0: off).
+	InFlight, Limit int
+}
+
+// historySize is how many decisions a method limit keeps.
+const historySize = 16
+
+// history is a ring of the last decisions, guarded by the limit's mu.
+type history struct {
+	d    [historySize]Decision
+	next int
+	n    int
+}
+
+func (h *history) add(d Decision) {
+	h.d[h.next] = d
+	h.next = (h.next + 1) % historySize
+	h.n = min(h.n+1, historySize)
+}
+
+// list returns the decisions, oldest first.
+func (h *history) list() []Decision {
+	if h.n == 0 {
+		return nil
+	}
+	out := make([]Decision, 0, h.n)
+	for i := range h.n {
+		out = append(out, h.d[(h.next-h.n+i+historySize)%historySize])
+	}
+	return out
+}
+
+// decide records a decision at now: rule fired on signal, with in calls
+// in flight. REQUIRES l.mu is held.
+func (l *methodLimit) decide(now time.Time, rule, signal string, in int64) {
+	l.history.add(Decision{At: now, Window: l.windows, Rule: rule, Signal: signal, InFlight: int(in), Limit: int(l.base())})
+}
