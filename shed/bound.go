@@ -29,13 +29,14 @@ import (
 // MaxWait without one. The lane then holds as many calls as the pool
 // would have (Options.MaxInFlight).
 //
-// A surge is seen at each round's end: once the floor has been measured,
-// more than twice as many calls arrived in the round as ended in it.
-// Then the limit starts at once, no lower than the bound, and the lane
-// enters overload mode. A closed loop of callers, whose calls arrive as
-// they end, is no surge however many they are.
+// A surge is seen at a round's end: more than twice as many calls
+// arrived as ended, in this round and the one before, both begun once
+// the floor had been measured. Then the limit starts at once, no lower than the bound,
+// and the lane enters overload mode. A closed loop of callers, whose
+// calls arrive as they end, is no surge however many they are; nor are
+// its callers starting, over a round or so.
 const (
-	initialBound = 32
+	initialBound = 64
 	maxBound     = 1 << 20
 )
 
@@ -45,8 +46,9 @@ type bound struct {
 	// cold is the bound in force: 0 until the first round trip
 	// (initialBound), negative for a method of microseconds (none).
 	cold     atomic.Int64
-	arrivals atomic.Int64 // calls that arrived in this round
-	roundNS  atomic.Int64 // when this round began, unix nanoseconds; 0 before the first call
+	arrivals atomic.Int64             // calls that arrived in this round
+	roundNS  atomic.Int64             // when this round began, unix nanoseconds; 0 before the first call
+	res      atomic.Pointer[Resource] // the Resource its calls acquire, if any
 }
 
 // rounds is a method limit's slow start, guarded by its mu.
@@ -56,6 +58,8 @@ type rounds struct {
 	prevEnds int64         // the calls that ended in the last round
 	ss       int64         // the slow start's bound; 0: initialBound
 	stopped  bool          // the slow start stopped at a congested round
+	arriving bool          // more calls arrived than twice their ends in the last round
+	armed    bool          // the floor was known when this round began
 }
 
 // coldBound is the bound in force while the limit is off; 0 if none.
@@ -123,8 +127,9 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 		r.stopped = true
 		l.decide(now, "slow start stops", fmt.Sprintf("service time %v over floor %v", rtt, l.floor), in)
 	}
-	bound := l.coldBound()
-	if l.floor > minExcess && l.limit.Load() == 0 && !l.probing.Load() && arrived > 2*r.ends+minLimit &&
+	bound := l.offBound()
+	outrun := r.armed && arrived > 2*r.ends+minLimit
+	if l.floor > minExcess && l.limit.Load() == 0 && !l.probing.Load() && outrun && r.arriving &&
 		(in >= bound || l.held.Load() > 0) {
 		if l.cpuExplains(rtt, cpu.wait, in, 2*int64(cpu.runnable)) {
 			l.decide(now, "cpu veto", fmt.Sprintf("%d calls arrived, %d ended in %v, explained by the CPU's wait of %v", arrived, r.ends, elapsed.Round(time.Microsecond), cpu.wait), in)
@@ -135,7 +140,7 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 			l.decide(now, "surge", fmt.Sprintf("%d calls arrived, %d ended in %v", arrived, r.ends, elapsed.Round(time.Microsecond)), in)
 		}
 	}
-	r.prevEnds, r.ends, r.sum = r.ends, 0, 0
+	r.prevEnds, r.ends, r.sum, r.arriving, r.armed = r.ends, 0, 0, outrun, l.floor > 0
 	l.roundNS.Store(now.UnixNano())
 }
 
@@ -145,7 +150,16 @@ func (l *methodLimit) inForce() int64 {
 	if n := l.base(); n != 0 {
 		return n
 	}
-	return l.coldBound()
+	return l.offBound()
+}
+
+// offBound is the bound while the limit is off: a Resource's, if its
+// calls acquire one, or the slow start's and Little's law's; 0 if none.
+func (b *bound) offBound() int64 {
+	if r := b.res.Load(); r != nil {
+		return r.resourceBound()
+	}
+	return b.coldBound()
 }
 
 // Decision is one decision of a method's limit: what it read, and which

@@ -45,6 +45,9 @@ func newDepSim(t *testing.T, slots int, service time.Duration) *depSim {
 func (s *depSim) arrive(n int) {
 	for range n {
 		s.c.lim.arrive(s.now)
+		if len(s.lane) > 0 || !s.c.lim.room() {
+			s.c.lim.held.Add(1) // it waits in the lane, as the scheduler counts
+		}
 		s.lane = append(s.lane, s.now)
 	}
 }
@@ -183,6 +186,20 @@ func TestBoundSlowStartsAClosedLoop(t *testing.T) {
 	}
 	if s.waits > 600*time.Millisecond {
 		t.Errorf("a call waited %v in the lane, want no more than the ramp's 600ms", s.waits)
+	}
+}
+
+// The callers of a closed loop may not all start at once: half of 2,000
+// arrive a round trip after the others, before the floor is measured.
+// Their calls then arrive as they end: no surge.
+func TestClosedLoopStartingLateIsNoSurge(t *testing.T) {
+	s := newDepSim(t, 0, 50*time.Millisecond)
+	s.arrive(1000)
+	s.run(60*time.Millisecond, true)
+	s.arrive(1000)
+	s.run(time.Second, true)
+	if s.c.lim.limit.Load() != 0 || s.c.lim.inflight.Load() != 2000 {
+		t.Fatalf("limit %d, %d in flight, decisions %v; want no limit, all 2,000 in flight", s.c.lim.limit.Load(), s.c.lim.inflight.Load(), s.rules())
 	}
 }
 

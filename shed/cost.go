@@ -122,7 +122,7 @@ func (s *ServiceTime) Limit() LimitStats {
 		Queued:   int(s.lane.queued.Load()),
 		Probing:  l.probing.Load(),
 		Limited:  l.limited.Load(),
-		Bound:    int(l.coldBound()),
+		Bound:    int(l.offBound()),
 	}
 	l.mu.Lock()
 	st.Floor, st.Latency = l.floor, l.latency

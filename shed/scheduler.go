@@ -245,7 +245,7 @@ func (s *Scheduler) laneSlots(c *ServiceTime, now time.Time) slots {
 		// The bound from the first call doubles each round trip: no
 		// prediction from its rate refuses a call (gap 0), which waits
 		// while it can start in time.
-		b := c.lim.coldBound()
+		b := c.lim.offBound()
 		return slots{limit: int(b), backlog: int(max(inflight-b, 0)), sustained: true}
 	}
 	gap := time.Duration(c.lim.gapNS.Load())
