@@ -56,6 +56,10 @@ type MethodStatus struct {
 	FloorMs   float64 `json:"floor_ms"`
 	LatencyMs float64 `json:"latency_ms"`
 	Limited   uint64  `json:"limited"`
+	// LimitDecisions are its limit's last decisions, oldest first: which
+	// rule fired (a surge, congestion, the CPU's veto…), on what signal,
+	// with how many calls in flight.
+	LimitDecisions []shed.Decision `json:"limit_decisions,omitempty"`
 }
 
 // SchedulerStatus is the overload scheduler's state. Workers is the limit
@@ -133,6 +137,7 @@ func (s *Server) Status(ctx context.Context) Status {
 				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
 				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
+				LimitDecisions: lim.Decisions,
 			})
 		}
 		slices.SortFunc(ss.Methods, func(a, b MethodStatus) int { return strings.Compare(a.Name, b.Name) })

@@ -167,19 +167,20 @@ func (b *bound) offBound() int64 {
 type Decision struct {
 	// At is when it was decided, and Window how many windows of service
 	// times had ended before it.
-	At     time.Time
-	Window int
+	At     time.Time `json:"at"`
+	Window int       `json:"window"`
 	// Rule is the rule that fired: "surge" (calls arrived faster than
 	// twice their ends), "congested" (the service time over its floor's
 	// tolerance, two windows), "down", "up", "off", "probe", "floor"
 	// (a probe measured it), "slow start stops", or "cpu veto" (a rise
 	// the CPU's wait explains, while the method's calls are runnable).
-	Rule string
+	Rule string `json:"rule"`
 	// Signal says what the rule read.
-	Signal string
+	Signal string `json:"signal"`
 	// InFlight is how many of the method's calls were in the pool when
 	// it fired, and Limit the limit after it (0: off).
-	InFlight, Limit int
+	InFlight int `json:"in_flight"`
+	Limit    int `json:"limit"`
 }
 
 // historySize is how many decisions a method limit keeps.

@@ -381,3 +381,15 @@ func TestCPUWaitIsTheMedianOfTheReadings(t *testing.T) {
 		t.Fatalf("CPU wait %v after most readings waited 10ms, want 10ms", got)
 	}
 }
+
+// A limit keeps its last historySize decisions, oldest first.
+func TestDecisionHistoryKeepsTheLast(t *testing.T) {
+	var h history
+	for i := range historySize + 3 {
+		h.add(Decision{Window: i})
+	}
+	got := h.list()
+	if len(got) != historySize || got[0].Window != 3 || got[historySize-1].Window != historySize+2 {
+		t.Fatalf("history %v, want windows 3 to %d", got, historySize+2)
+	}
+}
