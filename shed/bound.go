@@ -15,9 +15,12 @@ import (
 // while its limit is off, from its first call:
 //
 //   - Slow start: the bound starts at initialBound and doubles every
-//     round trip (a round: the floor, or before it is known the first
-//     call's service time) in which the service time holds: not
-//     congested against the floor.
+//     round trip (a round: the floor, or before it is known the mean
+//     service time so far) in which the service time holds: not
+//     congested against the floor, or risen no more than the CPU's wait
+//     explains. A CPU that goroutines wait for slows blocked calls too
+//     (they wake late), so a round then lasts the floor plus the rise
+//     the CPU's wait explains.
 //   - A ceiling by Little's law: the bound is never above twice the calls
 //     that ended in the last round, nor below initialBound. A dependency
 //     that serves N calls in a floor time is given 2N in flight: N in
@@ -100,6 +103,12 @@ func (l *methodLimit) round(d time.Duration, in int64, now time.Time, cpu cpuSig
 	length := l.floor
 	if length == 0 {
 		length = r.sum / time.Duration(r.ends)
+	} else if cpu.wait > 0 {
+		// A CPU that goroutines wait for slows every call, blocked ones
+		// included (they wake late): the round trip is the floor as the
+		// CPU lets it be, or Little's ceiling would read a slower CPU as
+		// a queue before the dependency.
+		length += min(max(r.sum/time.Duration(r.ends)-l.floor, 0), l.cpuRise(cpu.wait, in, 2*int64(cpu.runnable)))
 	}
 	if elapsed := time.Duration(now.UnixNano() - start); elapsed >= length {
 		l.endRound(now, elapsed, in, cpu)
@@ -121,7 +130,8 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 	arrived := l.arrivals.Swap(0)
 	ss := max(r.ss, initialBound)
 	switch {
-	case l.floor == 0 || !l.congested(rtt):
+	case l.floor == 0 || !l.congested(rtt) || l.cpuExplains(rtt, cpu.wait, in, 2*int64(cpu.runnable)):
+		// The service time held, or the CPU's wait explains its rise.
 		r.ss, r.stopped = min(2*ss, maxBound), false
 	case !r.stopped:
 		r.stopped = true
@@ -131,7 +141,9 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 	outrun := r.armed && arrived > 2*r.ends+minLimit
 	if l.floor > minExcess && l.limit.Load() == 0 && !l.probing.Load() && outrun && r.arriving &&
 		(in >= bound || l.held.Load() > 0) {
-		if l.cpuExplains(rtt, cpu.wait, in, 2*int64(cpu.runnable)) {
+		if in <= 2*int64(cpu.runnable) && l.cpuExplains(rtt, cpu.wait, in, 2*int64(cpu.runnable)) {
+			// Calls arriving faster than they end is no CPU effect,
+			// unless the calls are the runnable ones.
 			l.decide(now, "cpu veto", fmt.Sprintf("%d calls arrived, %d ended in %v, explained by the CPU's wait of %v", arrived, r.ends, elapsed.Round(time.Microsecond), cpu.wait), in)
 		} else {
 			// Calls arrive faster than twice their ends: a surge.

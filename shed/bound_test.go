@@ -205,22 +205,28 @@ func TestClosedLoopStartingLateIsNoSurge(t *testing.T) {
 
 // A CPU that other work keeps busy (goroutines wait 10ms for a CPU) does
 // not hide a surge of calls that wait on a dependency: few goroutines are
-// runnable, and thousands of calls arrive. The same wait vetoes the limit
-// of a method whose calls are the runnable ones.
+// runnable, and thousands of calls arrive. (Rounds last longer, the floor
+// plus the rise the CPU's wait explains, so the surge is seen a few
+// rounds later; the bound holds meanwhile.) The same wait vetoes, at
+// first, the limit of a method whose calls are the runnable ones.
 func TestSurgeSeenThroughACPUWait(t *testing.T) {
 	s := newDepSim(t, 64, 20*time.Millisecond)
 	s.rate = 16000
 	s.cpu = cpuSignal{wait: 10 * time.Millisecond, runnable: 3}
-	s.run(100*time.Millisecond, false)
-	if s.c.lim.limit.Load() == 0 {
-		t.Fatalf("no limit 100ms into a surge, with the CPU's wait at 10ms; decisions %v", s.rules())
+	s.run(150*time.Millisecond, false)
+	if s.c.lim.limit.Load() == 0 || slices.Contains(s.rules(), "cpu veto") {
+		t.Fatalf("decisions %v 150ms into a surge, with the CPU's wait at 10ms; want a limit, no veto", s.rules())
+	}
+	s.run(450*time.Millisecond, false)
+	if s.peak > 5*64 {
+		t.Errorf("%d calls in the pool at the peak, want at most 320 (the rounds are longer)", s.peak)
 	}
 	s = newDepSim(t, 64, 20*time.Millisecond)
 	s.rate = 16000
 	s.cpu = cpuSignal{wait: 10 * time.Millisecond, runnable: 1000}
-	s.run(100*time.Millisecond, false)
-	if s.c.lim.limit.Load() != 0 || !slices.Contains(s.rules(), "cpu veto") {
-		t.Fatalf("limit %d, decisions %v with every call runnable; want a CPU veto", s.c.lim.limit.Load(), s.rules())
+	s.run(300*time.Millisecond, false)
+	if r := s.rules(); len(r) == 0 || r[0] != "cpu veto" {
+		t.Fatalf("decisions %v with every call runnable; want a CPU veto first", r)
 	}
 }
 
@@ -391,5 +397,21 @@ func TestDecisionHistoryKeepsTheLast(t *testing.T) {
 	got := h.list()
 	if len(got) != historySize || got[0].Window != 3 || got[historySize-1].Window != historySize+2 {
 		t.Fatalf("history %v, want windows 3 to %d", got, historySize+2)
+	}
+}
+
+// A CPU starved by other work slows calls that only wait (they wake
+// late): 400 callers of a 20ms sleep take 90ms each while goroutines wait
+// 60ms for a CPU. The CPU's wait explains the rise, so the slow start
+// goes on and every caller gets in.
+func TestBoundRampsOnAStarvedCPU(t *testing.T) {
+	s := newDepSim(t, 0, 20*time.Millisecond)
+	s.arrive(400)
+	s.run(20*time.Millisecond, true) // the floor is measured at 20ms
+	s.service = 90 * time.Millisecond
+	s.cpu = cpuSignal{wait: 60 * time.Millisecond, runnable: 4}
+	s.run(time.Second, true)
+	if got := s.c.lim.inflight.Load(); got != 400 {
+		t.Fatalf("%d of 400 callers in flight after a second, decisions %v; want all", got, s.rules())
 	}
 }

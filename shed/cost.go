@@ -335,21 +335,32 @@ type cpuSignal struct {
 
 // cpuWindow reports whether the CPU's wait explains the window's service
 // time, rtt: its rise above the floor is no more than cpuExplains times
-// how long goroutines waited for a CPU as its runs ended (a handler may
-// wait for one a few times), and the method's calls are the ones that
-// wait for it: no more in flight than twice the goroutines runnable. A
-// method whose calls wait on a dependency has thousands in flight and
-// few runnable, and a busy CPU explains nothing of its queue. REQUIRES
-// l.mu is held.
+// how long goroutines waited for a CPU as its runs ended, if the
+// method's calls are the ones that wait for it (no more in flight than
+// twice the goroutines runnable), or twice that wait if they are not.
+// REQUIRES l.mu is held.
 func (l *methodLimit) cpuWindow(rtt time.Duration) bool {
 	return l.cpuExplains(rtt, l.winCPU/time.Duration(l.winN), l.winIn, 2*l.winRun)
 }
 
 // cpuExplains reports whether a CPU wait of wait explains a service time
 // of rtt, with in calls in flight and runnable goroutines waiting for a
-// CPU (in the same units). REQUIRES l.mu is held.
+// CPU (in the same units): a rise of up to cpuExplains times the wait if
+// the method's calls are the runnable ones (a handler may wait for a CPU
+// a few times), and of up to twice the wait if they are not (a call that
+// waits on I/O waits for a CPU as it starts and as it wakes). REQUIRES
+// l.mu is held.
 func (l *methodLimit) cpuExplains(rtt, wait time.Duration, in, runnable int64) bool {
-	return wait > 0 && rtt-l.floor <= cpuExplains*wait && in <= runnable
+	return wait > 0 && rtt-l.floor <= l.cpuRise(wait, in, runnable)
+}
+
+// cpuRise is the rise in service time a CPU wait of wait explains, with
+// in calls in flight and runnable goroutines (see cpuExplains).
+func (l *methodLimit) cpuRise(wait time.Duration, in, runnable int64) time.Duration {
+	if in <= runnable {
+		return cpuExplains * wait
+	}
+	return 2 * wait
 }
 
 // resetWindow starts a window at now. REQUIRES l.mu is held.
