@@ -29,6 +29,7 @@ type report struct {
 	io        *ioResult
 	mixed     *mixedResult
 	neighbour *neighbourResult
+	cold      *coldResult
 }
 
 // goal is one target of a workload: the cell it is judged on, what it
@@ -115,6 +116,9 @@ func (r *report) write(w io.Writer) {
 	}
 	if r.neighbour != nil {
 		sections = append(sections, section{wlNeighbour, r.neighbour.write(w, c, c.systems)})
+	}
+	if r.cold != nil {
+		sections = append(sections, section{wlCold, r.cold.write(w, c, c.systems)})
 	}
 
 	fmt.Fprintf(w, "\n## Summary: kiev as a user gets it, against every target\n\n")
