@@ -260,6 +260,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"-systems=kiev,rpcx"}, false},
 		{[]string{"-mixed-settle=1"}, false},
 		{[]string{"-io-loads=0"}, false},
+		{[]string{"-workloads=iocold", "-reps=3", "-noise=noisy"}, true},
+		{[]string{"-workloads=iocold", "-reps=0"}, false},
+		{[]string{"-workloads=iocold", "-noise=loud"}, false},
 	} {
 		_, _, err := parseFlags(tc.args, &bytes.Buffer{})
 		if (err == nil) != tc.ok {
@@ -275,6 +278,33 @@ func TestFlags(t *testing.T) {
 	}
 	if len(cfg.workloads) != len(allWorkloads) || len(cfg.systems) != len(allSystems) {
 		t.Errorf("defaults: workloads %v, systems %v; want all", cfg.workloads, cfg.systems)
+	}
+}
+
+// TestQuickCold runs the iocold workload's cells twice each, on kiev: its
+// table gives the minimum and median of the runs, and every 100 ms
+// bucket of the worst.
+func TestQuickCold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("offers load for about half a minute")
+	}
+	args := []string{"-quick", "-workloads=iocold", "-systems=kiev", "-out=" + t.TempDir(), "-timeout=4m",
+		"-reps=2", "-cold-warm=false", "-cold-loads=2"}
+	report := runQuick(t, args)
+	cold := section(t, report, "## Workload iocold")
+	rows := tableRows(t, cold, coldHeader, "system", "cell")
+	for _, cell := range []string{"2X cold, quiet", "2X cold, noisy"} {
+		row, ok := rows["kiev/"+cell]
+		if !ok {
+			t.Errorf("iocold: no row for %s", cell)
+			continue
+		}
+		if row["runs"] != "2" {
+			t.Errorf("iocold %s: %s runs, want 2", cell, row["runs"])
+		}
+		if !strings.Contains(cold, "- kiev, "+cell+": ") {
+			t.Errorf("iocold %s: no buckets listed", cell)
+		}
 	}
 }
 
