@@ -275,8 +275,8 @@ func parseFlags(args []string, stderr io.Writer) (config, role, error) {
 		return cfg, r, nil
 	}
 	if *serveSys != "" {
-		if !slices.Contains(allSystems, *serveSys) {
-			return cfg, r, fmt.Errorf("-serve=%s: unknown system; want one of %s", *serveSys, strings.Join(allSystems, ", "))
+		if !slices.Contains(knownSystems, *serveSys) {
+			return cfg, r, fmt.Errorf("-serve=%s: unknown system; want one of %s", *serveSys, strings.Join(knownSystems, ", "))
 		}
 		r.serve.system, r.serve.slots, r.serve.service, r.serve.catchUp, r.serve.shed = *serveSys, cfg.cpu.slots, cfg.cpu.slotTime, *catchUp, cfg.shed
 		if r.serve.catchUp < 0 {
@@ -316,7 +316,7 @@ func parseFlags(args []string, stderr io.Writer) (config, role, error) {
 	if cfg.workloads, err = names("-workloads", *workloads, append(slices.Clip(allWorkloads), wlCold)); err != nil {
 		return cfg, r, err
 	}
-	if cfg.systems, err = names("-systems", *systems, allSystems); err != nil {
+	if cfg.systems, err = names("-systems", *systems, knownSystems); err != nil {
 		return cfg, r, err
 	}
 	if cfg.cpu.loads, err = parseLoads("-loads", *loads); err != nil {

@@ -263,6 +263,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-workloads=iocold", "-reps=3", "-noise=noisy"}, true},
 		{[]string{"-workloads=iocold", "-reps=0"}, false},
 		{[]string{"-workloads=iocold", "-noise=loud"}, false},
+		{[]string{"-workloads=iocold", "-systems=kiev,kiev-resource"}, true},
 	} {
 		_, _, err := parseFlags(tc.args, &bytes.Buffer{})
 		if (err == nil) != tc.ok {
