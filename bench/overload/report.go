@@ -90,6 +90,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- kiev: kiev.NewServer() with no shed options at all, what a user gets;\n"+
 		"- kiev-fixed: kiev.WithShed(shed.Options{Workers: %d, QueueSize: %d, MaxWait: %v}), a fixed pool;\n"+
 		"- kiev-noshed: kiev.WithShed(shed.Options{Disabled: true}), a goroutine per call;\n"+
+		"- kiev-resource (if asked for): kiev as a user gets it, its Work handler acquiring the dependency's connections as a shed.Resource;\n"+
 		"- netrpc: the standard library's net/rpc with gob; grpc: grpc-go with protobuf.\n\n",
 		c.shed.Workers, c.shed.QueueSize, c.shed.MaxWait)
 	pin := "not pinned to CPUs (no -pin)"
