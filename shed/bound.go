@@ -2,6 +2,7 @@ package shed
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -92,6 +93,14 @@ func (l *methodLimit) arrive(now time.Time) {
 // flight, in the round; ends the round if it has lasted its length, and
 // sets the bound. REQUIRES l.mu is held.
 func (l *methodLimit) round(d time.Duration, in int64, now time.Time, cpu cpuSignal) {
+	if l.floor > 0 && l.floor <= minExcess {
+		// A method of microseconds has no dependency to protect: no
+		// bound, and no rounds to keep.
+		if l.cold.Load() >= 0 {
+			l.cold.Store(-1)
+		}
+		return
+	}
 	r := &l.rounds
 	r.ends++
 	r.sum += d
@@ -113,10 +122,6 @@ func (l *methodLimit) round(d time.Duration, in int64, now time.Time, cpu cpuSig
 	if elapsed := time.Duration(now.UnixNano() - start); elapsed >= length {
 		l.endRound(now, elapsed, in, cpu)
 	}
-	if l.floor > 0 && l.floor <= minExcess {
-		l.cold.Store(-1) // a method of microseconds has no dependency to protect
-		return
-	}
 	ss := max(r.ss, initialBound)
 	l.cold.Store(min(ss, max(initialBound, 2*max(r.prevEnds, r.ends))))
 }
@@ -135,7 +140,7 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 		r.ss, r.stopped = min(2*ss, maxBound), false
 	case !r.stopped:
 		r.stopped = true
-		l.decide(now, "slow start stops", fmt.Sprintf("service time %v over floor %v", rtt, l.floor), in)
+		l.decide(now, "slow start stops", in, "service time %v over floor %v", dur(0, 1), int64(rtt), int64(l.floor))
 	}
 	bound := l.offBound()
 	outrun := r.armed && arrived > 2*r.ends+minLimit
@@ -144,12 +149,12 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 		if in <= 2*int64(cpu.runnable) && l.cpuExplains(rtt, cpu.wait, in, 2*int64(cpu.runnable)) {
 			// Calls arriving faster than they end is no CPU effect,
 			// unless the calls are the runnable ones.
-			l.decide(now, "cpu veto", fmt.Sprintf("%d calls arrived, %d ended in %v, explained by the CPU's wait of %v", arrived, r.ends, elapsed.Round(time.Microsecond), cpu.wait), in)
+			l.decide(now, "cpu veto", in, "%d calls arrived, %d ended in %v, explained by the CPU's wait of %v", dur(2, 3), arrived, r.ends, int64(elapsed.Round(time.Microsecond)), int64(cpu.wait))
 		} else {
 			// Calls arrive faster than twice their ends: a surge.
 			l.gapNS.Store(int64(elapsed) / r.ends)
 			l.start(now, true, bound)
-			l.decide(now, "surge", fmt.Sprintf("%d calls arrived, %d ended in %v", arrived, r.ends, elapsed.Round(time.Microsecond)), in)
+			l.decide(now, "surge", in, "%d calls arrived, %d ended in %v", dur(2), arrived, r.ends, int64(elapsed.Round(time.Microsecond)))
 		}
 	}
 	r.prevEnds, r.ends, r.sum, r.arriving, r.armed = r.ends, 0, 0, outrun, l.floor > 0
@@ -199,14 +204,25 @@ type Decision struct {
 const historySize = 16
 
 // history is a ring of the last decisions, guarded by the limit's mu.
+// A decision's signal is formatted when it is read, not when it is made:
+// the limit decides on the call path.
 type history struct {
-	d    [historySize]Decision
+	d    [historySize]record
 	next int
 	n    int
 }
 
-func (h *history) add(d Decision) {
-	h.d[h.next] = d
+// record is a decision as kept: its signal as a format and its numbers,
+// those whose bit is set in durs being durations.
+type record struct {
+	Decision
+	format string
+	durs   uint8
+	args   [4]int64
+}
+
+func (h *history) add(r record) {
+	h.d[h.next] = r
 	h.next = (h.next + 1) % historySize
 	h.n = min(h.n+1, historySize)
 }
@@ -218,13 +234,38 @@ func (h *history) list() []Decision {
 	}
 	out := make([]Decision, 0, h.n)
 	for i := range h.n {
-		out = append(out, h.d[(h.next-h.n+i+historySize)%historySize])
+		r := h.d[(h.next-h.n+i+historySize)%historySize]
+		d := r.Decision
+		if r.format != "" {
+			args := make([]any, 0, len(r.args))
+			for j, a := range r.args {
+				if r.durs&(1<<j) != 0 {
+					args = append(args, time.Duration(a))
+				} else {
+					args = append(args, a)
+				}
+			}
+			d.Signal = fmt.Sprintf(r.format, args[:strings.Count(r.format, "%")]...)
+		}
+		out = append(out, d)
 	}
 	return out
 }
 
-// decide records a decision at now: rule fired on signal, with in calls
-// in flight. REQUIRES l.mu is held.
-func (l *methodLimit) decide(now time.Time, rule, signal string, in int64) {
-	l.history.add(Decision{At: now, Window: l.windows, Rule: rule, Signal: signal, InFlight: int(in), Limit: int(l.base())})
+// dur marks args i of a record as durations.
+func dur(i ...int) uint8 {
+	var m uint8
+	for _, j := range i {
+		m |= 1 << j
+	}
+	return m
+}
+
+// decide records a decision at now: rule fired, with in calls in
+// flight, on the signal format says of args (durations where durs has
+// their bit). REQUIRES l.mu is held.
+func (l *methodLimit) decide(now time.Time, rule string, in int64, format string, durs uint8, args ...int64) {
+	r := record{Decision: Decision{At: now, Window: l.windows, Rule: rule, InFlight: int(in), Limit: int(l.base())}, format: format, durs: durs}
+	copy(r.args[:], args)
+	l.history.add(r)
 }

@@ -392,9 +392,14 @@ func TestCPUWaitIsTheMedianOfTheReadings(t *testing.T) {
 func TestDecisionHistoryKeepsTheLast(t *testing.T) {
 	var h history
 	for i := range historySize + 3 {
-		h.add(Decision{Window: i})
+		h.add(record{Decision: Decision{Window: i}})
 	}
 	got := h.list()
+	var d history
+	d.add(record{Decision: Decision{Rule: "surge"}, format: "%d calls arrived, %d ended in %v", durs: dur(2), args: [4]int64{320, 32, int64(20 * time.Millisecond)}})
+	if s := d.list()[0].Signal; s != "320 calls arrived, 32 ended in 20ms" {
+		t.Errorf("signal %q, want it formatted with its duration", s)
+	}
 	if len(got) != historySize || got[0].Window != 3 || got[historySize-1].Window != historySize+2 {
 		t.Fatalf("history %v, want windows 3 to %d", got, historySize+2)
 	}

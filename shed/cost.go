@@ -1,7 +1,6 @@
 package shed
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -403,7 +402,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 		// congested windows that start a limit are two in a row that the
 		// CPU does not explain.
 		if l.congested(rtt) {
-			l.decide(now, "cpu veto", fmt.Sprintf("service time %v, floor %v, explained by the CPU's wait", rtt, l.floor), peak)
+			l.decide(now, "cpu veto", peak, "service time %v, floor %v, explained by the CPU's wait", dur(0, 1), int64(rtt), int64(l.floor))
 		}
 		l.bad = 0
 		return
@@ -446,7 +445,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 			return // one such window may be a hiccup
 		}
 		l.start(now, false, 0)
-		l.decide(now, "congested", fmt.Sprintf("service time %v over floor %v, two windows", rtt, l.floor), peak)
+		l.decide(now, "congested", peak, "service time %v over floor %v, two windows", dur(0, 1), int64(rtt), int64(l.floor))
 		return
 	}
 	switch {
@@ -459,7 +458,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 		// concurrency.
 		limit = max(l.fit(), limit/2, int64(float64(limit)*tolerance*float64(l.floor)/float64(rtt)))
 		l.calm = 0
-		l.decide(now, "down", fmt.Sprintf("service time %v over floor %v", rtt, l.floor), peak)
+		l.decide(now, "down", peak, "service time %v over floor %v", dur(0, 1), int64(rtt), int64(l.floor))
 	case held > 0:
 		// Calls wait beyond the limit, and the dependency's service time
 		// is not congested: it has room, until it shows congestion.
@@ -470,12 +469,12 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 		}
 		limit = max(limit+step, l.fit())
 		l.calm = 0
-		l.decide(now, "up", fmt.Sprintf("%d calls held, service time %v, floor %v", held, rtt, l.floor), peak)
+		l.decide(now, "up", peak, "%d calls held, service time %v, floor %v", dur(1, 2), held, int64(rtt), int64(l.floor))
 	default:
 		if l.calm++; l.calm >= calmWindows {
 			l.limit.Store(0) // no call met it for a while
 			l.calm, l.high = 0, 0
-			l.decide(now, "off", fmt.Sprintf("no call met the limit for %d windows", calmWindows), peak)
+			l.decide(now, "off", peak, "no call met the limit for %d windows", 0, calmWindows)
 			return
 		}
 	}
@@ -517,7 +516,7 @@ func (l *methodLimit) startProbe(now time.Time, n int64) {
 	l.probeBase.Store(n)
 	l.step(l.latency, max(minLimit, n/2))
 	l.probing.Store(true)
-	l.decide(now, "probe", fmt.Sprintf("service time %v, floor %v, %d in flight", l.latency, l.floor, n), l.inflight.Load())
+	l.decide(now, "probe", l.inflight.Load(), "service time %v, floor %v, %d in flight", dur(0, 1), int64(l.latency), int64(l.floor), n)
 }
 
 // step starts a probe's step at limit n, from a service time of ref.
@@ -605,7 +604,7 @@ func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
 	}
 	l.probing.Store(false)
 	if floor > 0 {
-		l.decide(now, "floor", fmt.Sprintf("a probe measured %v; service time before it %v", floor, l.probeFrom), l.inflight.Load())
+		l.decide(now, "floor", l.inflight.Load(), "a probe measured %v; service time before it %v", dur(0, 1), int64(floor), int64(l.probeFrom))
 	}
 	l.probeAt = now.Add(max(probeEvery, 50*l.floor))
 	l.resetWindow(now)
