@@ -26,9 +26,11 @@
 //     congestion, probes the floor now and then, and turns off when no
 //     call meets it.
 //   - A rise in service time is blamed on the CPU only when goroutines
-//     wait for a CPU (the median of the last readings) and the method's
-//     calls are the runnable ones: a busy CPU does not hide a dependency
-//     whose calls are blocked.
+//     wait for a CPU (the median of the last readings): up to four times
+//     that wait if the method's calls are the runnable ones, up to twice
+//     it if they are blocked (they wait for a CPU as they wake). A surge
+//     is blamed on the CPU only if its calls are the runnable ones: a
+//     busy CPU does not hide a dependency whose calls are blocked.
 //   - A method's calls over its bound or limit wait in its lane, which
 //     costs no goroutine. Under the bound they wait while they can start
 //     in time; under the limit, a call that cannot start in time is
