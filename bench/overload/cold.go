@@ -12,10 +12,16 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 )
 
 const wlCold = "iocold"
@@ -304,4 +310,49 @@ func (r *coldResult) goals() []goal {
 		}
 	}
 	return gs
+}
+
+// charts draws, for each system, the goodput of every 100 ms bucket of
+// each cell's worst run (the run with the least bucket), against time
+// since the cell's start.
+func (r *coldResult) charts(dir string, cfg config, systems []string) ([]string, error) {
+	var files []string
+	for _, sys := range systems {
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("iocold, %s: goodput per %v bucket, each cell's worst of its runs", sys, cfg.bucket)
+		p.X.Label.Text = "time since the cell's start (s)"
+		p.Y.Label.Text = "goodput (×C)"
+		p.Legend.Top = true
+		p.Add(plotter.NewGrid())
+		drawn := 0
+		for i, cell := range r.cells {
+			runs := r.runs[cell][sys]
+			if len(runs) == 0 {
+				continue
+			}
+			var pts plotter.XYs
+			for j, x := range worstRun(runs).buckets {
+				pts = append(pts, plotter.XY{X: (float64(j) + 0.5) * cfg.bucket.Seconds(), Y: x})
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = plotutil.Color(i)
+			l.Width = vg.Points(2)
+			p.Add(l)
+			p.Legend.Add(cell.String(), l)
+			drawn++
+		}
+		if drawn == 0 {
+			continue
+		}
+		p.Y.Min = 0
+		f := filepath.Join(dir, "iocold-"+sys+".png")
+		if err := p.Save(9*vg.Inch, 5.5*vg.Inch, f); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }

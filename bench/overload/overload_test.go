@@ -289,9 +289,13 @@ func TestQuickCold(t *testing.T) {
 	if testing.Short() {
 		t.Skip("offers load for about half a minute")
 	}
-	args := []string{"-quick", "-workloads=iocold", "-systems=kiev", "-out=" + t.TempDir(), "-timeout=4m",
+	out := t.TempDir()
+	args := []string{"-quick", "-workloads=iocold", "-systems=kiev", "-out=" + out, "-timeout=4m",
 		"-reps=2", "-cold-warm=false", "-cold-loads=2"}
 	report := runQuick(t, args)
+	if st, err := os.Stat(filepath.Join(out, "iocold-kiev.png")); err != nil || st.Size() == 0 {
+		t.Errorf("no chart of the buckets: %v", err)
+	}
 	cold := section(t, report, "## Workload iocold")
 	rows := tableRows(t, cold, coldHeader, "system", "cell")
 	for _, cell := range []string{"2X cold, quiet", "2X cold, noisy"} {

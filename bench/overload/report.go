@@ -281,6 +281,12 @@ func (r *report) charts(dir string) ([]string, error) {
 			}
 			return r.neighbour.charts(dir, r.cfg.systems)
 		},
+		func() ([]string, error) {
+			if r.cold == nil {
+				return nil, nil
+			}
+			return r.cold.charts(dir, r.cfg, r.cfg.systems)
+		},
 	} {
 		fs, err := draw()
 		if err != nil {
