@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -34,8 +35,9 @@ func TestResourceGrantsInPriorityOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan int, 4)
+	var wg sync.WaitGroup
 	for i, p := range []int{0, 9, 5, 9} {
-		go func() {
+		wg.Go(func() {
 			rel, err := r.Acquire(taskCtx(p, nil))
 			if err != nil {
 				t.Error(err)
@@ -43,7 +45,7 @@ func TestResourceGrantsInPriorityOrder(t *testing.T) {
 			}
 			got <- p*10 + i
 			rel()
-		}()
+		})
 		waitQueued(t, r, i+1)
 	}
 	release()
@@ -52,6 +54,7 @@ func TestResourceGrantsInPriorityOrder(t *testing.T) {
 			t.Fatalf("granted %d, want %d (priority × 10 + arrival)", g, want)
 		}
 	}
+	wg.Wait()
 	if st := r.Stats(); st.InUse != 0 || st.Waiting != 0 {
 		t.Fatalf("after every release: %+v", st)
 	}

@@ -209,7 +209,9 @@ func (s *Scheduler) wait(c *ServiceTime, e entry, p int, f *Flow, now time.Time,
 	o := &s.opts
 	if c.lim.base() == 0 {
 		// Under the bound from the first call, the lane holds what the
-		// pool would have held.
+		// pool would have held, and leaves the overload mode of a limit
+		// that turned off: the bound is no limit's short queue.
+		l.overload = false
 		cold := s.opts
 		cold.QueueSize = max(cold.QueueSize, cold.MaxInFlight)
 		o = &cold
