@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/kievrpc/kiev/shed"
 )
 
 // callContext is the context.Context a handler receives. It is a field of
@@ -113,6 +115,10 @@ func (c *callContext) Value(key any) any {
 	case priorityKey:
 		return c.priority
 	case callKey:
+		if c.call != nil {
+			return c.call
+		}
+	case shed.TaskKey: // for shed.Resource: the call's priority, deadline and method
 		if c.call != nil {
 			return c.call
 		}

@@ -231,6 +231,13 @@ well above its floor (its dependency is slow), its calls past the limit
 wait in a queue of the method's own, those that cannot start in time are
 refused at once with ErrLimited (which is also ErrOverloaded), and other
 methods go on unhindered; a client throttles such a method alone.
+Before the limit has learnt anything, a method is bounded from its first
+call (a slow start that doubles each round trip, under a ceiling from
+the calls that recently ended), and a surge (calls arriving faster than
+they end) starts the limit at once. A handler can acquire its
+dependency's pool as a shed.Resource: the most important calls get a
+connection first, and none that could not finish by its deadline gets
+one.
 shed.Options.MaxInFlight is a hard ceiling on calls running at once. Each
 connection gets a fair share of a binding limit, so one client flooding
 cannot crowd out the others, and WithPriorityPolicy decides what priority

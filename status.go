@@ -34,6 +34,7 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
 				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
+				LimitDecisions: lim.Decisions,
 			})
 		}
 		slices.SortFunc(ss.Methods, func(a, b admin.MethodStatus) int { return strings.Compare(a.Name, b.Name) })

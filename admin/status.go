@@ -1,6 +1,10 @@
 package admin
 
-import "time"
+import (
+	"time"
+
+	"github.com/kievrpc/kiev/shed"
+)
 
 // Status is a snapshot of a kiev.Server and of the Clients of its
 // process, as the status page (/debug/kiev, see NewHandler) shows it and its
@@ -48,6 +52,10 @@ type MethodStatus struct {
 	FloorMs   float64 `json:"floor_ms"`
 	LatencyMs float64 `json:"latency_ms"`
 	Limited   uint64  `json:"limited"`
+	// LimitDecisions are its limit's last decisions, oldest first: which
+	// rule fired (a surge, congestion, the CPU's veto…), on what signal,
+	// with how many calls in flight.
+	LimitDecisions []shed.Decision `json:"limit_decisions,omitempty"`
 }
 
 // SchedulerStatus is the overload scheduler's state. Workers is the limit

@@ -53,14 +53,18 @@ func (s *ServiceTime) Estimate() time.Duration {
 // if admitted now, to skip calls whose deadline is closer: the average,
 // and while the limit is on, at most the floor with tolerance (the limit
 // keeps the queue before the dependency short, so a call admitted now
-// runs about that long, whatever the calls before the limit took).
+// runs about that long, whatever the calls before the limit took), but
+// never less than the last window's service time: a dependency that
+// slowed serves the calls admitted now as slowly, and a call that cannot
+// finish in time is not started.
 func (s *ServiceTime) skipEstimate() time.Duration {
 	est := s.Estimate()
 	if s == nil || s.lim.limit.Load() == 0 {
 		return est
 	}
 	if f := s.lim.floorNS.Load(); f > 0 {
-		est = min(est, time.Duration(tolerance*float64(f)))
+		recent := time.Duration(s.lim.latencyNS.Load())
+		est = min(est, max(time.Duration(tolerance*float64(f)), recent))
 	}
 	return est
 }
@@ -94,6 +98,14 @@ type LimitStats struct {
 	Probing bool
 	// Limited counts its calls refused at the limit (Reason Limited).
 	Limited uint64
+	// Bound is the bound on its calls in the pool while Limit is 0: a
+	// slow start from the first call, and a ceiling of twice the calls
+	// that ended in the last floor time (see the package documentation);
+	// 0 for a method of microseconds, which has no dependency to protect.
+	Bound int
+	// Decisions are the limit's last decisions, oldest first: why it
+	// started, moved or turned off.
+	Decisions []Decision
 }
 
 // Limit returns the method's adaptive limit and what drives it. A nil
@@ -109,9 +121,11 @@ func (s *ServiceTime) Limit() LimitStats {
 		Queued:   int(s.lane.queued.Load()),
 		Probing:  l.probing.Load(),
 		Limited:  l.limited.Load(),
+		Bound:    int(l.offBound()),
 	}
 	l.mu.Lock()
 	st.Floor, st.Latency = l.floor, l.latency
+	st.Decisions = l.history.list()
 	l.mu.Unlock()
 	return st
 }
@@ -210,21 +224,21 @@ type methodLimit struct {
 	held       atomic.Int64  // calls that met the limit in this window
 	lastEnd    atomic.Int64  // when the last run ended, unix nanoseconds
 	floorNS    atomic.Int64  // floor, for readers without mu
+	latencyNS  atomic.Int64  // latency, for readers without mu
 	gapNS      atomic.Int64  // the time between two calls ending in the last window
-	surgeAt    atomic.Int64  // while off, calls in the pool that make a surge; 0 if unknown
 	surged     atomic.Bool   // the limit started for a surge: its lane is overloaded at once
+	bound                    // the bound while the limit is off (bound.go)
 
 	mu         sync.Mutex // guards the fields below
 	winStart   time.Time
 	winN       int
 	winSum     time.Duration
-	idle       bool               // no call was in flight after the last end
-	winCPU     time.Duration      // the CPU's wait as each run of the window ended, summed
-	windows    int                // windows ended
-	peak       int64              // the most calls in flight seen in this window
-	winFirst   int64              // the calls in flight as its first call ended
-	peaks      [rateWindows]int64 // the same in the last windows, by rateAt
-	lastCPU    bool               // the CPU's wait explained the last window's service time
+	idle       bool          // no call was in flight after the last end
+	winCPU     time.Duration // the CPU's wait as each run of the window ended, summed
+	winRun     int64         // the goroutines waiting for a CPU then, summed
+	winIn      int64         // the method's calls in flight then, summed
+	windows    int           // windows ended
+	peak       int64         // the most calls in flight seen in this window
 	rates      [rateWindows]float64
 	rateAt     int
 	floor      time.Duration // 0 until the first window
@@ -243,6 +257,8 @@ type methodLimit struct {
 	bad        int   // windows in a row congested, while off
 	calm       int   // windows in a row no call met the limit
 	high       int   // windows in a row far above the floor
+	rounds     rounds
+	history    history // the last decisions
 }
 
 // base is the limit in force: limit, or probeLimit during a probe; 0 if
@@ -256,15 +272,15 @@ func (l *methodLimit) base() int64 {
 
 // room reports whether one more call may enter the pool.
 func (l *methodLimit) room() bool {
-	n := l.base()
+	n := l.inForce()
 	return n == 0 || l.inflight.Load() < n
 }
 
 // end counts the end of a call in the pool, which ran for d (ran false:
-// it was dropped unrun) and ended at now; cpuWait is how long goroutines
-// waited for a congested CPU lately (0 if it is not), and maxWait the
-// longest a call may wait.
-func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait, maxWait time.Duration) {
+// it was dropped unrun) and ended at now; cpu is how long goroutines
+// waited for a congested CPU lately, and how many waited, and maxWait
+// the longest a call may wait.
+func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpu cpuSignal, maxWait time.Duration) {
 	in := l.inflight.Add(-1) + 1 // in flight with this call
 	if !ran {
 		return
@@ -272,6 +288,7 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait, max
 	prev := l.lastEnd.Swap(now.UnixNano())
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.round(d, in, now, cpu)
 	if l.probing.Load() {
 		l.probe(d, in, now)
 		return
@@ -284,12 +301,11 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait, max
 		l.resetWindow(now)
 	}
 	l.idle = in == 1
-	if l.winN == 0 {
-		l.winFirst = in
-	}
 	l.winN++
 	l.winSum += d
-	l.winCPU += cpuWait
+	l.winCPU += cpu.wait
+	l.winRun += int64(cpu.runnable)
+	l.winIn += in
 	l.peak = max(l.peak, in)
 	if l.winN < limitSamples {
 		return
@@ -302,77 +318,53 @@ func (l *methodLimit) end(d time.Duration, ran bool, now time.Time, cpuWait, max
 	}
 	// A window lasts two floors at least, so that most calls that end
 	// in it started under the limit it judges.
-	// (A surge is looked for at every limitSamples-th end: often enough,
-	// and cheap.)
-	if elapsed := time.Duration(now.UnixNano() - l.winStart.UnixNano()); elapsed >= max(limitWindow, 2*l.floor) ||
-		l.winN%limitSamples == 0 && elapsed >= limitWindow/10 && l.limit.Load() == 0 && l.surging(elapsed) {
+	if elapsed := time.Duration(now.UnixNano() - l.winStart.UnixNano()); elapsed >= max(limitWindow, 2*l.floor) {
 		l.adjust(now, maxWait)
 	}
 }
 
-// cpuWindow reports whether the CPU's wait explains the window's service
-// time, rtt: its rise above the floor is no more than cpuExplains times
-// how long goroutines waited for a CPU as its runs ended (a handler may
-// wait for one a few times). REQUIRES l.mu is held.
-func (l *methodLimit) cpuWindow(rtt time.Duration) bool {
-	wait := l.winCPU / time.Duration(l.winN)
-	return wait > 0 && rtt-l.floor <= cpuExplains*wait
+// cpuSignal is what the scheduler tells a method limit of the CPU: how
+// long goroutines waited for a congested CPU (the median of the last
+// readings, 0 if it is not congested), and how many goroutines waited
+// for one.
+type cpuSignal struct {
+	wait     time.Duration
+	runnable int
 }
 
-// recentPeak is the most calls in flight in the last windows. REQUIRES
+// cpuWindow reports whether the CPU's wait explains the window's service
+// time, rtt: its rise above the floor is no more than cpuExplains times
+// how long goroutines waited for a CPU as its runs ended, if the
+// method's calls are the ones that wait for it (no more in flight than
+// twice the goroutines runnable), or twice that wait if they are not.
+// REQUIRES l.mu is held.
+func (l *methodLimit) cpuWindow(rtt time.Duration) bool {
+	return l.cpuExplains(rtt, l.winCPU/time.Duration(l.winN), l.winIn, 2*l.winRun)
+}
+
+// cpuExplains reports whether a CPU wait of wait explains a service time
+// of rtt, with in calls in flight and runnable goroutines waiting for a
+// CPU (in the same units): a rise of up to cpuExplains times the wait if
+// the method's calls are the runnable ones (a handler may wait for a CPU
+// a few times), and of up to twice the wait if they are not (a call that
+// waits on I/O waits for a CPU as it starts and as it wakes). REQUIRES
 // l.mu is held.
-func (l *methodLimit) recentPeak() int64 {
-	n := int64(0)
-	for _, p := range l.peaks {
-		n = max(n, p)
+func (l *methodLimit) cpuExplains(rtt, wait time.Duration, in, runnable int64) bool {
+	return wait > 0 && rtt-l.floor <= l.cpuRise(wait, in, runnable)
+}
+
+// cpuRise is the rise in service time a CPU wait of wait explains, with
+// in calls in flight and runnable goroutines (see cpuExplains).
+func (l *methodLimit) cpuRise(wait time.Duration, in, runnable int64) time.Duration {
+	if in <= runnable {
+		return cpuExplains * wait
 	}
-	return n
+	return 2 * wait
 }
 
 // resetWindow starts a window at now. REQUIRES l.mu is held.
 func (l *methodLimit) resetWindow(now time.Time) {
-	l.winStart, l.winN, l.winSum, l.winCPU, l.peak = now, 0, 0, 0, 0
-}
-
-// surging reports whether the window so far, elapsed long, shows a surge
-// piling calls before the dependency, to be limited at once rather than
-// after a second window, as every millisecond of it piles more: calls in
-// flight ten times what the window's rate and service time explain
-// (Little's law: arrivals outrun the ends), for a method over minExcess,
-// in a window at least two service times long, after a first window (in
-// which many callers may still be starting); or a congested service
-// time with calls in flight ten times what the rate explains at the
-// floor (a queue before the dependency already). In both cases the calls
-// in flight must have grown to more than twice what they were as the
-// window's first call ended, and to half as many again as the most of
-// the last windows. As for a congested service time, a rise that the
-// CPU's wait explains is no surge: a burst of calls of a quick method
-// that a busy CPU slows piles before the CPU, not before a dependency,
-// and the pool, which stops growing while the CPU is congested, is what
-// holds it. (Limiting the method then refused 770 of a burst of 1,000
-// calls of a 90µs method, on a CPU its callers' own burst had congested.)
-// REQUIRES l.mu is held.
-func (l *methodLimit) surging(elapsed time.Duration) bool {
-	if l.floor == 0 || l.peak <= 2*l.winFirst || 2*l.peak <= 3*l.recentPeak() {
-		// The calls in flight did not grow in the window (a closed loop
-		// of many callers starting together holds as many from its first
-		// end on), or are about as many as lately (a closed loop whose
-		// calls stalled for a moment, for a collection or a busy CPU):
-		// no surge.
-		return false
-	}
-	rtt := l.winSum / time.Duration(l.winN)
-	if l.cpuWindow(rtt) {
-		return false
-	}
-	rate := float64(l.winN) / elapsed.Seconds()
-	peak := float64(l.peak)
-	if l.congested(rtt) && peak > 10*rate*l.floor.Seconds()+minLimit {
-		return true
-	}
-	// In a first window (before one ended), only a congested service
-	// time tells a surge from callers that are still starting.
-	return l.windows > 0 && rtt > minExcess && elapsed >= 2*rtt && peak > 10*rate*rtt.Seconds()+minLimit
+	l.winStart, l.winN, l.winSum, l.winCPU, l.winRun, l.winIn, l.peak = now, 0, 0, 0, 0, 0, 0
 }
 
 // congested reports whether a service time of rtt is congested against
@@ -390,17 +382,14 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	rtt := l.winSum / time.Duration(l.winN)
 	elapsed := now.Sub(l.winStart)
 	rate := float64(l.winN) / elapsed.Seconds()
-	surge := l.limit.Load() == 0 && l.surging(elapsed)
 	l.windows++
 	cpu, held, peak := l.cpuWindow(rtt), l.held.Swap(0), l.peak
-	l.lastCPU = cpu
 	l.resetWindow(now)
 	l.latency = rtt
-	l.rates[l.rateAt], l.peaks[l.rateAt] = rate, peak
+	l.latencyNS.Store(int64(rtt))
+	l.rates[l.rateAt] = rate
 	l.rateAt = (l.rateAt + 1) % rateWindows
 	l.gapNS.Store(int64(float64(time.Second) / rate))
-	l.surgeAt.Store(0)
-	defer l.armSurge()
 	switch {
 	case rtt < l.floor:
 		// Lower: follow fast, yet not at once, so that one lucky window
@@ -408,10 +397,13 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 		l.floor -= (l.floor - rtt) / 4
 	}
 	l.floorNS.Store(int64(l.floor))
-	if cpu && !surge && l.limit.Load() == 0 {
+	if cpu && l.limit.Load() == 0 {
 		// The CPU's wait raised the service time: the pool's concern. The
 		// congested windows that start a limit are two in a row that the
 		// CPU does not explain.
+		if l.congested(rtt) {
+			l.decide(now, "cpu veto", peak, "service time %v, floor %v, explained by the CPU's wait", dur(0, 1), int64(rtt), int64(l.floor))
+		}
 		l.bad = 0
 		return
 	}
@@ -420,7 +412,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	limit := l.limit.Load()
 	before := limit
 	if limit == 0 {
-		if !congested && !surge {
+		if !congested {
 			l.bad = 0
 			l.served = int64(headroom * rate * rtt.Seconds())
 			if excess > 0 && 4*excess < l.floor {
@@ -449,10 +441,11 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 			}
 			return
 		}
-		if l.bad++; l.bad < 2 && !surge {
+		if l.bad++; l.bad < 2 {
 			return // one such window may be a hiccup
 		}
-		l.start(now, surge)
+		l.start(now, false, 0)
+		l.decide(now, "congested", peak, "service time %v over floor %v, two windows", dur(0, 1), int64(rtt), int64(l.floor))
 		return
 	}
 	switch {
@@ -465,15 +458,23 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 		// concurrency.
 		limit = max(l.fit(), limit/2, int64(float64(limit)*tolerance*float64(l.floor)/float64(rtt)))
 		l.calm = 0
+		l.decide(now, "down", peak, "service time %v over floor %v", dur(0, 1), int64(rtt), int64(l.floor))
 	case held > 0:
 		// Calls wait beyond the limit, and the dependency's service time
 		// is not congested: it has room, until it shows congestion.
-		limit = max(limit+max(1, limit/4), l.fit())
+		// Near the floor, it doubles, as slow start does.
+		step := max(1, limit/4)
+		if float64(rtt) <= driftRatio*float64(l.floor) {
+			step = limit
+		}
+		limit = max(limit+step, l.fit())
 		l.calm = 0
+		l.decide(now, "up", peak, "%d calls held, service time %v, floor %v", dur(1, 2), held, int64(rtt), int64(l.floor))
 	default:
 		if l.calm++; l.calm >= calmWindows {
 			l.limit.Store(0) // no call met it for a while
 			l.calm, l.high = 0, 0
+			l.decide(now, "off", peak, "no call met the limit for %d windows", 0, calmWindows)
 			return
 		}
 	}
@@ -493,47 +494,17 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	}
 }
 
-// armSurge sets, while the limit is off, how many calls in the pool make
-// a surge, seen as they arrive (see admitted): four times what the
-// dependency holds at the last window's rate and the floor, and half as
-// many again as the most the last windows had (a closed loop of many
-// callers, whose service time a busy CPU raised, holds as many calls in
-// flight as ever: no surge). REQUIRES l.mu is held.
-func (l *methodLimit) armSurge() {
-	n := int64(0)
-	if l.limit.Load() == 0 && !l.probing.Load() && l.floor > minExcess && !l.lastCPU {
-		n = max(int64(4*l.rates[(l.rateAt+rateWindows-1)%rateWindows]*l.floor.Seconds())+4*minLimit, 3*l.recentPeak()/2)
-	}
-	l.surgeAt.Store(n)
-}
-
-// admitted counts a call entering the pool, at now, and starts the limit
-// if the calls in the pool reach a surge: a dependency that slowed ends
-// no call for a service time, while calls keep arriving, and a window's
-// end would come too late. Not while the CPU's wait explained the last
-// window (see armSurge): its stalls make the calls in flight swing, and a
-// window judges a surge then.
-func (l *methodLimit) admitted(now time.Time) {
-	n := l.inflight.Add(1)
-	if at := l.surgeAt.Load(); at == 0 || n < at {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.limit.Load() != 0 || l.probing.Load() || l.surgeAt.Load() == 0 {
-		return
-	}
-	l.surgeAt.Store(0)
-	l.start(now, true)
-}
+// admitted counts a call entering the pool.
+func (l *methodLimit) admitted() { l.inflight.Add(1) }
 
 // start starts the limit at now: what the dependency serves at its floor,
 // and no less than what the last healthy window's rate and service time
 // held (Little's law), with headroom, so that a floor measured too low
-// does not starve a dependency that served as much. REQUIRES l.mu is held.
-func (l *methodLimit) start(now time.Time, surge bool) {
+// does not starve a dependency that served as much, nor than atLeast.
+// REQUIRES l.mu is held.
+func (l *methodLimit) start(now time.Time, surge bool, atLeast int64) {
 	l.surged.Store(surge)
-	l.limit.Store(max(l.fit(), l.served))
+	l.limit.Store(max(l.fit(), l.served, atLeast))
 	l.probeAt = now.Add(firstProbe)
 	l.bad, l.calm, l.high = 0, 0, 0
 }
@@ -545,6 +516,7 @@ func (l *methodLimit) startProbe(now time.Time, n int64) {
 	l.probeBase.Store(n)
 	l.step(l.latency, max(minLimit, n/2))
 	l.probing.Store(true)
+	l.decide(now, "probe", l.inflight.Load(), "service time %v, floor %v, %d in flight", dur(0, 1), int64(l.latency), int64(l.floor), n)
 }
 
 // step starts a probe's step at limit n, from a service time of ref.
@@ -631,6 +603,9 @@ func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
 		}
 	}
 	l.probing.Store(false)
+	if floor > 0 {
+		l.decide(now, "floor", l.inflight.Load(), "a probe measured %v; service time before it %v", dur(0, 1), int64(floor), int64(l.probeFrom))
+	}
 	l.probeAt = now.Add(max(probeEvery, 50*l.floor))
 	l.resetWindow(now)
 	l.held.Store(0)

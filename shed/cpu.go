@@ -3,6 +3,7 @@ package shed
 import (
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"time"
 )
 
@@ -45,10 +46,23 @@ type cpuReading struct {
 }
 
 const (
-	cpuEvery     = 5 * time.Millisecond
-	growEvery    = time.Millisecond
-	busyReadings = 4
+	cpuEvery    = 5 * time.Millisecond
+	growEvery   = time.Millisecond
+	cpuReadings = 5
 )
+
+// medianReading returns the median wait and the median runnable count of
+// rs.
+func medianReading(rs [cpuReadings]cpuReading) (time.Duration, int) {
+	var waits [cpuReadings]time.Duration
+	var runs [cpuReadings]int
+	for i, r := range rs {
+		waits[i], runs[i] = r.latency, r.runnable
+	}
+	slices.Sort(waits[:])
+	slices.Sort(runs[:])
+	return waits[cpuReadings/2], runs[cpuReadings/2]
+}
 
 // minCPULimit is how many idle workers an elastic pool keeps beyond
 // twice the tasks running: enough to keep every CPU busy while some
@@ -113,20 +127,18 @@ func (s *Scheduler) cpuCheck(now time.Time) {
 	r := s.readCPU()
 	s.cpu = r
 	congested := r.latency > s.opts.cpuTarget() && r.runnable > runtime.GOMAXPROCS(0)
-	// For the method limits, the CPU's wait is the most of the last
-	// busyReadings congested readings: readings over a few milliseconds
-	// come and go on a CPU that other work keeps busy, and a limit must
-	// not read a calm moment as a dependency's congestion.
-	s.waits[s.waitAt] = 0
+	// For the method limits, the CPU's wait and its runnable goroutines
+	// are the medians of the last cpuReadings readings (a reading not
+	// congested waits 0): one reading's spike on a CPU that other work
+	// keeps busy neither hides a dependency's congestion nor makes one.
+	s.waits[s.waitAt] = cpuReading{runnable: r.runnable}
 	if congested {
-		s.waits[s.waitAt] = r.latency
+		s.waits[s.waitAt].latency = r.latency
 	}
 	s.waitAt = (s.waitAt + 1) % len(s.waits)
-	wait := time.Duration(0)
-	for _, w := range s.waits {
-		wait = max(wait, w)
-	}
+	wait, runnable := medianReading(s.waits)
 	s.cpuWait.Store(int64(wait))
+	s.cpuRun.Store(int64(runnable))
 	// Held for two readings in a row, and with as many goroutines waiting
 	// for a CPU as half the tasks running: the tasks themselves want the
 	// CPU. Tasks that wait on I/O are not runnable, so a CPU busy with

@@ -11,7 +11,11 @@ type limitClock struct {
 	l   *methodLimit
 	now time.Time
 	cpu time.Duration // how long goroutines wait for a congested CPU as calls end
+	run int           // how many goroutines wait for one then
 }
+
+// cpuSignal is what the scheduler would tell the limit of the CPU.
+func (c *limitClock) cpuSignal() cpuSignal { return cpuSignal{wait: c.cpu, runnable: c.run} }
 
 // newLimitClock returns a limitClock on a method whose floor is taken as
 // probed, so that its limit follows the service time alone.
@@ -28,7 +32,7 @@ func newLimitClock() *limitClock {
 func (c *limitClock) drainTo(n int64, d time.Duration) {
 	c.l.inflight.Store(n + 1)
 	c.now = c.now.Add(time.Millisecond)
-	c.l.end(d, true, c.now, 0, time.Second)
+	c.l.end(d, true, c.now, cpuSignal{}, time.Second)
 }
 
 // probeStep ends n calls that each took d, with the probe's limit in
@@ -38,7 +42,7 @@ func (c *limitClock) probeStep(n int, d time.Duration) {
 	for range n {
 		c.now = c.now.Add(d + time.Millisecond)
 		c.l.inflight.Store(c.l.probeLimit.Load())
-		c.l.end(d, true, c.now, 0, time.Second)
+		c.l.end(d, true, c.now, cpuSignal{}, time.Second)
 	}
 }
 
@@ -57,7 +61,7 @@ func (c *limitClock) windowIn(n int, d time.Duration, inflight int64) {
 	for range n {
 		c.l.inflight.Store(inflight)
 		c.now = c.now.Add(length / time.Duration(n))
-		c.l.end(d, true, c.now, c.cpu, time.Second)
+		c.l.end(d, true, c.now, c.cpuSignal(), time.Second)
 	}
 }
 
@@ -107,7 +111,7 @@ func TestMethodLimitFollowsServiceTime(t *testing.T) {
 }
 
 // A limit with calls waiting beyond it grows by a quarter each window
-// while the service time is not congested (a floor measured too low, at
+// while the service time is not congested, doubling near the floor (a floor measured too low, at
 // a nearly idle dependency, does not pin it); a congested window brings it down toward what the
 // dependency serves at its floor, as much as the service time is over
 // its tolerance, by at most half at a time; it turns off after calm
@@ -120,7 +124,7 @@ func TestMethodLimitGrowsShrinksAndTurnsOff(t *testing.T) {
 		rtt  time.Duration
 		grow func(int64) int64
 	}{
-		{22 * time.Millisecond, func(n int64) int64 { return n + n/4 }},
+		{22 * time.Millisecond, func(n int64) int64 { return 2 * n }}, // near the floor: doubles
 		{35 * time.Millisecond, func(n int64) int64 { return n + n/4 }},
 	} {
 		c.l.held.Add(10)
@@ -178,6 +182,7 @@ func TestMethodLimitIgnoresSmallAndCPURises(t *testing.T) {
 		c.window(64, 20*time.Millisecond)
 	}
 	c.cpu = 15 * time.Millisecond // explains a rise of up to 60ms
+	c.run = 20                    // for the 39 calls in flight: they want the CPU
 	for range 3 {
 		c.window(64, 60*time.Millisecond)
 	}
@@ -228,37 +233,16 @@ func TestMethodLimitProbesANewFloor(t *testing.T) {
 	// then probeSamples calls that started after that end.
 	c.l.inflight.Store(probe + 5)
 	c.now = c.now.Add(time.Millisecond)
-	c.l.end(200*time.Millisecond, true, c.now, 0, time.Second)
+	c.l.end(200*time.Millisecond, true, c.now, cpuSignal{}, time.Second)
 	c.l.inflight.Store(probe)
 	c.now = c.now.Add(time.Millisecond)
-	c.l.end(200*time.Millisecond, true, c.now, 0, time.Second) // drained here
+	c.l.end(200*time.Millisecond, true, c.now, cpuSignal{}, time.Second) // drained here
 	c.probeStep(probeSamples, 200*time.Millisecond)
 	if c.l.probing.Load() || c.l.floor != 200*time.Millisecond {
 		t.Fatalf("after the probe: probing %v, floor %v; want done, 200ms", c.l.probing.Load(), c.l.floor)
 	}
 	if c.l.limit.Load() < probe {
 		t.Fatalf("limit %d after the probe, below the probe's %d", c.l.limit.Load(), probe)
-	}
-}
-
-// A surge starts the method limit before the window ends, once the window
-// has lasted two service times and the calls in flight, growing within
-// it, are ten times what the rate and service time explain: every
-// millisecond more would pile more calls before the dependency.
-func TestMethodLimitStartsEarlyInASurge(t *testing.T) {
-	c := newLimitClock()
-	for range 3 {
-		c.window(64, 20*time.Millisecond)
-	}
-	// 640 calls/s at 20ms explain about 13 calls in flight; they grow to
-	// 500.
-	for i := range limitSamples {
-		c.l.inflight.Store(int64(13 + i*70))
-		c.now = c.now.Add(5 * time.Millisecond)
-		c.l.end(20*time.Millisecond, true, c.now, 0, time.Second)
-	}
-	if c.l.limit.Load() == 0 {
-		t.Fatalf("no limit %v into a surge of 500 calls in flight", time.Duration(limitSamples)*5*time.Millisecond)
 	}
 }
 
@@ -272,13 +256,13 @@ func TestMethodLimitWindowSkipsIdleSpells(t *testing.T) {
 		c.window(64, 10*time.Millisecond)
 	}
 	c.l.inflight.Store(1) // the last call in flight ends
-	c.l.end(10*time.Millisecond, true, c.now, 0, time.Second)
+	c.l.end(10*time.Millisecond, true, c.now, cpuSignal{}, time.Second)
 	c.now = c.now.Add(5 * time.Second) // nothing arrives meanwhile
 	// 800 calls/s at 10ms: 9 in flight is no surge.
 	for range 100 {
 		c.l.inflight.Store(9)
 		c.now = c.now.Add(1250 * time.Microsecond)
-		c.l.end(10*time.Millisecond, true, c.now, 0, time.Second)
+		c.l.end(10*time.Millisecond, true, c.now, cpuSignal{}, time.Second)
 	}
 	if got := c.l.limit.Load(); got != 0 {
 		t.Fatalf("limit %d after an idle spell, 800 calls/s at 10ms with 9 in flight, want off", got)
@@ -299,7 +283,7 @@ func TestMethodLimitWindowSpansBurstsOfEnds(t *testing.T) {
 		c.now = c.now.Add(200 * time.Millisecond)
 		for range 64 {
 			c.l.inflight.Store(600)
-			c.l.end(200*time.Millisecond, true, c.now, 0, time.Second)
+			c.l.end(200*time.Millisecond, true, c.now, cpuSignal{}, time.Second)
 		}
 	}
 	if c.l.limit.Load() == 0 || c.l.latency != 200*time.Millisecond {
@@ -381,69 +365,5 @@ func TestMethodLimitProbeLeavesAnUnboundedDependencyAlone(t *testing.T) {
 	}
 	if c.l.probing.Load() || c.l.limit.Load() != 0 {
 		t.Fatal("probed or limited again")
-	}
-}
-
-// A dependency that slows down ends no call for a service time, while
-// calls keep arriving: the limit starts as they arrive, once the calls in
-// the pool reach four times what the last window's rate held at the
-// floor and half as many again as the most the last windows had, not at
-// the next window's end.
-func TestMethodLimitStartsAsASurgeArrives(t *testing.T) {
-	c := newLimitClock()
-	for range 3 {
-		c.window(64, 20*time.Millisecond) // 640 calls/s at 20ms: 13 in flight
-	}
-	at := c.l.surgeAt.Load()
-	if want := int64(51 + 4*minLimit); at < want-1 || at > want+1 { // 4 × 640/s × 20ms + 16
-		t.Fatalf("surge threshold %d, want about %d", at, want)
-	}
-	c.l.inflight.Store(at - 1)
-	c.l.admitted(c.now)
-	if c.l.limit.Load() == 0 || !c.l.surged.Load() {
-		t.Fatalf("no limit with %d calls in the pool, past the threshold %d", c.l.inflight.Load(), at)
-	}
-}
-
-// Many callers of a closed loop starting together hold their calls in
-// flight from the first end on, at whatever rate a busy CPU lets them
-// end: no surge, as the calls in flight do not grow.
-func TestMethodLimitClosedLoopStartIsNoSurge(t *testing.T) {
-	c := newLimitClock()
-	c.cpu = 15 * time.Millisecond
-	// 400 callers of a 20ms sleep, which a starved CPU lets end at 1,000
-	// calls a second: Little's law explains 20 in flight, yet no more
-	// than 400 ever are.
-	c.windowIn(100, 20*time.Millisecond, 400)
-	c.windowIn(100, 20*time.Millisecond, 400)
-	if c.l.limit.Load() != 0 {
-		t.Fatalf("limit %d for a closed loop of 400 callers", c.l.limit.Load())
-	}
-}
-
-// A burst of calls of a quick method, on a CPU the burst itself congests:
-// the calls in flight grow tenfold within the window and the service time
-// rises past minExcess, but the CPU's wait explains the rise. That is the
-// pool's to hold, not a dependency's, so no limit starts. (It started, and
-// refused 770 of a burst of 1,000 HTTP calls of a 90µs method.) The same
-// burst with a calm CPU still starts the limit.
-func TestMethodLimitCPUBoundBurstIsNoSurge(t *testing.T) {
-	for _, tc := range []struct {
-		cpu   time.Duration
-		limit bool
-	}{{20 * time.Millisecond, false}, {0, true}} {
-		c := newLimitClock()
-		for range 3 {
-			c.window(64, 100*time.Microsecond) // floor 100µs, little in flight
-		}
-		c.cpu = tc.cpu
-		for i := range 4 * limitSamples {
-			c.l.inflight.Store(int64(8 + i*30))
-			c.now = c.now.Add(5 * time.Millisecond)
-			c.l.end(20*time.Millisecond, true, c.now, c.cpu, time.Second)
-		}
-		if got := c.l.limit.Load() != 0; got != tc.limit {
-			t.Errorf("CPU wait %v: limit %d; want a limit: %v", tc.cpu, c.l.limit.Load(), tc.limit)
-		}
 	}
 }

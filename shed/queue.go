@@ -36,6 +36,7 @@ type slots struct {
 	limit     int
 	backlog   int // calls running beyond limit, to end before any queued call starts
 	gap       time.Duration
+	stall     time.Duration // how long since one of them last ended; 0 if unknown
 	canGrow   bool
 	hold      bool
 	sustained bool
@@ -82,11 +83,15 @@ func (q *queue) add(e entry, p int, f *Flow, now time.Time, sl slots, o *Options
 		// of its priority or higher) fit its priority's share of the short
 		// queue: a call that would wait too long is refused now, while a
 		// refusal is quick, not after it waited.
-		full = q.ahead(p)+sl.backlog >= q.share(p, sl, o)
+		// The calls running beyond the limit (a backlog to drain) are
+		// not charged to the share: a call is admitted if, once they
+		// ended, it can still start by its deadline.
+		full = q.ahead(p) >= q.share(p, sl, o) ||
+			sl.gap > 0 && now.Add(time.Duration(sl.backlog+q.ahead(p)+1)*sl.gap).After(e.expires)
 	} else if !sl.canGrow && sl.gap > 0 {
 		// A call predicted to start past the wait limit would only wait
 		// to be refused: refuse it now.
-		full = q.wait(p, sl) > o.MaxWait
+		full = q.wait(p, sl, now) > o.MaxWait
 	}
 	light := q.fl.light(f, sl.capacity(), now) // a flow within its share of the slots
 	if full {
@@ -194,22 +199,40 @@ func (q *queue) share(p int, sl slots, o *Options) int {
 	return min(max(n, 1), o.QueueSize)
 }
 
-// wait predicts how long a new call of priority p would wait to start:
-// the calls running beyond the limit end, and the calls queued ahead of
-// it start, one every gap, but only in the share
-// of the slots that the more important calls arriving meanwhile leave it
-// (as in a priority queue's waiting time). With no share left, it would
-// never start.
-func (q *queue) wait(p int, sl slots) time.Duration {
+// wait predicts how long a new call of priority p would wait to start at
+// now: the calls running beyond the limit end, and the calls queued ahead
+// of it start, one every gap, but only in the share of the slots that the
+// more important calls arriving meanwhile leave it (as in a priority
+// queue's waiting time). With no share left, it would never start. While
+// no call has ended for longer than the slots' gap times their number,
+// calls end no faster than that: the gap is at least the time since the
+// last end over the slots. And it waits no less than the oldest call
+// ahead of it has waited so far, its head-of-line sojourn. (The time
+// since the last end counts only while calls waited: a method idle for a
+// while has a stale last end, not a stalled dependency.)
+func (q *queue) wait(p int, sl slots, now time.Time) time.Duration {
 	above := 0.0
 	for level := p + 1; level < Levels; level++ {
 		above += q.rates[level]
 	}
-	left := 1 - above*sl.gap.Seconds()
+	// How long the queue has made no progress: no end while its oldest
+	// call waited.
+	var oldest, hol time.Duration
+	for level := range q.lv {
+		if q.lv[level].len() > 0 {
+			age := now.Sub(q.lv[level].front().enq)
+			oldest = max(oldest, age)
+			if level >= p {
+				hol = max(hol, age)
+			}
+		}
+	}
+	gap := max(sl.gap, min(sl.stall, oldest)/time.Duration(max(sl.limit, 1)))
+	left := 1 - above*gap.Seconds()
 	if left <= 0 {
 		return time.Duration(math.MaxInt64)
 	}
-	return time.Duration(float64(time.Duration(q.ahead(p)+sl.backlog+1)*sl.gap) / left)
+	return max(hol, time.Duration(float64(time.Duration(q.ahead(p)+sl.backlog+1)*gap)/left))
 }
 
 // ahead counts the queued calls that start before a new call of priority
@@ -279,7 +302,7 @@ func (q *queue) evictHeavier(p int, f *Flow, now time.Time) *entry {
 // already, and answering them now would only make a late refusal.
 func (q *queue) pushOut(p int, now time.Time, sl slots, o *Options, out []dropped) []dropped {
 	for level := p - 1; level >= 0; level-- {
-		for q.lv[level].len() > 0 && q.lv[level].back().refusable(now) && q.ahead(level)+sl.backlog > q.share(level, sl, o) {
+		for q.lv[level].len() > 0 && q.lv[level].back().refusable(now) && q.ahead(level) > q.share(level, sl, o) {
 			e := q.lv[level].popBack()
 			out = append(out, dropped{t: e.t, r: Evicted, waited: now.Sub(e.enq), pooled: q.pooled})
 			q.n--

@@ -25,6 +25,7 @@ type Scheduler struct {
 	readCPU func() cpuReading // runtimeCPU(); tests swap it
 	elastic bool              // Options.Workers was left zero
 	cpuWait atomic.Int64      // how long goroutines waited for a CPU lately (nanoseconds), for the method limits
+	cpuRun  atomic.Int64      // how many goroutines waited for one lately, for the method limits
 
 	// Pause detection, for the method limits: the last arrival or end,
 	// and until when runs are to be ignored (unix nanoseconds).
@@ -38,9 +39,9 @@ type Scheduler struct {
 	limit      int        // how many may run: Workers, or the elastic limit
 	cpuAt      time.Time  // the next CPU reading, elastic only
 	cpu        cpuReading
-	hot        bool                        // the CPU is congested by the tasks: the pool stops growing
-	congested  bool                        // the last reading found the CPU congested
-	waits      [busyReadings]time.Duration // the CPU's wait at the last readings, 0 if not congested
+	hot        bool                    // the CPU is congested by the tasks: the pool stops growing
+	congested  bool                    // the last reading found the CPU congested
+	waits      [cpuReadings]cpuReading // the last readings, latency 0 if not congested
 	waitAt     int
 	growAt     time.Time      // when growBudget is renewed
 	growBudget int            // how much the elastic limit may still grow until growAt
@@ -142,6 +143,9 @@ func (s *Scheduler) Submit(t Task) {
 		s.reject(t, Refused)
 		return
 	}
+	if c != nil && s.elastic {
+		c.lim.arrive(now)
+	}
 	if s.limits(c) {
 		c.lane.arrive(p)
 		if c.lane.n > 0 || !c.lim.room() {
@@ -179,7 +183,7 @@ func (s *Scheduler) entry(t Task, now time.Time) entry {
 // limits reports whether c's limit is on: its calls pass its lane.
 // REQUIRES s.mu is held.
 func (s *Scheduler) limits(c *ServiceTime) bool {
-	return c != nil && s.elastic && (c.lim.base() != 0 || c.lane.n > 0)
+	return c != nil && s.elastic && (c.lim.inForce() != 0 || c.lane.n > 0)
 }
 
 // wait queues e, of priority p and flow f, in c's lane, where it waits
@@ -202,8 +206,18 @@ func (s *Scheduler) wait(c *ServiceTime, e entry, p int, f *Flow, now time.Time,
 		// times: its wait limit is extended by two, at most by itself.
 		e.expires = e.expires.Add(min(2*time.Duration(c.avg.Load()), s.opts.MaxWait))
 	}
+	o := &s.opts
+	if c.lim.base() == 0 {
+		// Under the bound from the first call, the lane holds what the
+		// pool would have held, and leaves the overload mode of a limit
+		// that turned off: the bound is no limit's short queue.
+		l.overload = false
+		cold := s.opts
+		cold.QueueSize = max(cold.QueueSize, cold.MaxInFlight)
+		o = &cold
+	}
 	var ok bool
-	w.drops, ok = l.add(e, p, f, now, s.laneSlots(c), &s.opts, w.drops)
+	w.drops, ok = l.add(e, p, f, now, s.laneSlots(c, now), o, w.drops)
 	if !ok {
 		return false
 	}
@@ -226,18 +240,29 @@ func (s *Scheduler) wait(c *ServiceTime, e entry, p int, f *Flow, now time.Time,
 // calls as it would at the limit the probe started from, and never
 // enters overload mode: the calls it holds back wait a little longer for
 // the probe's sake, and are not refused for it. REQUIRES s.mu is held.
-func (s *Scheduler) laneSlots(c *ServiceTime) slots {
+func (s *Scheduler) laneSlots(c *ServiceTime, now time.Time) slots {
 	limit := c.lim.limit.Load()
+	inflight := c.lim.inflight.Load()
+	if limit == 0 && !c.lim.probing.Load() {
+		// The bound from the first call doubles each round trip: no
+		// prediction from its rate refuses a call (gap 0), which waits
+		// while it can start in time.
+		b := c.lim.offBound()
+		return slots{limit: int(b), backlog: int(max(inflight-b, 0)), sustained: true}
+	}
 	gap := time.Duration(c.lim.gapNS.Load())
 	if gap == 0 && limit > 0 {
 		gap = c.Estimate() / time.Duration(limit)
 	}
-	inflight := c.lim.inflight.Load()
+	var stall time.Duration
+	if last := c.lim.lastEnd.Load(); last != 0 {
+		stall = time.Duration(now.UnixNano() - last)
+	}
 	if c.lim.probing.Load() {
 		base := c.lim.probeBase.Load()
-		return slots{limit: int(base), backlog: int(max(inflight-base, 0)), gap: gap, hold: true, sustained: true}
+		return slots{limit: int(base), backlog: int(max(inflight-base, 0)), gap: gap, stall: stall, hold: true, sustained: true}
 	}
-	return slots{limit: int(limit), backlog: int(max(inflight-limit, 0)), gap: gap, sustained: true}
+	return slots{limit: int(limit), backlog: int(max(inflight-limit, 0)), gap: gap, stall: stall, sustained: true}
 }
 
 // poolSlots is what the pool's queue feeds. REQUIRES s.mu is held.
@@ -275,7 +300,7 @@ func (s *Scheduler) enter(t Task, p int, f *Flow, now time.Time, w *work) {
 func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work) {
 	l := &c.lane
 	for l.n > 0 && c.lim.room() {
-		e, ok := l.pop(now, s.laneSlots(c), &w.drops)
+		e, ok := l.pop(now, s.laneSlots(c, now), &w.drops)
 		if !ok {
 			break
 		}
@@ -301,7 +326,7 @@ func (s *Scheduler) release(c *ServiceTime, now time.Time, toQueue bool, w *work
 // the pool.
 func (s *Scheduler) pooled(t Task, now time.Time) {
 	if c := t.Cost(); c != nil {
-		c.lim.admitted(now)
+		c.lim.admitted()
 	}
 }
 
@@ -340,7 +365,7 @@ func (s *Scheduler) ended(t Task, d time.Duration, ran bool, end time.Time) {
 			// length too: it says nothing of the method's dependency.
 			ran = end.UnixNano()-int64(d) >= s.pausedUntil.Load()
 		}
-		c.lim.end(d, ran, end, time.Duration(s.cpuWait.Load()), s.opts.MaxWait)
+		c.lim.end(d, ran, end, cpuSignal{time.Duration(s.cpuWait.Load()), int(s.cpuRun.Load())}, s.opts.MaxWait)
 	}
 	flowOf(t).end()
 }

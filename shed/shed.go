@@ -1,128 +1,62 @@
 // Package shed is kiev's overload scheduler: the queue every call passes
-// through before a handler runs.
+// through before a handler runs. It keeps a server answering the calls
+// that matter when it is offered more work than it can do, and says so
+// at once to the calls it will not run.
 //
-// # What limits what
+// The design in plain sentences (DESIGN.md beside this file gives the
+// reasons and the measurements):
 //
-// Overload has more than one cause, and each limit follows the signal of
-// the resource it protects, so that protecting one never starves another:
-//
-//   - The CPU: the pool of workers is elastic (Options.Workers left
-//     zero). Calls that wait on a database or another service hold a
-//     goroutine but no CPU, so the pool grows as its workers block, by up
-//     to a quarter each millisecond, while the Go runtime shows the CPU
-//     keeping up. It stops growing when goroutines wait for a CPU (the
-//     90th percentile of /sched/latencies:seconds above Options.Target,
-//     with more runnable goroutines than CPUs, as many as half the calls
-//     running, two readings in a row): then the calls running are what
-//     wants the CPU, and what cannot start queues, where the queue rules
-//     below hold CPU-bound work at the knee. Set Workers for a fixed cap
-//     instead. Idle workers are kept for reuse, so calls rarely grow a
-//     fresh goroutine's stack, and their number falls back after a burst.
-//   - A method's dependency: each method has an adaptive concurrency
-//     limit, a bulkhead (see ServiceTime), in the family of brpc's auto
-//     concurrency limiter, Netflix's concurrency-limits and BBR. While
-//     the method's service time stays near its floor it is off. When the
-//     service time rises well above the floor (the dependency saturated
-//     or slowed), two windows in a row, or its calls in flight surge, the
-//     limit is what the dependency serves at its floor latency: by
-//     Little's law, the calls completed per second times the floor, with
-//     headroom. The method's calls beyond it wait in the method's own
-//     queue, its lane, under the queue rules below, and those that cannot
-//     start in time are refused at once (Reason Limited). Other methods
-//     are not held. The limit grows while calls wait beyond it and the
-//     service time is not congested, and probes (the limit halved, then
-//     halved again while the service time keeps falling with it) find
-//     the floor again, so that a dependency that became slower for good
-//     is served at its new pace, and one saturated from its first call is
-//     found out. A rise in service time that the CPU's wait explains (a
-//     few times how long goroutines waited for a congested CPU) does not
-//     start or lower a limit: a busy CPU raises every method's service
-//     time, and it is the pool's to limit. Method limits act in the elastic
-//     pool; a fixed pool (Workers set) works as it did before them.
-//   - Memory and goroutines: Options.MaxInFlight is a hard ceiling on the
-//     calls running at once, whatever the other limits say.
-//   - Fairness between clients: each connection is a Flow. Each queue
-//     weighs the flows by the rate it admits their calls, and where its
-//     rules would refuse the call of a light flow, the heaviest flow's
-//     newest queued call gives way instead (see Flow), so a flooding
-//     client gets what the others leave.
-//
-// Stats shows the pool's limit; ServiceTime.Limit a method's.
-//
-// # The queues
-//
-// The pool's queue, and each method's lane, hold the calls that cannot
-// start yet in 10 priority levels, 9 the most important. They keep a
-// service answering the calls that matter when offered more work than it
-// can do:
-//
-//   - Calls start highest priority first, oldest first within a
-//     priority.
-//   - A call predicted to start later than Options.MaxWait is refused on
-//     arrival: the calls running beyond the limit end, and the calls
-//     queued ahead of it (of its priority or higher) start, one every
-//     service time divided by the slots, but only in the share of the
-//     slots the more important calls arriving meanwhile leave it.
-//   - When a queue is full, a new call evicts the newest queued call of
-//     the lowest priority below its own; if there is none, the new call
-//     is refused. Both get an immediate answer (kiev.ErrOverloaded).
-//   - A queued call whose caller's deadline has passed, or is closer
-//     than the method's recent service time, is answered without running;
-//     one without a deadline, once it waited MaxWait.
-//
-// Under overload a queue changes mode, so that queueing delay stays a
-// few milliseconds and nearly every call that will not run is told so on
-// arrival, not after a wait:
-//
-//   - It enters overload mode when it has not been empty for
-//     Options.Interval (CoDel's rule, as Facebook applies it to RPC
-//     queues), or has stayed longer than the overload queue below for a
-//     tenth of that (a surge). It leaves after an Interval in which fewer
-//     calls arrived than the slots could have started. A method's lane
-//     enters it only while more calls arrive than its limit starts,
-//     averaged over a few Intervals: a dependency served right at its
-//     capacity has a queue that comes and goes, which MaxWait bounds.
-//   - In overload mode a call is admitted only if the calls that will
-//     start before it, those of its priority or higher, are fewer than
-//     its priority's share of a short queue: what the slots start in
-//     half of Options.Target, scaled from a fifth of that for priority 0
-//     to twice that for priority 9. Others are refused at once. A call
-//     of priority p below 9 admitted in overload mode should start
-//     within (p+1)/10 of Target: the less important calls are the ones
-//     later arrivals push back, and one that will not start is best
-//     answered soon. Priority 9 has room for at least a round of slots
-//     and is bounded by its share alone, never shed for a wait.
-//   - An admitted call pushes out the newest queued calls of lower
-//     priority that it leaves with more calls ahead of them than their
-//     share, as they would not start in time.
-//   - A call admitted in overload mode can be refused only within a
-//     quarter of Target of its arrival (its refusal window): pushed out,
-//     or found unable to start by its time when a slot frees up. One
-//     still queued after that is kept and runs while it can finish in
-//     time. A refusal is thus always quick, never the end of a wait: the
-//     caller learns at once to go elsewhere, and a call that waited is
-//     served.
-//
-// Calls are served first in, first out within a priority. Facebook's
-// adaptive LIFO serves the newest first under overload; with the queue
-// kept to a few milliseconds of work it only starved the oldest calls
-// until they expired, so kiev does not use it. bench/overload measures
-// the result against net/rpc and grpc-go.
-//
-// A task that would start at once anyway may run on the submitting
-// goroutine instead of a worker (Scheduler.RunInline): a kiev server does
-// so for a quick call alone on its connection, and for the calls of a
-// burst read together whose method costs about a hand-off, sparing the
-// wake-up of a worker, and gives the call back to the workers' rules in
-// every other case. A disabled scheduler never does.
-//
-// An elastic pool enters overload mode only once it can no longer grow
-// (the CPU is congested by its calls, or it reached MaxInFlight): a queue
-// that waits for the pool to grow is no sign of overload.
+//   - Every call has a priority from 0 to 9. Calls start highest
+//     priority first, oldest first within a priority.
+//   - A pool of workers runs the calls. Left elastic (Options.Workers
+//     zero), it grows while its workers block on I/O and stops growing
+//     when its own calls wait for a CPU. Options.MaxInFlight is a hard
+//     ceiling on the calls running at once.
+//   - Each method is bounded from its first call: a slow start of 64
+//     calls in flight that doubles each round trip while its service
+//     time holds, under a ceiling of twice the calls that ended in the
+//     last floor time (Little's law). Methods of microseconds, which
+//     have no dependency to protect, are not bounded. A method whose
+//     calls acquire a Resource is bounded by twice its capacity.
+//   - Each method has an adaptive concurrency limit, off while its
+//     service time stays near its floor. It starts when the service time
+//     stays congested for two windows, or at once for a surge: more than
+//     twice as many calls arriving as ending, two round trips in a row.
+//     It grows while calls wait and the service time holds, falls with
+//     congestion, probes the floor now and then, and turns off when no
+//     call meets it.
+//   - A rise in service time is blamed on the CPU only when goroutines
+//     wait for a CPU (the median of the last readings): up to four times
+//     that wait if the method's calls are the runnable ones, up to twice
+//     it if they are blocked (they wait for a CPU as they wake). A surge
+//     is blamed on the CPU only if its calls are the runnable ones: a
+//     busy CPU does not hide a dependency whose calls are blocked.
+//   - A method's calls over its bound or limit wait in its lane, which
+//     costs no goroutine. Under the bound they wait while they can start
+//     in time; under the limit, a call that cannot start in time is
+//     refused on arrival (Reason Limited). A wait is predicted from the
+//     calls ahead, the rate calls end, the time since the last end and
+//     how long the oldest queued call has waited.
+//   - A queue enters overload mode under sustained pressure (CoDel's
+//     rule), and then holds only what starts within a few milliseconds,
+//     each priority a share; a refusal comes at once, not after a wait.
+//     Calls running beyond a lowered limit are not charged to the
+//     shares: a call is admitted if it can start by its deadline once
+//     they drained.
+//   - A call whose deadline is closer than its method's expected run
+//     time is not started; nor is one whose caller left.
+//   - Each connection is a Flow: where a queue would refuse a light
+//     flow's call, the heaviest flow's newest queued call gives way.
+//   - A Resource is a dependency's slots (a connection pool) that
+//     handlers acquire: granted in priority order, never to a call that
+//     could not use it before its deadline.
+//   - Each method limit keeps its last decisions, with the rule that
+//     fired and what it read (ServiceTime.Limit, LimitStats.Decisions):
+//     the status page shows them.
 //
 // A Scheduler is safe for concurrent use. kiev servers create one from
 // the Options given to kiev.WithShed; a program rarely uses this package
-// beyond Options and Stats.
+// beyond Options, Stats and Resource.
 package shed
 
 import (

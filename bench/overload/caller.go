@@ -42,7 +42,7 @@ type caller interface {
 // scheduler protects it.
 func dial(system, addr string, bareKiev bool) (caller, error) {
 	switch system {
-	case sysKiev, sysKievFixed, sysKievNoShed:
+	case sysKiev, sysKievFixed, sysKievNoShed, sysKievRes:
 		var opts []kiev.DialOption
 		if bareKiev {
 			opts = append(opts, kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}), kiev.WithThrottle(kiev.Throttle{Disabled: true}))

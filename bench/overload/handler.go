@@ -11,7 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/bench/internal/workpb"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // method is one of the handlers.
@@ -166,10 +168,22 @@ func calibrate(d time.Duration) int {
 }
 
 // KievWork serves Work and Burn on kiev.
-type KievWork struct{ h *handlers }
+type KievWork struct {
+	h   *handlers
+	res *shed.Resource // kiev-resource: the dependency's connections, acquired first
+}
 
-// Work waits on the dependency.
+// Work waits on the dependency. With a Resource, it acquires a slot
+// first: in priority order, and not at all if it could not finish by
+// its deadline.
 func (s *KievWork) Work(ctx context.Context, a Args, r *Reply) error {
+	if s.res != nil {
+		release, err := s.res.Acquire(ctx)
+		if err != nil {
+			return kiev.ErrOverloaded
+		}
+		defer release()
+	}
 	r.ID = s.h.work(a.ID, a.Deadline)
 	return nil
 }

@@ -78,6 +78,7 @@ type config struct {
 	io        ioConfig
 	mixed     mixedConfig
 	neighbour neighbourConfig
+	cold      coldConfig
 }
 
 // cpuConfig is the cpu workload's: a handler of known capacity X.
@@ -141,6 +142,9 @@ func overloadMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch {
+	case role.noise > 0:
+		burnNoise(role.noise)
+		return 0
 	case role.calibrate > 0:
 		fmt.Fprintf(stdout, "iters %d\n", calibrate(role.calibrate))
 		// Wait for the coordinator to stop it: a process that exits
@@ -196,6 +200,7 @@ func overloadMain(args []string, stdout, stderr io.Writer) int {
 type role struct {
 	serve     serverConfig  // serve.system set: a server process
 	calibrate time.Duration // positive: print the rounds of burn that take this long, and exit
+	noise     time.Duration // positive: burn a CPU this long, rest as long, until killed
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, role, error) {
@@ -246,10 +251,19 @@ func parseFlags(args []string, stderr io.Writer) (config, role, error) {
 	fs.Float64Var(&cfg.neighbour.load, "neighbour-load", 0.8, "neighbour: each honest client's load, × its share of X")
 	fs.Float64Var(&cfg.neighbour.flood, "flood", 10, "neighbour: the flooder's load, × its share of X")
 
+	coldLoads := fs.String("cold-loads", "5", "iocold: the surge's load, as multiples of the io dependency's capacity C")
+	fs.IntVar(&cfg.cold.reps, "reps", 10, "iocold: runs of every cell (minimum and median reported)")
+	fs.StringVar(&cfg.cold.noise, "noise", "both", "iocold: quiet, noisy (a competing CPU-bound process and a front-loaded burst) or both")
+	fs.BoolVar(&cfg.cold.warm, "cold-warm", true, "iocold: also run each surge after a -warmup at its load")
+	fs.Float64Var(&cfg.cold.burst, "burst", 3, "iocold, noisy: the front-loaded burst, × the cell's rate")
+	fs.DurationVar(&cfg.cold.burstDur, "burst-len", 50*time.Millisecond, "iocold, noisy: the front-loaded burst's length")
+	fs.DurationVar(&cfg.cold.duty, "noise-duty", 100*time.Millisecond, "iocold, noisy: the competing process burns a CPU this long, then rests as long")
+
 	serveSys := fs.String("serve", "", "server process only: serve this system (used by the coordinator)")
 	catchUp := fs.Duration("catchup", -1, "server process only: see slot.hold (default: the service time)")
 	fs.IntVar(&r.serve.burnIters, "burn-iters", 0, "server process only: rounds of burn per Burn call")
 	fs.DurationVar(&r.calibrate, "calibrate", 0, "calibration process only: print the rounds of burn that take this long")
+	fs.DurationVar(&r.noise, "noise-burn", 0, "noise process only: burn a CPU this long, rest as long, until killed")
 	if err := fs.Parse(args); err != nil {
 		return cfg, r, err
 	}
@@ -257,12 +271,12 @@ func parseFlags(args []string, stderr io.Writer) (config, role, error) {
 		return cfg, r, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.bucket, cfg.window = 100*time.Millisecond, 200*time.Millisecond
-	if r.calibrate > 0 {
+	if r.calibrate > 0 || r.noise > 0 {
 		return cfg, r, nil
 	}
 	if *serveSys != "" {
-		if !slices.Contains(allSystems, *serveSys) {
-			return cfg, r, fmt.Errorf("-serve=%s: unknown system; want one of %s", *serveSys, strings.Join(allSystems, ", "))
+		if !slices.Contains(knownSystems, *serveSys) {
+			return cfg, r, fmt.Errorf("-serve=%s: unknown system; want one of %s", *serveSys, strings.Join(knownSystems, ", "))
 		}
 		r.serve.system, r.serve.slots, r.serve.service, r.serve.catchUp, r.serve.shed = *serveSys, cfg.cpu.slots, cfg.cpu.slotTime, *catchUp, cfg.shed
 		if r.serve.catchUp < 0 {
@@ -299,10 +313,10 @@ func parseFlags(args []string, stderr io.Writer) (config, role, error) {
 		return cfg, r, fmt.Errorf("-kiev-client=%s: want default or bare", *kievClient)
 	}
 	var err error
-	if cfg.workloads, err = names("-workloads", *workloads, allWorkloads); err != nil {
+	if cfg.workloads, err = names("-workloads", *workloads, append(slices.Clip(allWorkloads), wlCold)); err != nil {
 		return cfg, r, err
 	}
-	if cfg.systems, err = names("-systems", *systems, allSystems); err != nil {
+	if cfg.systems, err = names("-systems", *systems, knownSystems); err != nil {
 		return cfg, r, err
 	}
 	if cfg.cpu.loads, err = parseLoads("-loads", *loads); err != nil {
@@ -310,6 +324,12 @@ func parseFlags(args []string, stderr io.Writer) (config, role, error) {
 	}
 	if cfg.io.loads, err = parseLoads("-io-loads", *ioLoads); err != nil {
 		return cfg, r, err
+	}
+	if cfg.cold.loads, err = parseLoads("-cold-loads", *coldLoads); err != nil {
+		return cfg, r, err
+	}
+	if !slices.Contains([]string{"quiet", "noisy", "both"}, cfg.cold.noise) || cfg.cold.reps < 1 || cfg.cold.duty <= 0 {
+		return cfg, r, errors.New("-noise must be quiet, noisy or both, -reps at least 1, and -noise-duty positive")
 	}
 	return cfg, r, validate(cfg)
 }

@@ -260,6 +260,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"-systems=kiev,rpcx"}, false},
 		{[]string{"-mixed-settle=1"}, false},
 		{[]string{"-io-loads=0"}, false},
+		{[]string{"-workloads=iocold", "-reps=3", "-noise=noisy"}, true},
+		{[]string{"-workloads=iocold", "-reps=0"}, false},
+		{[]string{"-workloads=iocold", "-noise=loud"}, false},
+		{[]string{"-workloads=iocold", "-systems=kiev,kiev-resource"}, true},
 	} {
 		_, _, err := parseFlags(tc.args, &bytes.Buffer{})
 		if (err == nil) != tc.ok {
@@ -275,6 +279,37 @@ func TestFlags(t *testing.T) {
 	}
 	if len(cfg.workloads) != len(allWorkloads) || len(cfg.systems) != len(allSystems) {
 		t.Errorf("defaults: workloads %v, systems %v; want all", cfg.workloads, cfg.systems)
+	}
+}
+
+// TestQuickCold runs the iocold workload's cells twice each, on kiev: its
+// table gives the minimum and median of the runs, and every 100 ms
+// bucket of the worst.
+func TestQuickCold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("offers load for about half a minute")
+	}
+	out := t.TempDir()
+	args := []string{"-quick", "-workloads=iocold", "-systems=kiev", "-out=" + out, "-timeout=4m",
+		"-reps=2", "-cold-warm=false", "-cold-loads=2"}
+	report := runQuick(t, args)
+	if st, err := os.Stat(filepath.Join(out, "iocold-kiev.png")); err != nil || st.Size() == 0 {
+		t.Errorf("no chart of the buckets: %v", err)
+	}
+	cold := section(t, report, "## Workload iocold")
+	rows := tableRows(t, cold, coldHeader, "system", "cell")
+	for _, cell := range []string{"2X cold, quiet", "2X cold, noisy"} {
+		row, ok := rows["kiev/"+cell]
+		if !ok {
+			t.Errorf("iocold: no row for %s", cell)
+			continue
+		}
+		if row["runs"] != "2" {
+			t.Errorf("iocold %s: %s runs, want 2", cell, row["runs"])
+		}
+		if !strings.Contains(cold, "- kiev, "+cell+": ") {
+			t.Errorf("iocold %s: no buckets listed", cell)
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ type report struct {
 	io        *ioResult
 	mixed     *mixedResult
 	neighbour *neighbourResult
+	cold      *coldResult
 }
 
 // goal is one target of a workload: the cell it is judged on, what it
@@ -89,6 +90,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- kiev: kiev.NewServer() with no shed options at all, what a user gets;\n"+
 		"- kiev-fixed: kiev.WithShed(shed.Options{Workers: %d, QueueSize: %d, MaxWait: %v}), a fixed pool;\n"+
 		"- kiev-noshed: kiev.WithShed(shed.Options{Disabled: true}), a goroutine per call;\n"+
+		"- kiev-resource (if asked for): kiev as a user gets it, its Work handler acquiring the dependency's connections as a shed.Resource;\n"+
 		"- netrpc: the standard library's net/rpc with gob; grpc: grpc-go with protobuf.\n\n",
 		c.shed.Workers, c.shed.QueueSize, c.shed.MaxWait)
 	pin := "not pinned to CPUs (no -pin)"
@@ -115,6 +117,9 @@ func (r *report) write(w io.Writer) {
 	}
 	if r.neighbour != nil {
 		sections = append(sections, section{wlNeighbour, r.neighbour.write(w, c, c.systems)})
+	}
+	if r.cold != nil {
+		sections = append(sections, section{wlCold, r.cold.write(w, c, c.systems)})
 	}
 
 	fmt.Fprintf(w, "\n## Summary: kiev as a user gets it, against every target\n\n")
@@ -275,6 +280,12 @@ func (r *report) charts(dir string) ([]string, error) {
 				return nil, nil
 			}
 			return r.neighbour.charts(dir, r.cfg.systems)
+		},
+		func() ([]string, error) {
+			if r.cold == nil {
+				return nil, nil
+			}
+			return r.cold.charts(dir, r.cfg, r.cfg.systems)
 		},
 	} {
 		fs, err := draw()

@@ -27,6 +27,8 @@ func run(ctx context.Context, cfg config, exe string, progress io.Writer) (*repo
 			rep.mixed, err = runMixed(ctx, cfg, exe, progress)
 		case wlNeighbour:
 			rep.neighbour, err = runNeighbour(ctx, cfg, exe, progress)
+		case wlCold:
+			rep.cold, err = runCold(ctx, cfg, exe, progress)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("workload %s: %w", wl, err)

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -38,18 +39,23 @@ import (
 
 // The systems under test, in the order they run.
 const (
-	sysKiev       = "kiev"        // kiev as a user gets it: no shed options at all
-	sysKievFixed  = "kiev-fixed"  // kiev with a fixed worker pool (shed.Options{Workers: N})
-	sysKievNoShed = "kiev-noshed" // kiev, scheduler disabled: a goroutine per call
-	sysNetRPC     = "netrpc"      // the standard library's net/rpc
-	sysGRPC       = "grpc"        // grpc-go
+	sysKiev       = "kiev"          // kiev as a user gets it: no shed options at all
+	sysKievFixed  = "kiev-fixed"    // kiev with a fixed worker pool (shed.Options{Workers: N})
+	sysKievNoShed = "kiev-noshed"   // kiev, scheduler disabled: a goroutine per call
+	sysKievRes    = "kiev-resource" // kiev as a user gets it, its handler acquiring the dependency as a shed.Resource
+	sysNetRPC     = "netrpc"        // the standard library's net/rpc
+	sysGRPC       = "grpc"          // grpc-go
 )
 
 var allSystems = []string{sysKiev, sysKievFixed, sysKievNoShed, sysNetRPC, sysGRPC}
 
+// knownSystems are the systems -systems accepts: allSystems, the default,
+// and kiev-resource.
+var knownSystems = append(slices.Clip(allSystems), sysKievRes)
+
 // isKiev reports whether system is one of kiev's.
 func isKiev(system string) bool {
-	return system == sysKiev || system == sysKievFixed || system == sysKievNoShed
+	return system == sysKiev || system == sysKievFixed || system == sysKievNoShed || system == sysKievRes
 }
 
 // serverStats are a server's counters since it started.
@@ -135,7 +141,7 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 	dropWait := func() []uint64 { return nil }
 
 	switch cfg.system {
-	case sysKiev, sysKievFixed, sysKievNoShed:
+	case sysKiev, sysKievFixed, sysKievNoShed, sysKievRes:
 		var opts []kiev.ServerOption // sysKiev: none, what a user gets
 		switch cfg.system {
 		case sysKievFixed:
@@ -144,7 +150,11 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 			opts = append(opts, kiev.WithShed(shed.Options{Disabled: true}))
 		}
 		srv := kiev.NewServer(opts...)
-		if err := srv.RegisterName("Work", &KievWork{h}); err != nil {
+		kw := &KievWork{h: h}
+		if cfg.system == sysKievRes && cfg.slots > 0 {
+			kw.res = shed.NewResource("dependency", cfg.slots)
+		}
+		if err := srv.RegisterName("Work", kw); err != nil {
 			return err
 		}
 		go srv.Serve(l)

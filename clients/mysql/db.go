@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/kievrpc/kiev/shed"
 	"github.com/prometheus/client_golang/prometheus"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
@@ -35,7 +36,8 @@ type DB struct {
 	pool    *poolCollector
 	conns   *connEvents
 	servers []server
-	pools   []*sql.DB // of servers, the primary first
+	pools   []*sql.DB      // of servers, the primary first
+	res     *shed.Resource // the pools' connections
 
 	queries   atomic.Uint64
 	errors    atomic.Uint64
@@ -83,6 +85,7 @@ func Open(opts Options) (*DB, error) {
 		conns:   newConnEvents(o.Name, log),
 		servers: servers,
 	}
+	db.res = shed.NewResource("mysql "+o.Name, o.MaxOpen*len(servers))
 	db.pool = newPoolCollector(db)
 	if err := db.reg.Register(db.pool); err != nil {
 		return nil, fmt.Errorf("%w: Name %q: a DB of that name is open on this Registerer; give each DB its own Name (%v)", ErrOptions, o.Name, err)
@@ -155,6 +158,15 @@ func (db *DB) dialector(i int) gorm.Dialector {
 	return gormmysql.New(gormmysql.Config{Conn: db.pools[i], DSNConfig: db.servers[i].cfg})
 }
 
+// Resource returns the DB's pools as a shed.Resource of MaxOpen
+// connections per server, which every statement acquires a slot of
+// before it takes a connection: in a kiev handler, the most important
+// calls get a connection first, a call that could not finish by its
+// deadline gets none (the statement fails with shed.ErrResourceBusy), and
+// the handler's method is bounded by the pools' size. A transaction
+// acquires a slot per statement.
+func (db *DB) Resource() *shed.Resource { return db.res }
+
 // Health pings the primary and each replica, and returns nil if each
 // answers within ctx. Otherwise it returns an error wrapping
 // ErrUnavailable that names the DB and the servers that failed, and says
@@ -207,6 +219,7 @@ func (db *DB) Close() error {
 	if !db.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	db.res.Close() // the statements waiting for a connection fail
 	db.reg.Unregister(db.pool)
 	db.metrics.forget()
 	var errs []error

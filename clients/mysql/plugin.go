@@ -39,7 +39,7 @@ func (p plugin) Initialize(g *gorm.DB) error {
 		{"row", cb.Row().Before("*").Register, cb.Row().After("*").Register},
 		{"raw", cb.Raw().Before("*").Register, cb.Raw().After("*").Register},
 	} {
-		if err := r.before("kiev:before_"+r.op, before); err != nil {
+		if err := r.before("kiev:before_"+r.op, p.before); err != nil {
 			return err
 		}
 		if err := r.after("kiev:after_"+r.op, p.after(r.op)); err != nil {
@@ -49,14 +49,36 @@ func (p plugin) Initialize(g *gorm.DB) error {
 	return nil
 }
 
-func before(tx *gorm.DB) {
+// releaseKey keys the function that gives back an operation's slot of
+// the DB's Resource.
+type releaseKey struct{}
+
+// before starts an operation: it takes a slot of the DB's Resource, or
+// fails the operation with ctx's error or shed.ErrResourceBusy.
+func (p plugin) before(tx *gorm.DB) {
 	tx.Statement.Settings.Store(startKey{}, time.Now())
+	if tx.DryRun || tx.Error != nil {
+		return
+	}
+	ctx := tx.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	release, err := p.db.res.Acquire(ctx)
+	if err != nil {
+		tx.AddError(err)
+		return
+	}
+	tx.Statement.Settings.Store(releaseKey{}, release)
 }
 
 // after returns the callback that ends an operation of gorm's processor
 // op.
 func (p plugin) after(op string) func(*gorm.DB) {
 	return func(tx *gorm.DB) {
+		if r, ok := tx.Statement.Settings.LoadAndDelete(releaseKey{}); ok {
+			r.(func())()
+		}
 		v, ok := tx.Statement.Settings.LoadAndDelete(startKey{})
 		if !ok || tx.DryRun {
 			return

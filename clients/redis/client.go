@@ -1,12 +1,15 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
+	"github.com/kievrpc/kiev/shed"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -30,6 +33,7 @@ type Client struct {
 	metrics *commandMetrics
 	pool    *poolCollector
 	conns   *connEvents
+	res     *shed.Resource // the pool's connections; nil for a cluster
 
 	commands  atomic.Uint64
 	errors    atomic.Uint64
@@ -83,6 +87,10 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: Name %q: a Client of that name is open on this Registerer; give each Client its own Name (%v)", ErrOptions, o.Name, err)
 	}
 	c.UniversalClient = redis.NewUniversalClient(uo)
+	if _, cluster := c.UniversalClient.(*redis.ClusterClient); !cluster {
+		// go-redis's default pool: 10 connections per CPU.
+		c.res = shed.NewResource("redis "+o.Name, cmp.Or(uo.PoolSize, 10*runtime.GOMAXPROCS(0)))
+	}
 	c.UniversalClient.AddHook(hook{c})
 	if cc, ok := c.UniversalClient.(*redis.ClusterClient); ok {
 		// The cluster's hook sees the commands; its nodes' hooks, the
@@ -118,6 +126,15 @@ func (c *Client) Health(ctx context.Context) error {
 	return nil
 }
 
+// Resource returns the Client's pool as a shed.Resource, which every
+// command and pipeline acquires a slot of before it takes a connection:
+// in a kiev handler, the most important calls get a connection first, a
+// call that could not finish by its deadline gets none (the command
+// fails with shed.ErrResourceBusy), and the handler's method is bounded
+// by the pool's size. A cluster's commands go to many nodes, each with a
+// pool of its own: a cluster Client has none, and Resource returns nil.
+func (c *Client) Resource() *shed.Resource { return c.res }
+
 // Stats returns the Client's counters and its pool's statistics.
 func (c *Client) Stats() Stats {
 	return Stats{
@@ -137,6 +154,9 @@ func (c *Client) Stats() Stats {
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if c.res != nil {
+		c.res.Close() // the commands waiting for a connection fail
 	}
 	err := c.UniversalClient.Close()
 	c.reg.Unregister(c.pool)

@@ -47,12 +47,14 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		start := time.Now()
-		var err error
-		if err = ctx.Err(); err != nil {
-			// The caller has gone: send nothing.
+		release, err := h.c.acquire(ctx)
+		if err != nil {
+			// The caller has gone, or could not be served in time: send
+			// nothing.
 			cmd.SetErr(err)
 		} else {
 			err = next(context.WithValue(ctx, inCommand{}, true), cmd)
+			release()
 		}
 		return h.c.finish(ctx, cmd, time.Since(start), err)
 	}
@@ -64,16 +66,29 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 			return next(ctx, cmds)
 		}
 		start := time.Now()
-		var err error
-		if err = ctx.Err(); err != nil {
+		release, err := h.c.acquire(ctx)
+		if err != nil {
 			for _, cmd := range cmds {
 				cmd.SetErr(err)
 			}
 		} else {
 			err = next(context.WithValue(ctx, inCommand{}, true), cmds)
+			release()
 		}
 		return h.c.finishPipeline(ctx, cmds, time.Since(start), err)
 	}
+}
+
+// acquire takes a slot of the Client's Resource for a command or a
+// pipeline of ctx, or fails with ctx's error or shed.ErrResourceBusy.
+func (c *Client) acquire(ctx context.Context) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if c.res == nil {
+		return func() {}, nil
+	}
+	return c.res.Acquire(ctx)
 }
 
 // dialHook is the hook of a cluster's node clients: the cluster's own
