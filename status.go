@@ -86,6 +86,9 @@ type ClientStatus struct {
 	Retries   int64            `json:"retries"`
 	Budget    float64          `json:"retry_budget"` // retries the budget holds now
 	Providers []ProviderStatus `json:"providers"`
+	// Discovery is how the discovery of a service client's providers
+	// fares (see Client.Discovery); nil for a client of one address.
+	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
 }
 
 // ProviderStatus is one provider as its client's balancer sees it.
@@ -211,6 +214,8 @@ func (c *Client) status() ClientStatus {
 	}
 	if c.group != nil {
 		cs.Balancer = c.opts.balancer.Name()
+		d := c.group.discovery()
+		cs.Discovery = &d
 		c.group.mu.Lock()
 		eps = slices.Clone(c.group.endpoints)
 		c.group.mu.Unlock()
