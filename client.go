@@ -79,6 +79,7 @@ type Client struct {
 	packetStats packetCounters
 	stats       callStats    // calls made, for metrics and the status page
 	retries     atomic.Int64 // retries sent
+	hedge       hedgeState   // hedging's policies and counts (see Hedging)
 }
 
 // Dial returns a Client for target, which is one of:
@@ -234,7 +235,7 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 		return call
 	}
 	if !c.direct {
-		if c.rpcc == nil && len(c.opts.interceptors) == 0 {
+		if c.rpcc == nil && len(c.opts.interceptors) == 0 && c.hedgerFor(serviceMethod) == nil {
 			c.goSent(ctx, call)
 			return call
 		}

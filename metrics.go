@@ -51,6 +51,8 @@ var (
 		"How long calls took, retries included, by target.", []string{"target"}, nil)
 	descClientRetries = prometheus.NewDesc("kiev_client_retries_total",
 		"Retries a client sent, by target.", []string{"target"}, nil)
+	descClientHedges = prometheus.NewDesc("kiev_client_hedges_total",
+		"Hedged copies of calls, by target and outcome: sent, won (answered first), and not sent for want of retry budget (no_budget) or because of overload (overload).", []string{"target", "outcome"}, nil)
 	descClientBudget = prometheus.NewDesc("kiev_client_retry_budget",
 		"Retries the client's retry budget holds now, by target.", []string{"target"}, nil)
 	descProviderCalls = prometheus.NewDesc("kiev_client_provider_calls_total",
@@ -155,7 +157,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 type clientCollector struct{}
 
 func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientBudget,
+	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientHedges, descClientBudget,
 		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderEjected} {
 		ch <- d
 	}
@@ -183,15 +185,21 @@ func (clientCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		var total callTotals
 		var retries int64
+		var hedges HedgeStats
 		var budget float64
 		for _, o := range same {
 			total.add(&o.stats.callTotals)
 			retries += o.retries.Load()
+			h := o.HedgeStats()
+			hedges.Sent, hedges.Won, hedges.NoBudget, hedges.Overload = hedges.Sent+h.Sent, hedges.Won+h.Won, hedges.NoBudget+h.NoBudget, hedges.Overload+h.Overload
 			budget += float64(o.budget.balance.Load()) / 1000
 		}
 		codeCounters(ch, descClientCalls, &total, c.target)
 		ch <- histogram(descClientDuration, &total, c.target)
 		ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries), c.target)
+		for outcome, n := range map[string]int64{"sent": hedges.Sent, "won": hedges.Won, "no_budget": hedges.NoBudget, "overload": hedges.Overload} {
+			ch <- prometheus.MustNewConstMetric(descClientHedges, prometheus.CounterValue, float64(n), c.target, outcome)
+		}
 		ch <- prometheus.MustNewConstMetric(descClientBudget, prometheus.GaugeValue, budget, c.target)
 		if c.group == nil {
 			continue

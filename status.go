@@ -89,6 +89,9 @@ type ClientStatus struct {
 	// Discovery is how the discovery of a service client's providers
 	// fares (see Client.Discovery); nil for a client of one address.
 	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
+	// Hedges counts the client's hedges (see Hedging); nil for a client
+	// that hedges no method.
+	Hedges *HedgeStats `json:"hedges,omitempty"`
 }
 
 // ProviderStatus is one provider as its client's balancer sees it.
@@ -216,6 +219,10 @@ func (c *Client) status() ClientStatus {
 		cs.Balancer = c.opts.balancer.Name()
 		d := c.group.discovery()
 		cs.Discovery = &d
+		if c.opts.hedging != nil || c.hedge.any.Load() {
+			h := c.HedgeStats()
+			cs.Hedges = &h
+		}
 		c.group.mu.Lock()
 		eps = slices.Clone(c.group.endpoints)
 		c.group.mu.Unlock()
