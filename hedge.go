@@ -40,9 +40,10 @@ import (
 type Hedging struct {
 	// Delay is how long a call waits for an answer before its next copy
 	// goes out. 0 means adaptive: the 95th percentile of the method's
-	// recent answer times on this client (its last 256 answered copies),
-	// so that about one call in twenty is hedged; until 64 copies have
-	// been answered, the method's calls are not hedged.
+	// recent answer times on this client (over its last 256 answered
+	// calls, a call that a hedge answered counting as long as it had
+	// waited by then), so that about one call in twenty is hedged; until
+	// 64 calls have been answered, the method's calls are not hedged.
 	Delay time.Duration
 	// MaxCopies is the most copies of one call in flight, the first
 	// included (default 2: one hedge).
@@ -110,7 +111,7 @@ func (h *hedger) wait() (time.Duration, bool) {
 	return d, d > 0
 }
 
-// observe records how long an answered copy took, and every 32 answers
+// observe records how long an answered call took, and every 32 answers
 // computes the adaptive delay again.
 func (h *hedger) observe(d time.Duration) {
 	if h.h.Delay > 0 {
@@ -223,9 +224,6 @@ func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 		}
 		go func() {
 			err := c.finish(hctx, cp, &a, c.roundTrip(a.ctx, a.ep, cp))
-			if err == nil {
-				h.observe(time.Since(now))
-			}
 			results <- copyResult{cp, err, hedge}
 		}()
 		return true
@@ -282,6 +280,9 @@ func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 		}
 	}
 	if win != nil {
+		// The first copy's answer time, or, when a hedge answered
+		// first, the time it had taken by then: at least as long.
+		h.observe(time.Since(start))
 		if win.hedge {
 			c.hedge.stats.won.Add(1)
 			if call.Reply != nil && !origOK { // else call.Reply holds the first copy's own reply
