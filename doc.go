@@ -229,7 +229,8 @@ wins and the other copies are canceled (their handlers see ctx canceled):
 
 Only methods marked safe to repeat (RetryPolicy.Idempotent) are hedged: a
 hedged call may run on two providers. Given to MethodOf, WithHedging hedges
-that one method. Hedges draw on the retry budget, and none is sent for a
+that one method. Hedges draw on the retry budget, at most Hedging.Ratio
+(5%) of a method's calls are hedged, and none is sent for a
 throttle window after any provider answers ErrOverloaded or ErrLimited, so
 under overload hedging adds no load. Client.HedgeStats, the status page
 and the kiev_client_hedges_total metric count the hedges sent, won, and

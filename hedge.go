@@ -26,7 +26,8 @@ import (
 // Dial leaves the others alone.
 //
 // Hedges never feed an overload. Each hedge draws a retry from the
-// client's retry budget (see RetryPolicy), and none is sent without one.
+// client's retry budget (see RetryPolicy), and none is sent without one,
+// nor beyond Ratio hedges per call.
 // After any provider answers a call of the client with ErrOverloaded or
 // ErrLimited, the client sends no hedge for a throttle window (see
 // Throttle; 1 s by default), nor while its throttle refuses calls, so
@@ -46,8 +47,13 @@ type Hedging struct {
 	// 64 calls have been answered, the method's calls are not hedged.
 	Delay time.Duration
 	// MaxCopies is the most copies of one call in flight, the first
-	// included (default 2: one hedge).
+	// included (default 2: one hedge; at most 3).
 	MaxCopies int
+	// Ratio is the hedges allowed per call of the method, on average
+	// (default 0.05), with bursts of up to 10 hedges: it bounds the
+	// extra load when latency shifts faster than the adaptive delay
+	// follows. A hedge must also find a retry in the retry budget.
+	Ratio float64
 }
 
 // HedgeStats counts a Client's hedges (see Hedging).
@@ -57,7 +63,7 @@ type HedgeStats struct {
 	// Won is the hedges that answered first.
 	Won int64 `json:"won"`
 	// NoBudget is the hedges not sent because the retry budget was
-	// empty; Overload those not sent because a provider had answered
+	// empty, or the method had used its Hedging.Ratio; Overload those not sent because a provider had answered
 	// ErrOverloaded or ErrLimited within a throttle window, or the
 	// client's throttle was refusing calls.
 	NoBudget int64 `json:"no_budget"`
@@ -84,6 +90,38 @@ type HedgeOption interface {
 // method must be one that Idempotent reports safe to repeat.
 func WithHedging(h Hedging) HedgeOption { return hedgeOption{h} }
 
+// hedgeBurst is the most hedges a method saves up, in thousandths.
+const hedgeBurst = 10 * 1000
+
+func newHedger(h Hedging) *hedger {
+	if h.Ratio <= 0 {
+		h.Ratio = 0.05
+	}
+	hd := &hedger{h: h, credit: int64(h.Ratio * 1000)}
+	hd.tokens.Store(hedgeBurst)
+	return hd
+}
+
+// deposit credits one call.
+func (h *hedger) deposit() {
+	if h.tokens.Add(h.credit) > hedgeBurst {
+		h.tokens.Store(hedgeBurst) // a lost race only loses a little credit
+	}
+}
+
+// take takes one hedge, reporting whether there was one.
+func (h *hedger) take() bool {
+	for {
+		old := h.tokens.Load()
+		if old < 1000 {
+			return false
+		}
+		if h.tokens.CompareAndSwap(old, old-1000) {
+			return true
+		}
+	}
+}
+
 // hedgeSamples is how many answer times a method's adaptive delay is
 // the percentile of; adaptiveAfter how many it needs first.
 const (
@@ -93,8 +131,10 @@ const (
 
 // hedger hedges one method's calls on one client.
 type hedger struct {
-	h     Hedging
-	delay atomic.Int64 // the adaptive delay; 0 while there are too few samples
+	h      Hedging
+	delay  atomic.Int64 // the adaptive delay; 0 while there are too few samples
+	credit int64        // thousandths of a hedge each call adds to tokens
+	tokens atomic.Int64 // thousandths of a hedge, at most hedgeBurst
 
 	mu      sync.Mutex // guards the fields below
 	samples [hedgeSamples]time.Duration
@@ -156,7 +196,7 @@ func (c *Client) hedgeMethod(method string, opts []MethodOption) error {
 	if idem := c.budget.p.Idempotent; idem == nil || !idem(method) {
 		return fmt.Errorf("kiev: WithHedging for %s, which the client's RetryPolicy.Idempotent does not report safe to repeat: a hedged call may run on several providers; if it may, Dial with WithRetry(kiev.RetryPolicy{Idempotent: kiev.IdempotentMethods(%q)})", method, method)
 	}
-	c.hedge.methods.Store(method, &hedger{h: *o.hedging})
+	c.hedge.methods.Store(method, newHedger(*o.hedging))
 	c.hedge.any.Store(true)
 	return nil
 }
@@ -171,7 +211,7 @@ func (c *Client) hedgerFor(method string) *hedger {
 	}
 	var h *hedger
 	if idem := c.budget.p.Idempotent; c.opts.hedging != nil && idem != nil && idem(method) {
-		h = &hedger{h: *c.opts.hedging}
+		h = newHedger(*c.opts.hedging)
 	}
 	v, _ := c.hedge.methods.LoadOrStore(method, h)
 	return v.(*hedger)
@@ -204,6 +244,7 @@ type copyResult struct {
 // budget allow, as attempts does for a call not hedged.
 func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 	c.budget.deposit()
+	h.deposit()
 	start := time.Now()
 	if call.codec == nil { // set before the copies read it
 		call.codec = c.opts.codec
@@ -260,7 +301,7 @@ func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 				tick = nil // no hedge into an overload
 			}
 		case <-tick:
-			if !c.sendHedge(hctx, call, &tried, launch) {
+			if !c.sendHedge(hctx, call, h, &tried, launch) {
 				tick = nil // no more hedges for this call
 				continue
 			}
@@ -300,13 +341,17 @@ func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 // sendHedge sends a copy of call to a provider it has not tried, if the
 // budget allows and no provider is overloaded, and reports whether it
 // did.
-func (c *Client) sendHedge(ctx context.Context, call *Call, tried *triedSet, launch func(*Call, bool) bool) bool {
+func (c *Client) sendHedge(ctx context.Context, call *Call, h *hedger, tried *triedSet, launch func(*Call, bool) bool) bool {
 	now := time.Now()
 	if len(c.group.state.Load().ready) <= tried.n {
 		return false // no provider left to try
 	}
 	if now.UnixNano() < c.hedge.holdEnd.Load() || c.throttling(ctx, now) {
 		c.hedge.stats.overload.Add(1)
+		return false
+	}
+	if !h.take() {
+		c.hedge.stats.noBudget.Add(1)
 		return false
 	}
 	if !c.budget.withdraw(now) {

@@ -198,3 +198,22 @@ func TestHedgeStatusShowsCounts(t *testing.T) {
 	}
 	t.Errorf("status page's clients = %+v; want Stall's with 1 hedge sent", st.Clients)
 }
+
+func TestHedgeRatioBoundsTheExtraLoad(t *testing.T) {
+	c, stall, _ := stallProviders(t, 2, safeGet, kiev.WithHedging(kiev.Hedging{Delay: 10 * time.Millisecond, Ratio: 1e-6}))
+	// A method saves up 10 hedges; with no credit from its calls, the
+	// eleventh stalled call is not hedged.
+	for i := range 10 {
+		stall.Store(1)
+		if _, _, err := callGet(c, 10*time.Second); err != nil {
+			t.Fatalf("stalled call %d: %v; want it hedged", i, err)
+		}
+	}
+	stall.Store(1)
+	if _, _, err := callGet(c, 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stalled call past the ratio = %v; want it unhedged, waiting for its deadline", err)
+	}
+	if st := c.HedgeStats(); st.Sent != 10 || st.NoBudget != 1 {
+		t.Errorf("HedgeStats = %+v; want 10 sent, 1 held back", st)
+	}
+}

@@ -262,8 +262,9 @@ func (w *Watcher) wait(ctx context.Context) error {
 		case <-t.C:
 			return nil
 		case <-w.kick:
-			if gap := w.r.cfg.MinInterval - time.Since(w.lookedUp); gap > 0 {
-				t.Reset(gap) // within the interval, so it ends sooner
+			since := time.Since(w.lookedUp)
+			if gap := w.r.cfg.MinInterval - since; gap > 0 {
+				t.Reset(min(gap, w.r.cfg.Interval-since))
 				continue
 			}
 			return nil
