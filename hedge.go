@@ -240,6 +240,22 @@ type copyResult struct {
 	hedge bool
 }
 
+// hedgedCall is one call hedged by h: its copies in flight and how they
+// ended. Only the goroutine of hedged uses it; each copy runs on a
+// goroutine of its own and reports on results.
+type hedgedCall struct {
+	c       *Client
+	call    *Call // the first copy, whose Reply the caller reads
+	h       *hedger
+	ctx     context.Context // the copies' context, canceled once one wins
+	tried   triedSet
+	results chan copyResult
+	timer   *time.Timer
+	tick    <-chan time.Time // the next hedge is due; nil for no more
+	// inFlight counts the copies running, copies those sent.
+	inFlight, copies, maxCopies int
+}
+
 // hedged runs call, hedged by h, and then retries it as the policy and
 // budget allow, as attempts does for a call not hedged.
 func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
@@ -249,120 +265,130 @@ func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 	if call.codec == nil { // set before the copies read it
 		call.codec = c.opts.codec
 	}
-	var tried triedSet
 	hctx, cancel := context.WithCancel(ctx)
-	results := make(chan copyResult, len(tried.eps))
-	maxCopies := min(max(h.h.MaxCopies, 2), len(tried.eps))
-	launch := func(cp *Call, hedge bool) bool {
-		now := time.Now()
-		a, err := c.begin(hctx, cp, &tried, now)
-		if err != nil {
-			if !hedge {
-				results <- copyResult{cp, err, false}
-				return true
-			}
+	hc := &hedgedCall{c: c, call: call, h: h, ctx: hctx}
+	hc.results = make(chan copyResult, len(hc.tried.eps))
+	hc.maxCopies = min(max(h.h.MaxCopies, 2), len(hc.tried.eps))
+	hc.launch(call, false)
+	win, lastErr := hc.race()
+	cancel()
+	origOK := hc.drain(win)
+	if win == nil {
+		call.Error = nil
+		return c.retry(ctx, call, &hc.tried, start, lastErr)
+	}
+	// The first copy's answer time, or, when a hedge answered first, the
+	// time it had taken by then: at least as long.
+	h.observe(time.Since(start))
+	if win.hedge {
+		c.hedge.stats.won.Add(1)
+		if call.Reply != nil && !origOK { // else call.Reply holds the first copy's own reply
+			reflect.ValueOf(call.Reply).Elem().Set(reflect.ValueOf(win.call.Reply).Elem())
+		}
+	}
+	end := time.Now()
+	c.stats.record(end, end.Sub(start), CodeOK)
+	return nil
+}
+
+// launch sends cp, a copy of the call, to a provider the call has not
+// tried, and reports whether it went. A first copy that cannot be sent
+// ends at once with its error.
+func (hc *hedgedCall) launch(cp *Call, hedge bool) bool {
+	a, err := hc.c.begin(hc.ctx, cp, &hc.tried, time.Now())
+	if err != nil {
+		if hedge {
 			return false
 		}
+		hc.results <- copyResult{cp, err, false}
+	} else {
 		go func() {
-			err := c.finish(hctx, cp, &a, c.roundTrip(a.ctx, a.ep, cp))
-			results <- copyResult{cp, err, hedge}
+			err := hc.c.finish(hc.ctx, cp, &a, hc.c.roundTrip(a.ctx, a.ep, cp))
+			hc.results <- copyResult{cp, err, hedge}
 		}()
-		return true
 	}
-	launch(call, false)
-	inFlight, copies := 1, 1
-	var timer *time.Timer
-	var tick <-chan time.Time
-	arm := func() {
-		if d, ok := h.wait(); ok && copies < maxCopies {
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			tick = timer.C
-		} else {
-			tick = nil
-		}
+	hc.inFlight++
+	hc.copies++
+	hc.arm()
+	return true
+}
+
+// arm sets the timer for the next hedge, if one may follow.
+func (hc *hedgedCall) arm() {
+	d, ok := hc.h.wait()
+	if !ok || hc.copies >= hc.maxCopies {
+		hc.tick = nil
+		return
 	}
-	arm()
-	var win *copyResult
+	if hc.timer == nil {
+		hc.timer = time.NewTimer(d)
+	} else {
+		hc.timer.Reset(d)
+	}
+	hc.tick = hc.timer.C
+}
+
+// race waits for the first copy to answer, sending hedges as they fall
+// due, and returns it; or, if every copy failed, nil and the last error.
+func (hc *hedgedCall) race() (*copyResult, error) {
 	var lastErr error
-	for inFlight > 0 && win == nil {
+	for hc.inFlight > 0 {
 		select {
-		case r := <-results:
-			inFlight--
+		case r := <-hc.results:
+			hc.inFlight--
 			if r.err == nil {
-				win = &r
-				break
+				return &r, nil
 			}
 			lastErr = r.err
 			if errors.Is(r.err, ErrOverloaded) {
-				tick = nil // no hedge into an overload
+				hc.tick = nil // no hedge into an overload
 			}
-		case <-tick:
-			if !c.sendHedge(hctx, call, h, &tried, launch) {
-				tick = nil // no more hedges for this call
-				continue
-			}
-			inFlight++
-			copies++
-			arm()
-		}
-	}
-	cancel()
-	if timer != nil {
-		timer.Stop()
-	}
-	origOK := win != nil && !win.hedge
-	for ; inFlight > 0; inFlight-- { // the losers, canceled, end at once
-		if r := <-results; r.err == nil && r.call == call {
-			origOK = true
-		}
-	}
-	if win != nil {
-		// The first copy's answer time, or, when a hedge answered
-		// first, the time it had taken by then: at least as long.
-		h.observe(time.Since(start))
-		if win.hedge {
-			c.hedge.stats.won.Add(1)
-			if call.Reply != nil && !origOK { // else call.Reply holds the first copy's own reply
-				reflect.ValueOf(call.Reply).Elem().Set(reflect.ValueOf(win.call.Reply).Elem())
+		case <-hc.tick:
+			if !hc.c.sendHedge(hc) {
+				hc.tick = nil // no more hedges for this call
 			}
 		}
-		end := time.Now()
-		c.stats.record(end, end.Sub(start), CodeOK)
-		return nil
 	}
-	call.Error = nil
-	return c.retry(ctx, call, &tried, start, lastErr)
+	return nil, lastErr
 }
 
-// sendHedge sends a copy of call to a provider it has not tried, if the
-// budget allows and no provider is overloaded, and reports whether it
+// drain waits for the copies still in flight, canceled by now, which end
+// at once, and reports whether the first copy answered.
+func (hc *hedgedCall) drain(win *copyResult) (firstOK bool) {
+	if hc.timer != nil {
+		hc.timer.Stop()
+	}
+	firstOK = win != nil && !win.hedge
+	for ; hc.inFlight > 0; hc.inFlight-- {
+		if r := <-hc.results; r.err == nil && r.call == hc.call {
+			firstOK = true
+		}
+	}
+	return firstOK
+}
+
+// sendHedge sends a copy of the call to a provider it has not tried, if
+// the budgets allow and no provider is overloaded, and reports whether it
 // did.
-func (c *Client) sendHedge(ctx context.Context, call *Call, h *hedger, tried *triedSet, launch func(*Call, bool) bool) bool {
+func (c *Client) sendHedge(hc *hedgedCall) bool {
 	now := time.Now()
-	if len(c.group.state.Load().ready) <= tried.n {
+	if len(c.group.state.Load().ready) <= hc.tried.n {
 		return false // no provider left to try
 	}
-	if now.UnixNano() < c.hedge.holdEnd.Load() || c.throttling(ctx, now) {
+	if now.UnixNano() < c.hedge.holdEnd.Load() || c.throttling(hc.ctx, now) {
 		c.hedge.stats.overload.Add(1)
 		return false
 	}
-	if !h.take() {
+	if !hc.h.take() || !c.budget.withdraw(now) {
 		c.hedge.stats.noBudget.Add(1)
 		return false
 	}
-	if !c.budget.withdraw(now) {
-		c.hedge.stats.noBudget.Add(1)
-		return false
-	}
+	call := hc.call
 	cp := &Call{ServiceMethod: call.ServiceMethod, Args: call.Args, Target: call.Target, codec: call.codec, signal: make(chan *Call, 1)}
 	if call.Reply != nil {
 		cp.Reply = reflect.New(reflect.TypeOf(call.Reply).Elem()).Interface()
 	}
-	if !launch(cp, true) {
+	if !hc.launch(cp, true) {
 		return false
 	}
 	c.hedge.stats.sent.Add(1)
