@@ -79,13 +79,24 @@ type Client struct {
 	packetStats packetCounters
 	stats       callStats    // calls made, for metrics and the status page
 	retries     atomic.Int64 // retries sent
+	hedge       hedgeState   // hedging's policies and counts (see Hedging)
 }
 
 // Dial returns a Client for target, which is one of:
 //
-//   - a server's address: "host:port" over TCP (also "tcp://host:port"),
-//     or "unix:///path/to/socket". Dial returns once the connection and
-//     the protocol handshake succeed.
+//   - a server's address: "ip:port" over TCP (also "tcp://host:port",
+//     which dials one connection even to a host name), or
+//     "unix:///path/to/socket". Dial returns once the connection and the
+//     protocol handshake succeed.
+//   - "host:port" whose host is a name, not an IP address: the same as
+//     "dns:///host:port" below. Every address the name resolves to is a
+//     provider, each with a connection of its own, balanced per call.
+//   - "dns:///host:port", every A and AAAA record of host, or
+//     "dns:///_service._tcp.domain", the targets of its SRV records, with
+//     their ports and weights; "dns://10.0.0.10:53/..." asks that DNS
+//     server. The client resolves the name again every 30 s
+//     ("?interval=5s" sets another) and at once when it loses a
+//     provider's connection; see package registry/dns.
 //   - "udp://host:port": calls go over UDP, one datagram each way, from one
 //     socket (see Server.ServePacket and Packet). There is no handshake:
 //     Dial returns once the address resolves.
@@ -235,7 +246,7 @@ func (c *Client) Go(ctx context.Context, serviceMethod string, args, reply any, 
 		return call
 	}
 	if !c.direct {
-		if c.rpcc == nil && len(c.opts.interceptors) == 0 {
+		if c.rpcc == nil && len(c.opts.interceptors) == 0 && c.hedgerFor(serviceMethod) == nil {
 			c.goSent(ctx, call)
 			return call
 		}

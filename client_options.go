@@ -36,6 +36,7 @@ type dialOptions struct {
 	packetKey      *packetKey // WithPacketKey
 	tls            *tls.Config
 	healthInterval time.Duration // WithHealthCheck
+	hedging        *Hedging      // WithHedging
 }
 
 func (o *dialOptions) fill() {

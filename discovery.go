@@ -12,6 +12,7 @@ import (
 
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/registry"
+	"github.com/kievrpc/kiev/registry/dns"
 	"github.com/kievrpc/kiev/registry/memory"
 )
 
@@ -85,9 +86,12 @@ type group struct {
 	watcher registry.Watcher
 	cancel  context.CancelFunc
 
-	mu        sync.Mutex  // guards the fields below
-	endpoints []*endpoint // sorted by ID
-	closed    bool
+	mu           sync.Mutex  // guards the fields below
+	endpoints    []*endpoint // sorted by ID
+	closed       bool
+	watchErr     error     // the watcher's last error, nil once it lists a set
+	failingSince time.Time // when watchErr began
+	updated      time.Time // when the watcher last listed a set
 
 	state atomic.Pointer[pickState]
 }
@@ -127,6 +131,7 @@ func (g *group) follow(ctx context.Context) {
 				return
 			}
 			wait = min(max(2*wait, 100*time.Millisecond), 5*time.Second)
+			g.watched(err)
 			g.c.opts.logger.Warn("kiev: watching providers failed; keeping the last known set", "service", g.service, "err", err, "retry_in", wait)
 			select {
 			case <-time.After(wait):
@@ -136,6 +141,7 @@ func (g *group) follow(ctx context.Context) {
 			}
 		}
 		wait = 0
+		g.watched(nil)
 		g.update(set)
 	}
 }
@@ -320,9 +326,9 @@ func (g *group) pick(ctx context.Context, call *Call, tried *triedSet) (*endpoin
 			case <-st.changed:
 				continue
 			case <-ctx.Done():
-				return nil, nil, fmt.Errorf("%w while waiting for a provider of service %s to register %s", ctx.Err(), g.service, g.where())
+				return nil, nil, fmt.Errorf("%w while waiting for a provider of service %s to register %s%s", ctx.Err(), g.service, g.where(), g.watchFailure())
 			case <-bound:
-				return nil, nil, fmt.Errorf("%w: no provider of service %s registered within %v (WithProviderWait) %s; start a server that registers it, or if %q is a host, Dial \"host:port\"", ErrUnavailable, g.service, g.c.opts.providerWait, g.where(), g.service)
+				return nil, nil, fmt.Errorf("%w: no provider of service %s registered within %v (WithProviderWait) %s%s; %s", ErrUnavailable, g.service, g.c.opts.providerWait, g.where(), g.watchFailure(), g.hint())
 			}
 		}
 		info := balance.Info{ServiceMethod: call.ServiceMethod}
@@ -407,6 +413,9 @@ func (t *triedSet) has(ep *endpoint) bool {
 
 // where names the registry a group follows, for its errors.
 func (g *group) where() string {
+	if _, ok := g.reg.(*dns.Registry); ok {
+		return "in DNS"
+	}
 	if g.reg == memoryDefault() {
 		return "in this process's in-memory default registry (only servers in this process register there: to find servers elsewhere, use WithRegistry, SetDefaultRegistry or a zookeeper:// target)"
 	}

@@ -186,6 +186,56 @@ When the registry lists no provider at all, as when ZooKeeper loses the
 servers' sessions, the client keeps calling those it is still connected to.
 Client.Providers shows what the client sees.
 
+# DNS
+
+Where discovery is DNS, as with a Kubernetes headless service or Consul's
+DNS interface, dial the name (package registry/dns does the lookups):
+
+	c, err := kiev.Dial("dns:///feed.prod.svc.cluster.local:7000")
+
+Every A and AAAA record of the name is a provider, at the port given,
+balanced, ejected and drained as a registry's providers are.
+"dns:///_kiev._tcp.feed.prod.svc.cluster.local" reads SRV records instead:
+each record's port and weight, and only the lowest priority whose targets
+resolve. An authority names the DNS server to ask
+("dns://10.0.0.10:53/feed.prod.svc.cluster.local:7000"); without one, the
+system's resolver answers. A "host:port" target whose host is a name, not
+an IP address, is the same as "dns:///host:port": Dial("feed.internal:7000")
+calls every address the name resolves to, each over a connection of its
+own, and returns at once, as for a service name; write
+"tcp://host:port" for one connection to the first address that answers.
+
+The client resolves the name again every 30 s ("?interval=5s" sets
+another; Go's resolver does not report the records' TTL, so match it to
+the TTL your DNS server gives) and at once, at most once a second, when it
+loses a provider's connection. New addresses join balancing; gone ones
+finish their calls in flight and close. A lookup that fails (a timeout,
+SERVFAIL) keeps the providers last found, and says so in the log and in
+Client.Discovery and the status page. A name that has never resolved
+fails calls with ErrUnavailable naming the name and the lookup's error,
+after WithProviderWait; one that resolved once and now has no record has
+no provider, and the client calls those still connected until their
+connections end.
+
+# Hedged calls
+
+WithHedging cuts the tail that one slow provider adds: when a call has had
+no answer for a delay, a copy goes to another provider, the first answer
+wins and the other copies are canceled (their handlers see ctx canceled):
+
+	c, err := kiev.Dial("feed.internal:7000",
+		kiev.WithRetry(kiev.RetryPolicy{Idempotent: kiev.IdempotentMethods("Feed.Get")}),
+		kiev.WithHedging(kiev.Hedging{})) // adaptive: the method's recent p95
+
+Only methods marked safe to repeat (RetryPolicy.Idempotent) are hedged: a
+hedged call may run on two providers. Given to MethodOf, WithHedging hedges
+that one method. Hedges draw on the retry budget, at most Hedging.Ratio
+(5%) of a method's calls are hedged, and none is sent for a
+throttle window after any provider answers ErrOverloaded or ErrLimited, so
+under overload hedging adds no load. Client.HedgeStats, the status page
+and the kiev_client_hedges_total metric count the hedges sent, won, and
+held back. See Hedging, and docs/hedging.md for measurements.
+
 # UDP
 
 Server.ServePacket serves the same services over UDP, one datagram each

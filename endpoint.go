@@ -185,7 +185,7 @@ func (ep *endpoint) dial(ctx context.Context) (clientTransport, error) {
 		return nil, err
 	}
 	if cfg := ep.c.opts.tls; cfg != nil {
-		tc, err := tlsClient(ctx, cfg, nc, ep.inst.Address)
+		tc, err := tlsClient(ctx, cfg, nc, ep.tlsAddr())
 		if err != nil {
 			nc.Close()
 			return nil, err
@@ -309,6 +309,9 @@ func (ep *endpoint) connected() bool {
 
 // lost notes that ep's connection ended with cause.
 func (ep *endpoint) lost(cause error, draining bool) {
+	if g := ep.c.group; g != nil && !errors.Is(cause, errClientClosed) {
+		g.resolveNow() // a provider found in DNS may have gone
+	}
 	switch {
 	case ep.unlisted.Load():
 		ep.c.ejected(ep)

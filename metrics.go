@@ -58,6 +58,8 @@ func clientMetrics() []metrics.Client {
 	for _, c := range cs {
 		mc := metrics.Client{Target: c.target, Totals: &c.stats.Totals, Retries: c.retries.Load(),
 			Budget: float64(c.budget.balance.Load()) / 1000, Balanced: c.group != nil}
+		h := c.HedgeStats()
+		mc.Hedges = metrics.Hedges{Sent: h.Sent, Won: h.Won, NoBudget: h.NoBudget, Overload: h.Overload}
 		if c.group != nil {
 			c.group.mu.Lock()
 			eps := append([]*endpoint(nil), c.group.endpoints...)

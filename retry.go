@@ -141,6 +141,9 @@ func (c *Client) retryable(method string, err error) bool {
 // attempts runs call, retrying as the policy and budget allow; it is the
 // Invoker beneath the client's interceptors.
 func (c *Client) attempts(ctx context.Context, call *Call) error {
+	if h := c.hedgerFor(call.ServiceMethod); h != nil {
+		return c.hedged(ctx, call, h)
+	}
 	c.budget.deposit()
 	start := time.Now()
 	var tried triedSet
@@ -311,6 +314,7 @@ func (c *Client) finish(ctx context.Context, call *Call, a *attemptState, err er
 	limited := overloaded && errors.Is(err, ErrLimited)
 	if overloaded {
 		c.budget.penalize()
+		c.overloaded(time.Now())
 	}
 	if a.t != nil && (overloaded || err == nil || isServerAnswer(err)) {
 		// A refusal at the method's limit is the server answering: the

@@ -108,7 +108,7 @@ func TestRegisterSchemeErrors(t *testing.T) {
 		{"kievtest://x", "no service name"},
 		{"kievtest://nosuch/Who", "no test registry named \"nosuch\""},
 		{"etcd://127.0.0.1:2379/Who", "import github.com/kievrpc/kiev/registry/etcd to use etcd:// targets"},
-		{"gopher://127.0.0.1:1", "tcp://, udp://, unix://, zookeeper:// or kievtest://"},
+		{"gopher://127.0.0.1:1", "tcp://, udp://, unix://, zookeeper://, dns:// or kievtest://"},
 	} {
 		c, err := kiev.Dial(tc.target)
 		if err == nil {

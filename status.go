@@ -113,6 +113,12 @@ func (c *Client) status() admin.ClientStatus {
 	}
 	if c.group != nil {
 		cs.Balancer = c.opts.balancer.Name()
+		d := admin.DiscoveryStatus(c.group.discovery())
+		cs.Discovery = &d
+		if c.opts.hedging != nil || c.hedge.any.Load() {
+			h := admin.HedgeStatus(c.HedgeStats())
+			cs.Hedges = &h
+		}
 		c.group.mu.Lock()
 		eps = slices.Clone(c.group.endpoints)
 		c.group.mu.Unlock()

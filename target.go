@@ -34,7 +34,7 @@ var schemes struct {
 }
 
 // builtinSchemes are the schemes parseTarget knows itself.
-var builtinSchemes = []string{"tcp", "udp", "unix", "zookeeper", "zk"}
+var builtinSchemes = []string{"tcp", "udp", "unix", "zookeeper", "zk", "dns"}
 
 // schemeModules names the packages that register well-known schemes, for
 // the error of a Dial whose program did not import one.
@@ -57,7 +57,7 @@ var schemeModules = map[string]string{"etcd": "github.com/kievrpc/kiev/registry/
 // RegisterScheme is safe for concurrent use. It panics if parse is nil, or
 // if scheme is not a lower-case URL scheme (a letter, then letters,
 // digits, '+', '-' or '.'), is one Dial knows itself (tcp, udp, unix,
-// zookeeper, zk), or is already registered.
+// zookeeper, zk, dns), or is already registered.
 func RegisterScheme(scheme string, parse func(u *url.URL) (service string, open func(logger *slog.Logger) (registry.Registry, error), err error)) {
 	switch {
 	case parse == nil:
@@ -95,10 +95,10 @@ func registeredScheme(scheme string) schemeParser {
 }
 
 // knownSchemes lists the schemes Dial accepts, for error messages:
-// "tcp://, udp://, unix://, zookeeper:// or etcd://".
+// "tcp://, udp://, unix://, zookeeper://, dns:// or etcd://".
 func knownSchemes() string {
 	schemes.mu.RLock()
-	names := []string{"tcp", "udp", "unix", "zookeeper"}
+	names := []string{"tcp", "udp", "unix", "zookeeper", "dns"}
 	extra := make([]string, 0, len(schemes.parse))
 	for s := range schemes.parse {
 		extra = append(extra, s)
@@ -149,6 +149,9 @@ func parseTarget(s string) (target, error) {
 		if _, _, err := net.SplitHostPort(rest); err != nil {
 			return target{}, fmt.Errorf("kiev: Dial %q: want host:port, a service name, or a URL (%s): %v", s, knownSchemes(), err)
 		}
+		if !hasScheme && namedHost(rest) {
+			return dnsTarget(s, "", rest, 0)
+		}
 		return target{network: "tcp", addr: rest}, nil
 	case "udp":
 		if _, _, err := net.SplitHostPort(rest); err != nil {
@@ -157,6 +160,8 @@ func parseTarget(s string) (target, error) {
 		return target{network: "udp", addr: rest}, nil
 	case "zookeeper", "zk":
 		return parseZooKeeper(s)
+	case "dns":
+		return parseDNS(s)
 	}
 	if parse := registeredScheme(scheme); parse != nil {
 		return parseScheme(s, parse)

@@ -135,6 +135,14 @@ func (t *throttler) allow(now time.Time) bool {
 	return p <= 0 || rand.Float64() >= p
 }
 
+// refusing reports whether allow refuses some calls now.
+func (t *throttler) refusing(now time.Time) bool {
+	i := t.bucket(now)
+	calls := float64(t.pastCalls.Load() + t.calls[i].Load())
+	accepts := float64(t.pastAccepts.Load() + t.accepts[i].Load())
+	return calls-t.k*accepts > 0
+}
+
 // done counts a sent call, accepted or not by the server, in the current
 // bucket: the one of the latest call to start, which is close enough to
 // now without a clock read. (A call's own start can be buckets ago, and

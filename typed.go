@@ -111,6 +111,7 @@ type MethodOption interface{ applyMethod(*methodOptions) }
 
 type methodOptions struct {
 	service string
+	hedging *Hedging // WithHedging
 }
 
 type methodOption func(*methodOptions)
@@ -152,6 +153,9 @@ func MethodOf[T, A, R any](c *Client, method func(T, context.Context, A, *R) err
 	if err != nil {
 		return nil, err
 	}
+	if err := c.hedgeMethod(name, opts); err != nil {
+		return nil, err
+	}
 	return newMethod[A, R](c, name), nil
 }
 
@@ -163,6 +167,9 @@ func MethodOf[T, A, R any](c *Client, method func(T, context.Context, A, *R) err
 func NetRPCMethodOf[T, A, R any](c *Client, method func(T, A, *R) error, opts ...MethodOption) (*Method[A, R], error) {
 	name, err := methodName[T]("NetRPCMethodOf", method, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.hedgeMethod(name, opts); err != nil {
 		return nil, err
 	}
 	return newMethod[A, R](c, name), nil

@@ -86,6 +86,30 @@ type ClientStatus struct {
 	Retries   int64            `json:"retries"`
 	Budget    float64          `json:"retry_budget"` // retries the budget holds now
 	Providers []ProviderStatus `json:"providers"`
+	// Discovery is how the discovery of a service client's providers
+	// fares (kiev.Client.Discovery); nil for a client of one address.
+	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
+	// Hedges counts the client's hedges (kiev.Hedging); nil for a client
+	// that hedges no method.
+	Hedges *HedgeStatus `json:"hedges,omitempty"`
+}
+
+// DiscoveryStatus is how a client's discovery of its providers fares, as
+// kiev.DiscoveryStatus says.
+type DiscoveryStatus struct {
+	Resolved     bool      `json:"resolved"`
+	Updated      time.Time `json:"updated,omitzero"`
+	Error        string    `json:"error,omitempty"`
+	FailingSince time.Time `json:"failing_since,omitzero"`
+}
+
+// HedgeStatus counts a client's hedged copies of calls, as kiev.HedgeStats
+// says: sent, won, and not sent for want of budget or for overload.
+type HedgeStatus struct {
+	Sent     int64 `json:"sent"`
+	Won      int64 `json:"won"`
+	NoBudget int64 `json:"no_budget"`
+	Overload int64 `json:"overload"`
 }
 
 // ProviderStatus is one provider as its client's balancer sees it.

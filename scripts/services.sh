@@ -28,7 +28,7 @@
 # functions and listing it in SERVICES.
 set -euo pipefail
 
-SERVICES=(redis mariadb zookeeper zookeeper_ensemble etcd ferretdb chromium nginx)
+SERVICES=(redis mariadb zookeeper zookeeper_ensemble etcd ferretdb chromium nginx dnsmasq)
 STATE_DIR=${KIEV_SERVICES_DIR:-/tmp/kiev-services}
 T0=${KIEV_T0:-$(date +%s)}
 
@@ -654,6 +654,41 @@ nginx_bin() {
 
 nginx_env() {
 	echo "export KIEV_NGINX=$(nginx_bin)"
+}
+
+# --- dnsmasq -----------------------------------------------------------------
+# dnsmasq is the DNS server of the dns:// targets' tests. Each test runs a
+# private dnsmasq of its own (internal/dnstest) on a free loopback port,
+# answering only from a hosts file and an SRV file in a temporary directory,
+# so that tests share no state; `up` only installs Debian's dnsmasq-base
+# (the binary alone, no service) and starts nothing.
+
+DNSMASQ_BIN=/usr/sbin/dnsmasq
+
+dnsmasq_packages() {
+	[[ -x $DNSMASQ_BIN ]] || command -v dnsmasq >/dev/null || echo dnsmasq-base
+}
+
+# dnsmasq_bin prints the dnsmasq binary's path.
+dnsmasq_bin() {
+	if [[ -x $DNSMASQ_BIN ]]; then
+		echo "$DNSMASQ_BIN"
+	else
+		command -v dnsmasq || echo "$DNSMASQ_BIN"
+	fi
+}
+
+dnsmasq_up() {
+	local bin
+	bin=$(dnsmasq_bin)
+	[[ -x $bin ]] || die "dnsmasq: $bin is missing after installing dnsmasq-base"
+	log "dnsmasq: $("$bin" --version 2>&1 | head -n 1)"
+}
+
+dnsmasq_down() { :; } # each test stops its own dnsmasq
+
+dnsmasq_env() {
+	echo "export KIEV_DNSMASQ=$(dnsmasq_bin)"
 }
 
 # --- main --------------------------------------------------------------------

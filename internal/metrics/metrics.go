@@ -51,6 +51,8 @@ var (
 		"How long calls took, retries included, by target.", []string{"target"}, nil)
 	descClientRetries = prometheus.NewDesc("kiev_client_retries_total",
 		"Retries a client sent, by target.", []string{"target"}, nil)
+	descClientHedges = prometheus.NewDesc("kiev_client_hedges_total",
+		"Hedged copies of calls, by target and outcome: sent, won (answered first), and not sent for want of retry budget (no_budget) or because of overload (overload).", []string{"target", "outcome"}, nil)
 	descClientBudget = prometheus.NewDesc("kiev_client_retry_budget",
 		"Retries the client's retry budget holds now, by target.", []string{"target"}, nil)
 	descProviderCalls = prometheus.NewDesc("kiev_client_provider_calls_total",
@@ -140,10 +142,15 @@ type Client struct {
 	Target    string // as dialed
 	Totals    *callstats.Totals
 	Retries   int64
+	Hedges    Hedges
 	Budget    float64    // retries its budget holds now
 	Balanced  bool       // a client of a service, balancing over Providers
 	Providers []Provider // when Balanced
 }
+
+// Hedges counts a client's hedged copies of calls: sent, won (answered
+// first), and not sent for want of retry budget or because of overload.
+type Hedges struct{ Sent, Won, NoBudget, Overload int64 }
 
 // Provider is one provider of a Client's service.
 type Provider struct {
@@ -167,7 +174,7 @@ type clientCollector struct {
 }
 
 func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientBudget,
+	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientHedges, descClientBudget,
 		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderEjected} {
 		ch <- d
 	}
@@ -189,15 +196,24 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		var total callstats.Totals
 		var retries int64
+		var hedges Hedges
 		var budget float64
 		for _, o := range same {
 			total.Add(o.Totals)
 			retries += o.Retries
+			h := o.Hedges
+			hedges.Sent, hedges.Won, hedges.NoBudget, hedges.Overload = hedges.Sent+h.Sent, hedges.Won+h.Won, hedges.NoBudget+h.NoBudget, hedges.Overload+h.Overload
 			budget += o.Budget
 		}
 		callstats.CodeCounters(ch, descClientCalls, &total, cc.names, c.Target)
 		ch <- callstats.Histogram(descClientDuration, &total, c.Target)
 		ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries), c.Target)
+		for _, o := range []struct {
+			name string
+			n    int64
+		}{{"sent", hedges.Sent}, {"won", hedges.Won}, {"no_budget", hedges.NoBudget}, {"overload", hedges.Overload}} {
+			ch <- prometheus.MustNewConstMetric(descClientHedges, prometheus.CounterValue, float64(o.n), c.Target, o.name)
+		}
 		ch <- prometheus.MustNewConstMetric(descClientBudget, prometheus.GaugeValue, budget, c.Target)
 		if c.Balanced {
 			cc.collectProviders(ch, c.Target, same)

@@ -20,6 +20,13 @@ func Start(t testing.TB, srv *kiev.Server) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	Serve(t, srv, l)
+	return l.Addr().String()
+}
+
+// Serve serves srv on l, as Start does on a listener it opens.
+func Serve(t testing.TB, srv *kiev.Server, l net.Listener) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
@@ -28,5 +35,4 @@ func Start(t testing.TB, srv *kiev.Server) string {
 			t.Errorf("Serve returned %v, want ErrServerClosed", err)
 		}
 	})
-	return l.Addr().String()
 }
