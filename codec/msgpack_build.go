@@ -4,7 +4,7 @@ import (
 	"encoding"
 	"reflect"
 	"strings"
-	
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
-	
+
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
