@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -56,6 +57,30 @@ func msgpackPlanOf(v any) *msgpackPlan {
 	// Two goroutines may build the same plan at once; both are equal.
 	msgpackPlans.Store(t, p)
 	return p
+}
+
+// decodeAll decodes data, which must hold exactly one value, into v, a
+// pointer to the type the plan was built for. It checks data as
+// checkMsgpack does, but as it reads rather than before: every length is
+// checked against the bytes that remain before anything is allocated for
+// it, the nesting depth is bounded, and skipped values are checked whole.
+// Failing, it may leave v partly decoded, as the library does.
+func (p *msgpackPlan) decodeAll(d *msgpackDecoder, data []byte, v any) error {
+	if len(data) == 0 {
+		return errMsgpackEmpty
+	}
+	d.r.Reset(data)
+	d.r.codes, d.ready, d.depth = d.r.codes[:0], false, 0
+	d.strBytes, d.strHint = 0, int(p.strBytes.Load())
+	err := p.decodeInto(d, v)
+	if n := d.r.Len(); err == nil && n > 0 {
+		err = fmt.Errorf("%d unexpected bytes follow the value", n)
+	}
+	if err == nil && d.strBytes != d.strHint {
+		p.strBytes.Store(int32(min(d.strBytes, arenaSize)))
+	}
+	d.arena = nil // the strings carved from it belong to v
+	return err
 }
 
 // decodeInto decodes the value loaded in d into v, a pointer to the type
@@ -87,6 +112,9 @@ type msgpackPlan struct {
 	// maxName is the length of the longest name in byName. A longer key
 	// names no field and is skipped without being read.
 	maxName int
+	// strBytes is the length of the strings that the last value decoded
+	// copied into the arena, up to arenaSize: the size of the next arena.
+	strBytes atomic.Int32
 }
 
 // A msgpackFieldPlan decodes one field of a struct.
@@ -135,6 +163,9 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 			p.zero(ptr)
 			return false, nil
 		}
+		if err := d.enter(2 * n); err != nil {
+			return false, err
+		}
 		matched := 0
 		for i := range n {
 			f, err := p.readKey(d, i)
@@ -142,7 +173,7 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 				return false, fmt.Errorf("reading a key of %s: %w", p.typ, err)
 			}
 			if f == nil { // unknown fields are skipped
-				if err := d.lib().Skip(); err != nil {
+				if err := d.skip(); err != nil {
 					return false, err
 				}
 				continue
@@ -152,6 +183,7 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 				return false, inField(f.name, err)
 			}
 		}
+		d.leave(n)
 		return n > 0 && matched == 0, nil
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
 		n, err := d.arrayLen()
@@ -165,11 +197,15 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 		if n != len(p.list) {
 			return false, fmt.Errorf("msgpack: %s has %d fields but the array it is decoded from has %d values", p.typ, len(p.list), n)
 		}
+		if err := d.enter(n); err != nil {
+			return false, err
+		}
 		for _, f := range p.list {
 			if err := f.decodeIn(d, ptr); err != nil {
 				return false, inField(f.name, err)
 			}
 		}
+		d.leave(n)
 		return false, nil
 	}
 	return false, fmt.Errorf("msgpack: unexpected code=%x decoding %s: want a map or an array", c, p.typ)
@@ -289,6 +325,9 @@ func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpackDecoder,
 	if err != nil {
 		return err
 	}
+	if err := d.enter(n); err != nil {
+		return err
+	}
 	s := *sp
 	switch {
 	case n == -1:
@@ -310,6 +349,7 @@ func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpackDecoder,
 			return &msgpackFieldError{path: "[" + strconv.Itoa(i) + "]", err: err}
 		}
 	}
+	d.leave(n)
 	return nil
 }
 
@@ -354,7 +394,7 @@ func decodeFloat64(d *msgpackDecoder, p *float64) error {
 }
 
 func decodeString(d *msgpackDecoder, p *string) error {
-	v, err := d.string()
+	v, err := d.string(*p)
 	if err == nil {
 		*p = v
 	}

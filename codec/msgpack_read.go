@@ -3,6 +3,7 @@ package codec
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -158,14 +159,90 @@ func (d *msgpackDecoder) bytesLen() (int, error) {
 	return 0, fmt.Errorf("msgpack: invalid code=%x decoding string/bytes length", c)
 }
 
-// string is the library's DecodeString: nil and "" are "".
-func (d *msgpackDecoder) string() (string, error) {
+// string is the library's DecodeString: nil and "" are "". old is the
+// string the result replaces: if the two are equal, old is returned, so
+// that a value decoded again into costs no allocation where its strings
+// did not change. Others are copied into the arena (str).
+func (d *msgpackDecoder) string(old string) (string, error) {
 	n, err := d.bytesLen()
 	if err != nil || n <= 0 {
 		return "", err
 	}
 	b, err := d.r.next(n)
-	return string(b), err
+	switch {
+	case err != nil:
+		return "", err
+	case string(b) == old:
+		return old, nil
+	}
+	return d.str(b), nil
+}
+
+// The string arena. The strings of one message are copied into shared
+// allocations of up to arenaSize bytes, so that a message with many
+// short strings costs one allocation, not one a string. A string keeps
+// its whole allocation alive, which is why the arena is small, takes no
+// string longer than arenaMaxString, and is sized by what the last
+// message of the type needed (msgpackPlan.strBytes), not by guess.
+const (
+	arenaSize      = 1024
+	arenaMaxString = 256
+)
+
+// str returns a copy of b as a string, from the arena if it fits.
+func (d *msgpackDecoder) str(b []byte) string {
+	n := len(b)
+	if n > arenaMaxString {
+		return string(b)
+	}
+	d.strBytes += n
+	if n > len(d.arena) {
+		// Room for what the last message held beyond this point, but
+		// no more than the input left could hold.
+		size := max(n, d.strHint-d.strBytes+n)
+		d.arena = make([]byte, min(size, arenaSize, n+d.r.Len()))
+	}
+	s := d.arena[:n:n]
+	d.arena = d.arena[n:]
+	copy(s, b)
+	return unsafe.String(&s[0], n)
+}
+
+// enter checks, as checkMsgpack does, the array or map of elems values
+// whose header was just read: each value takes at least a byte, so there
+// must be as many bytes left; and a container with values must not nest
+// deeper than maxMsgpackDepth. It counts the container as open until
+// leave. A plan calls it before it allocates anything for the values.
+func (d *msgpackDecoder) enter(elems int) error {
+	switch {
+	case elems <= 0:
+		return nil
+	case elems > d.r.Len():
+		return fmt.Errorf("a container declares %d values but only %d bytes remain", elems, d.r.Len())
+	case d.depth >= maxMsgpackDepth:
+		return errMsgpackDepth
+	}
+	d.depth++
+	return nil
+}
+
+// leave closes the container that enter opened.
+func (d *msgpackDecoder) leave(elems int) {
+	if elems > 0 {
+		d.depth--
+	}
+}
+
+// skip skips the next value, which names no field, checking it whole as
+// checkMsgpack would.
+func (d *msgpackDecoder) skip() error {
+	next, stack, err := skipMsgpackValue(d.r.data, d.r.pos, d.stack, maxMsgpackDepth-d.depth)
+	d.stack = stack
+	if err != nil {
+		return err
+	}
+	d.r.pos = next
+	return nil
 }
 
 // mapLen is the library's DecodeMapLen: nil is -1. Unlike it, mapLen
@@ -234,8 +311,33 @@ func decodeBytes(d *msgpackDecoder, p unsafe.Pointer) error {
 	return nil
 }
 
-// decodeStrings decodes a []string through the library's Decode, where
-// nil leaves the slice unchanged.
+// decodeStrings decodes a []string as the library's decodeStringSlicePtr
+// does: nil leaves the slice unchanged; a slice with room for n strings is
+// reused, from its start; and the slice is set only once all n strings
+// are read.
 func decodeStrings(d *msgpackDecoder, p unsafe.Pointer) error {
-	return d.lib().Decode((*[]string)(p))
+	sp := (*[]string)(p)
+	n, err := d.arrayLen()
+	if err != nil || n == -1 {
+		return err
+	}
+	if err := d.enter(n); err != nil {
+		return err
+	}
+	s := *sp
+	if s == nil || cap(s) < n {
+		s = make([]string, n)
+	} else {
+		s = s[:n]
+	}
+	for i := range s {
+		v, err := d.string(s[i])
+		if err != nil {
+			return &msgpackFieldError{path: "[" + strconv.Itoa(i) + "]", err: err}
+		}
+		s[i] = v
+	}
+	d.leave(n)
+	*sp = s
+	return nil
 }
