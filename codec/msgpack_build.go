@@ -140,6 +140,7 @@ func (b *planBuilder) fieldPlan(t reflect.Type, f *msgpackField) *msgpackFieldPl
 	if fp.decode = b.decoder(sf.Type); fp.decode == nil {
 		return nil
 	}
+	fp.kind = kindOf(sf.Type)
 	return fp
 }
 

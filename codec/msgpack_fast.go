@@ -128,6 +128,7 @@ type msgpackFieldPlan struct {
 	via    []embedStep
 	offset uintptr // of the field in the struct via leads to
 	decode decodeFunc
+	kind   scalarKind // if not kindNone, decoded by decodeScalar instead
 }
 
 // An embedStep moves from a struct to one of its embedded structs.
@@ -254,6 +255,9 @@ func (f *msgpackFieldPlan) decodeIn(d *msgpackDecoder, ptr unsafe.Pointer) error
 			}
 			ptr = *pp
 		}
+	}
+	if f.kind != kindNone {
+		return decodeScalar(d, f.kind, unsafe.Add(ptr, f.offset))
 	}
 	return f.decode(d, unsafe.Add(ptr, f.offset))
 }
