@@ -120,6 +120,7 @@ type msgpackPlan struct {
 // A msgpackFieldPlan decodes one field of a struct.
 type msgpackFieldPlan struct {
 	name string
+	key  string // name encoded as a msgpack str, as appendString does
 	// named is set if name resolves to this field in byName; a field
 	// that a later one of the same name shadows is reached only by its
 	// position in an array.
@@ -225,6 +226,13 @@ func (p *msgpackPlan) zero(ptr unsafe.Pointer) {
 //
 // The key is read in place, so that it costs no allocation.
 func (p *msgpackPlan) readKey(d *msgpackDecoder, i int) (*msgpackFieldPlan, error) {
+	if i < len(p.list) {
+		// The key as this package encodes it: compared in place.
+		if f := p.list[i]; f.named && hasPrefix(d.r.data[d.r.pos:], f.key) {
+			d.r.pos += len(f.key)
+			return f, nil
+		}
+	}
 	n, err := d.bytesLen()
 	if err != nil {
 		return nil, err
@@ -428,4 +436,9 @@ func inField(name string, err error) error {
 		fe.path = name + "." + fe.path
 	}
 	return fe
+}
+
+// hasPrefix reports whether b starts with s, without allocating.
+func hasPrefix(b []byte, s string) bool {
+	return len(b) >= len(s) && string(b[:len(s)]) == s
 }
