@@ -87,6 +87,9 @@ var msgpackDecoders = sync.Pool{New: func() any {
 
 // msgpackMarshal appends the msgpack encoding of v to dst.
 func msgpackMarshal(dst []byte, v any) ([]byte, error) {
+	if m, ok := v.(msgpMarshaler); ok {
+		return marshalMsgp(dst, m)
+	}
 	if enc := msgpackEncoderOf(v); enc != nil {
 		return encodeWith(enc, dst, v), nil // plain structs: see msgpack_encode.go
 	}
@@ -114,6 +117,9 @@ func libraryMarshal(dst []byte, v any) ([]byte, error) {
 func msgpackUnmarshal(data []byte, v any) error {
 	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return ErrNilPointer
+	}
+	if u, ok := v.(msgpUnmarshaler); ok {
+		return unmarshalMsgp(data, u)
 	}
 	d := msgpackDecoders.Get().(*msgpackDecoder)
 	var err error
