@@ -6,7 +6,8 @@ package codec
 // every element a dynamic dispatch. Most call arguments are plain structs
 // of numbers, strings and slices of those, so for them msgpackUnmarshal
 // uses a plan compiled once per type instead: a tree of small functions
-// that write through typed pointers at fixed field offsets.
+// that write through typed pointers at fixed field offsets, with scalar
+// fields read by a switch on their kind (msgpack_kind.go).
 //
 // A plan must decode exactly as the library does, configured as in
 // msgpackUnmarshal. Field names, embedded structs and the map or array
@@ -14,8 +15,15 @@ package codec
 // (decodeStructValue); slices and pointers follow decode_slice.go and
 // decode_value.go. Scalars and lengths are read in place, each accepting
 // the wire types the library's Decoder method of the same name accepts,
-// with its conversions (decode_number.go, decode_string.go); map lengths,
-// skipped values, []byte and []string go through the library itself.
+// with its conversions (decode_number.go, decode_string.go), as are []byte
+// and []string (decodeStringSlicePtr). A plan never calls the library.
+//
+// A plan makes the checks of checkMsgpack as it reads, not in a pass
+// before: each array or map length against the bytes left, before
+// anything is allocated for it (msgpackDecoder.enter); the nesting depth;
+// a skipped value whole (skipMsgpackValue); and no bytes after the value.
+// Whatever checkMsgpack refuses, a plan refuses (FuzzMsgpackFast).
+//
 // Types the plan does not model (maps, interfaces, arrays, types with
 // decoding methods, unusual tags) get no plan and decode in the library.
 // One thing a plan cannot see is a decoder installed for a type with
