@@ -132,10 +132,17 @@ func (p *encodePlan) encode(b []byte, ptr unsafe.Pointer) []byte {
 				b = append(b, f.key...)
 			}
 			fp := unsafe.Add(ptr, f.offset)
-			if f.kind != kindNone {
-				b = appendScalar(b, f.kind, fp)
-			} else {
+			switch f.kind { // the commonest kinds without a call more
+			case kindBool:
+				b = appendBool(b, *(*bool)(fp))
+			case kindInt32:
+				b = appendInt(b, int64(*(*int32)(fp)))
+			case kindInt64:
+				b = appendInt(b, *(*int64)(fp))
+			case kindNone:
 				b = f.encode(b, fp)
+			default:
+				b = appendScalar(b, f.kind, fp)
 			}
 		}
 		return b
