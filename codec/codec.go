@@ -52,14 +52,23 @@ const (
 	// more than 1000 deep. Plain structs (numbers, strings, byte slices,
 	// slices of those and nested structs of the same) decode through a
 	// plan compiled once per type rather than msgpack's reflection: the
-	// same result, with two allocations for a string and a list instead of
-	// six. A pointer to a plain struct encodes through such a plan too:
-	// the library's bytes, five times faster. It is kiev's default.
+	// same result, checked as it is read, with the strings of a message
+	// in one shared allocation (a string kept keeps that allocation, at
+	// most 1 KiB, alive) and no allocation for a string equal to the one
+	// the field already holds. A pointer to a plain struct encodes
+	// through such a plan too: the library's bytes, for a quarter of its
+	// instructions.
+	// A type with the MarshalMsg and UnmarshalMsg methods that
+	// tinylib/msgp generates is encoded and decoded by them instead; its
+	// field names are then the generated code's. It is kiev's default.
 	Msgpack Builtin = 1
 
 	// Protobuf encodes values that implement proto.Message with
-	// google.golang.org/protobuf. Other values are refused with
-	// [ErrNotProto].
+	// google.golang.org/protobuf, appending in place to kiev's reused
+	// buffers; a message with the methods vtprotobuf generates
+	// (MarshalToSizedBufferVT, UnmarshalVT) goes through them, and one
+	// from github.com/golang/protobuf through protoadapt. Other values
+	// are refused with [ErrNotProto].
 	Protobuf Builtin = 2
 
 	// JSON encodes any Go value with encoding/json. It is what kiev's

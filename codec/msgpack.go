@@ -37,7 +37,16 @@ type msgpackDecoder struct {
 	r     msgpackReader
 	dec   *msgpack.Decoder
 	ready bool     // dec is set up for this input, and r's codes marked (lib)
-	stack []uint64 // scratch for checkMsgpack
+	stack []uint64 // scratch for checkMsgpack and skipping
+	// depth counts the arrays and maps with elements that a plan is
+	// inside, bounded by maxMsgpackDepth as checkMsgpack bounds them.
+	depth int
+	// arena is where a plan copies the strings it decodes: one allocation
+	// for many strings (see msgpackDecoder.str). strBytes counts the
+	// bytes of the strings copied so far, strHint those of the last
+	// message of the type.
+	arena             []byte
+	strBytes, strHint int
 }
 
 // lib returns the library's decoder, set up to read the input on from
@@ -78,6 +87,9 @@ var msgpackDecoders = sync.Pool{New: func() any {
 
 // msgpackMarshal appends the msgpack encoding of v to dst.
 func msgpackMarshal(dst []byte, v any) ([]byte, error) {
+	if m, ok := v.(msgpMarshaler); ok {
+		return marshalMsgp(dst, m)
+	}
 	if enc := msgpackEncoderOf(v); enc != nil {
 		return encodeWith(enc, dst, v), nil // plain structs: see msgpack_encode.go
 	}
@@ -100,23 +112,28 @@ func libraryMarshal(dst []byte, v any) ([]byte, error) {
 	return out, err
 }
 
-// msgpackUnmarshal decodes data into the pointer v. Decoding reads data
-// through a bytes.Reader, so every string and byte slice in v is a copy.
+// msgpackUnmarshal decodes data into the pointer v. Every string and byte
+// slice in v is a copy.
 func msgpackUnmarshal(data []byte, v any) error {
 	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return ErrNilPointer
 	}
+	if u, ok := v.(msgpUnmarshaler); ok {
+		return unmarshalMsgp(data, u)
+	}
 	d := msgpackDecoders.Get().(*msgpackDecoder)
 	var err error
-	if d.stack, err = checkMsgpack(data, d.stack); err != nil {
-		msgpackDecoders.Put(d)
-		return unmarshalError("msgpack", v, err)
-	}
-	d.r.Reset(data)
-	d.r.codes, d.ready = d.r.codes[:0], false // no codes marked yet: see lib
 	if plan := msgpackPlanOf(v); plan != nil {
-		err = plan.decodeInto(d, v) // plain structs: see msgpack_fast.go
+		// Plain structs: see msgpack_fast.go. The plan makes the checks
+		// of checkMsgpack as it reads.
+		err = plan.decodeAll(d, data, v)
 	} else {
+		if d.stack, err = checkMsgpack(data, d.stack); err != nil {
+			msgpackDecoders.Put(d)
+			return unmarshalError("msgpack", v, err)
+		}
+		d.r.Reset(data)
+		d.r.codes, d.ready = d.r.codes[:0], false // no codes marked yet: see lib
 		err = decodeMsgpack(d.lib(), v)
 		if t := reflect.TypeOf(v).Elem(); err == nil && t.Kind() == reflect.Struct {
 			err = checkStructKeys(t, data)

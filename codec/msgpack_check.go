@@ -72,14 +72,39 @@ const maxExtMarkDepth = 8
 // sequence of values (none included) that ends with data. With m, it marks
 // the codes it finds, as checkAndMarkMsgpack says.
 func scanMsgpack(data []byte, stack []uint64, seq bool, m *codeMarks) ([]uint64, error) {
+	mode := scanWhole
+	if seq {
+		mode = scanSequence
+	}
+	_, stack, err := scanFrom(data, 0, stack, mode, maxMsgpackDepth, m)
+	return stack, err
+}
+
+// skipMsgpackValue checks the value at data[pos:] as checkMsgpack checks a
+// whole input, with maxDepth levels of nesting left, and returns the
+// position after it. A decoding plan skips a value that names no field
+// with it.
+func skipMsgpackValue(data []byte, pos int, stack []uint64, maxDepth int) (int, []uint64, error) {
+	return scanFrom(data, pos, stack, scanFirst, maxDepth, nil)
+}
+
+// What scanFrom scans.
+const (
+	scanWhole    = iota // one value that ends with the data
+	scanSequence        // values, none included, that end with the data
+	scanFirst           // one value, then stop
+)
+
+// scanFrom scans from data[pos:] as mode says, nesting at most maxDepth
+// containers with values, and returns where it stopped.
+func scanFrom(data []byte, pos int, stack []uint64, mode, maxDepth int, m *codeMarks) (int, []uint64, error) {
 	stack = stack[:0]
-	pos := 0
 	for {
 		if pos >= len(data) {
-			if seq && len(stack) == 0 {
-				return stack, nil
+			if mode == scanSequence && len(stack) == 0 {
+				return pos, stack, nil
 			}
-			return stack, errMsgpackTruncated
+			return pos, stack, errMsgpackTruncated
 		}
 		c := data[pos]
 		if m != nil {
@@ -101,7 +126,7 @@ func scanMsgpack(data []byte, stack []uint64, seq bool, m *codeMarks) ([]uint64,
 			var err error
 			skip, elems, container, pos, err = msgpackHeader(c, data, pos)
 			if err != nil {
-				return stack, err
+				return pos, stack, err
 			}
 			if m != nil && uint64(len(data)-pos) >= skip {
 				m.markHeader(data, c, hdr, pos+int(skip))
@@ -109,16 +134,16 @@ func scanMsgpack(data []byte, stack []uint64, seq bool, m *codeMarks) ([]uint64,
 		}
 		rem := uint64(len(data) - pos)
 		if skip > rem {
-			return stack, errMsgpackTruncated
+			return pos, stack, errMsgpackTruncated
 		}
 		pos += int(skip)
 		if container && elems > 0 {
 			// Every element takes at least one byte.
 			if elems > rem {
-				return stack, fmt.Errorf("a container declares %d values but only %d bytes remain", elems, rem)
+				return pos, stack, fmt.Errorf("a container declares %d values but only %d bytes remain", elems, rem)
 			}
-			if len(stack) == maxMsgpackDepth {
-				return stack, errMsgpackDepth
+			if len(stack) >= maxDepth {
+				return pos, stack, errMsgpackDepth
 			}
 			stack = append(stack, elems)
 			continue
@@ -127,10 +152,10 @@ func scanMsgpack(data []byte, stack []uint64, seq bool, m *codeMarks) ([]uint64,
 		for {
 			if len(stack) == 0 {
 				switch {
-				case pos == len(data):
-					return stack, nil
-				case !seq:
-					return stack, fmt.Errorf("%d unexpected bytes follow the value", len(data)-pos)
+				case mode == scanFirst, pos == len(data):
+					return pos, stack, nil
+				case mode == scanWhole:
+					return pos, stack, fmt.Errorf("%d unexpected bytes follow the value", len(data)-pos)
 				}
 				break // the next value of the sequence
 			}
@@ -252,7 +277,7 @@ func (r *msgpackReader) ReadByte() (byte, error) {
 		return 0, errMsgpackDesync
 	}
 	if i >= len(r.data) {
-		return 0, io.EOF
+		return 0, errMsgpackTruncated
 	}
 	r.pos++
 	return r.data[i], nil
@@ -283,8 +308,8 @@ func (r *msgpackReader) bigEndian(n int) (uint64, error) {
 
 // next returns the next n bytes, in place, and moves past them.
 func (r *msgpackReader) next(n int) ([]byte, error) {
-	if n > r.Len() { // checkMsgpack makes this impossible
-		return nil, io.ErrUnexpectedEOF
+	if n > r.Len() {
+		return nil, errMsgpackTruncated
 	}
 	b := r.data[r.pos : r.pos+n]
 	r.pos += n

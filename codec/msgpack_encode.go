@@ -77,14 +77,22 @@ type encodePlan struct {
 	// encoded as a map, the struct also leaves out the fields that sit
 	// behind a nil embedded pointer, which it otherwise sends as nil.
 	omits bool
+	// flat is set for a map of fields that all sit in the struct itself
+	// (no embedded pointer on the way) and none omitempty.
+	flat bool
 }
 
 // An encodeField encodes one field of a struct.
 type encodeField struct {
-	key    []byte      // the field's name, encoded
+	key []byte // the field's name, encoded
+	// key16 is key padded to 16 bytes, and keyLen its length, if key
+	// is no longer; else keyLen is 0.
+	key16  [16]byte
+	keyLen uint8
 	via    []embedStep // through embedded structs, as in msgpackFieldPlan
 	offset uintptr
 	encode encodeFunc
+	kind   scalarKind                  // if not kindNone, encoded by appendScalar instead
 	empty  func(p unsafe.Pointer) bool // set with omitempty
 }
 
@@ -111,6 +119,34 @@ func (f *encodeField) omitted(ptr unsafe.Pointer) bool {
 }
 
 func (p *encodePlan) encode(b []byte, ptr unsafe.Pointer) []byte {
+	if p.flat {
+		// The common shape, with no branch a field does not need.
+		b = appendMapLen(b, len(p.fields))
+		for i := range p.fields {
+			f := &p.fields[i]
+			if n := len(b); f.keyLen > 0 && cap(b)-n >= len(f.key16) {
+				// One store of 16 bytes, rather than a copy of a few.
+				*(*[16]byte)(b[n : n+16]) = f.key16
+				b = b[:n+int(f.keyLen)]
+			} else {
+				b = append(b, f.key...)
+			}
+			fp := unsafe.Add(ptr, f.offset)
+			switch f.kind { // the commonest kinds without a call more
+			case kindBool:
+				b = appendBool(b, *(*bool)(fp))
+			case kindInt32:
+				b = appendInt(b, int64(*(*int32)(fp)))
+			case kindInt64:
+				b = appendInt(b, *(*int64)(fp))
+			case kindNone:
+				b = f.encode(b, fp)
+			default:
+				b = appendScalar(b, f.kind, fp)
+			}
+		}
+		return b
+	}
 	if p.asArray {
 		b = appendArrayLen(b, len(p.fields))
 		for i := range p.fields {
@@ -149,8 +185,11 @@ func (p *encodePlan) encode(b []byte, ptr unsafe.Pointer) []byte {
 // pointer is in the way, as the library's field.EncodeValue does.
 func (f *encodeField) encodeIn(b []byte, ptr unsafe.Pointer) []byte {
 	fp, ok := f.at(ptr)
-	if !ok {
+	switch {
+	case !ok:
 		return append(b, msgpcode.Nil)
+	case f.kind != kindNone:
+		return appendScalar(b, f.kind, fp)
 	}
 	return f.encode(b, fp)
 }
@@ -252,7 +291,8 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, msgpcode.False)
 }
 
-// appendUint is the library's EncodeUint.
+// appendUint is the library's EncodeUint. Each case is one append, so
+// one check of b's capacity.
 func appendUint(b []byte, n uint64) []byte {
 	switch {
 	case n <= math.MaxInt8:
@@ -260,9 +300,9 @@ func appendUint(b []byte, n uint64) []byte {
 	case n <= math.MaxUint8:
 		return append(b, msgpcode.Uint8, byte(n))
 	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, msgpcode.Uint16), uint16(n))
+		return append(b, msgpcode.Uint16, byte(n>>8), byte(n))
 	case n <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, msgpcode.Uint32), uint32(n))
+		return append(b, msgpcode.Uint32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return binary.BigEndian.AppendUint64(append(b, msgpcode.Uint64), n)
 }
@@ -277,9 +317,9 @@ func appendInt(b []byte, n int64) []byte {
 	case n >= math.MinInt8:
 		return append(b, msgpcode.Int8, byte(n))
 	case n >= math.MinInt16:
-		return binary.BigEndian.AppendUint16(append(b, msgpcode.Int16), uint16(n))
+		return append(b, msgpcode.Int16, byte(n>>8), byte(n))
 	case n >= math.MinInt32:
-		return binary.BigEndian.AppendUint32(append(b, msgpcode.Int32), uint32(n))
+		return append(b, msgpcode.Int32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return binary.BigEndian.AppendUint64(append(b, msgpcode.Int64), uint64(n))
 }
@@ -437,18 +477,26 @@ func (b *encodeBuilder) structPlan(t reflect.Type) *encodePlan {
 		p.fields = append(p.fields, ef)
 		p.omits = p.omits || f.omitEmpty
 	}
+	p.flat = !p.asArray && !p.omits
+	for _, f := range p.fields {
+		p.flat = p.flat && len(f.via) == 0
+	}
 	return p
 }
 
 // field compiles f, a field of the struct t.
 func (b *encodeBuilder) field(t reflect.Type, f *msgpackField) (encodeField, bool) {
 	ef := encodeField{key: appendString(nil, f.name)}
+	if len(ef.key) <= len(ef.key16) {
+		ef.keyLen = uint8(copy(ef.key16[:], ef.key))
+	}
 	var sf reflect.StructField
 	ef.via, sf = fieldPath(t, f.index)
 	ef.offset = sf.Offset
 	if ef.encode = b.encoder(sf.Type); ef.encode == nil {
 		return ef, false
 	}
+	ef.kind = kindOf(sf.Type)
 	if f.omitEmpty {
 		if ef.empty = b.empty(sf.Type); ef.empty == nil {
 			return ef, false

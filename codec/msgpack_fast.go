@@ -6,7 +6,8 @@ package codec
 // every element a dynamic dispatch. Most call arguments are plain structs
 // of numbers, strings and slices of those, so for them msgpackUnmarshal
 // uses a plan compiled once per type instead: a tree of small functions
-// that write through typed pointers at fixed field offsets.
+// that write through typed pointers at fixed field offsets, with scalar
+// fields read by a switch on their kind (msgpack_kind.go).
 //
 // A plan must decode exactly as the library does, configured as in
 // msgpackUnmarshal. Field names, embedded structs and the map or array
@@ -14,8 +15,15 @@ package codec
 // (decodeStructValue); slices and pointers follow decode_slice.go and
 // decode_value.go. Scalars and lengths are read in place, each accepting
 // the wire types the library's Decoder method of the same name accepts,
-// with its conversions (decode_number.go, decode_string.go); map lengths,
-// skipped values, []byte and []string go through the library itself.
+// with its conversions (decode_number.go, decode_string.go), as are []byte
+// and []string (decodeStringSlicePtr). A plan never calls the library.
+//
+// A plan makes the checks of checkMsgpack as it reads, not in a pass
+// before: each array or map length against the bytes left, before
+// anything is allocated for it (msgpackDecoder.enter); the nesting depth;
+// a skipped value whole (skipMsgpackValue); and no bytes after the value.
+// Whatever checkMsgpack refuses, a plan refuses (FuzzMsgpackFast).
+//
 // Types the plan does not model (maps, interfaces, arrays, types with
 // decoding methods, unusual tags) get no plan and decode in the library.
 // One thing a plan cannot see is a decoder installed for a type with
@@ -27,16 +35,14 @@ package codec
 // of the same layout.
 
 import (
-	"encoding"
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
-	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
@@ -59,6 +65,30 @@ func msgpackPlanOf(v any) *msgpackPlan {
 	// Two goroutines may build the same plan at once; both are equal.
 	msgpackPlans.Store(t, p)
 	return p
+}
+
+// decodeAll decodes data, which must hold exactly one value, into v, a
+// pointer to the type the plan was built for. It checks data as
+// checkMsgpack does, but as it reads rather than before: every length is
+// checked against the bytes that remain before anything is allocated for
+// it, the nesting depth is bounded, and skipped values are checked whole.
+// Failing, it may leave v partly decoded, as the library does.
+func (p *msgpackPlan) decodeAll(d *msgpackDecoder, data []byte, v any) error {
+	if len(data) == 0 {
+		return errMsgpackEmpty
+	}
+	d.r.Reset(data)
+	d.r.codes, d.ready, d.depth = d.r.codes[:0], false, 0
+	d.strBytes, d.strHint = 0, int(p.strBytes.Load())
+	err := p.decodeInto(d, v)
+	if n := d.r.Len(); err == nil && n > 0 {
+		err = fmt.Errorf("%d unexpected bytes follow the value", n)
+	}
+	if err == nil && d.strBytes != d.strHint {
+		p.strBytes.Store(int32(min(d.strBytes, arenaSize)))
+	}
+	d.arena = nil // the strings carved from it belong to v
+	return err
 }
 
 // decodeInto decodes the value loaded in d into v, a pointer to the type
@@ -90,11 +120,15 @@ type msgpackPlan struct {
 	// maxName is the length of the longest name in byName. A longer key
 	// names no field and is skipped without being read.
 	maxName int
+	// strBytes is the length of the strings that the last value decoded
+	// copied into the arena, up to arenaSize: the size of the next arena.
+	strBytes atomic.Int32
 }
 
 // A msgpackFieldPlan decodes one field of a struct.
 type msgpackFieldPlan struct {
 	name string
+	key  string // name encoded as a msgpack str, as appendString does
 	// named is set if name resolves to this field in byName; a field
 	// that a later one of the same name shadows is reached only by its
 	// position in an array.
@@ -103,6 +137,7 @@ type msgpackFieldPlan struct {
 	via    []embedStep
 	offset uintptr // of the field in the struct via leads to
 	decode decodeFunc
+	kind   scalarKind // if not kindNone, decoded by decodeScalar instead
 }
 
 // An embedStep moves from a struct to one of its embedded structs.
@@ -138,6 +173,9 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 			p.zero(ptr)
 			return false, nil
 		}
+		if err := d.enter(2 * n); err != nil {
+			return false, err
+		}
 		matched := 0
 		for i := range n {
 			f, err := p.readKey(d, i)
@@ -145,7 +183,7 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 				return false, fmt.Errorf("reading a key of %s: %w", p.typ, err)
 			}
 			if f == nil { // unknown fields are skipped
-				if err := d.lib().Skip(); err != nil {
+				if err := d.skip(); err != nil {
 					return false, err
 				}
 				continue
@@ -155,6 +193,7 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 				return false, inField(f.name, err)
 			}
 		}
+		d.leave(n)
 		return n > 0 && matched == 0, nil
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
 		n, err := d.arrayLen()
@@ -168,11 +207,15 @@ func (p *msgpackPlan) decodeStruct(d *msgpackDecoder, ptr unsafe.Pointer) (unmat
 		if n != len(p.list) {
 			return false, fmt.Errorf("msgpack: %s has %d fields but the array it is decoded from has %d values", p.typ, len(p.list), n)
 		}
+		if err := d.enter(n); err != nil {
+			return false, err
+		}
 		for _, f := range p.list {
 			if err := f.decodeIn(d, ptr); err != nil {
 				return false, inField(f.name, err)
 			}
 		}
+		d.leave(n)
 		return false, nil
 	}
 	return false, fmt.Errorf("msgpack: unexpected code=%x decoding %s: want a map or an array", c, p.typ)
@@ -191,6 +234,13 @@ func (p *msgpackPlan) zero(ptr unsafe.Pointer) {
 //
 // The key is read in place, so that it costs no allocation.
 func (p *msgpackPlan) readKey(d *msgpackDecoder, i int) (*msgpackFieldPlan, error) {
+	if i < len(p.list) {
+		// The key as this package encodes it: compared in place.
+		if f := p.list[i]; f.named && hasPrefix(d.r.data[d.r.pos:], f.key) {
+			d.r.pos += len(f.key)
+			return f, nil
+		}
+	}
 	n, err := d.bytesLen()
 	if err != nil {
 		return nil, err
@@ -221,6 +271,9 @@ func (f *msgpackFieldPlan) decodeIn(d *msgpackDecoder, ptr unsafe.Pointer) error
 			}
 			ptr = *pp
 		}
+	}
+	if f.kind != kindNone {
+		return decodeScalar(d, f.kind, unsafe.Add(ptr, f.offset))
 	}
 	return f.decode(d, unsafe.Add(ptr, f.offset))
 }
@@ -292,6 +345,9 @@ func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpackDecoder,
 	if err != nil {
 		return err
 	}
+	if err := d.enter(n); err != nil {
+		return err
+	}
 	s := *sp
 	switch {
 	case n == -1:
@@ -313,6 +369,7 @@ func decodeSlice[E any](d *msgpackDecoder, sp *[]E, decode func(*msgpackDecoder,
 			return &msgpackFieldError{path: "[" + strconv.Itoa(i) + "]", err: err}
 		}
 	}
+	d.leave(n)
 	return nil
 }
 
@@ -357,243 +414,11 @@ func decodeFloat64(d *msgpackDecoder, p *float64) error {
 }
 
 func decodeString(d *msgpackDecoder, p *string) error {
-	v, err := d.string()
+	v, err := d.string(*p)
 	if err == nil {
 		*p = v
 	}
 	return err
-}
-
-// Reading scalars in place. Each accepts exactly the wire types that the
-// library's Decoder method of the same name accepts (DecodeInt64 and so
-// on, in decode_number.go, decode_string.go and decode_slice.go), with
-// the same conversions, and reads a type code, or a one-byte integer or
-// length, through d.r.ReadByte, as the library does, so that the check of
-// where codes may be read applies alike.
-
-// peekCode is the library's PeekCode.
-func (d *msgpackDecoder) peekCode() (byte, error) {
-	c, err := d.r.ReadByte()
-	if err == nil {
-		d.r.pos--
-	}
-	return c, err
-}
-
-// number reads the integer whose code is c, as the library's int and uint
-// do: fixints and signed widths sign-extended, unsigned ones
-// zero-extended. ok is false if c is no integer.
-func (d *msgpackDecoder) number(c byte) (n uint64, ok bool, err error) {
-	if msgpcode.IsFixedNum(c) {
-		return uint64(int8(c)), true, nil
-	}
-	switch c {
-	case msgpcode.Uint8, msgpcode.Int8:
-		v, err := d.r.ReadByte()
-		if c == msgpcode.Int8 {
-			return uint64(int8(v)), true, err
-		}
-		return uint64(v), true, err
-	case msgpcode.Uint16, msgpcode.Int16:
-		n, err := d.r.bigEndian(2)
-		if c == msgpcode.Int16 {
-			n = uint64(int16(n))
-		}
-		return n, true, err
-	case msgpcode.Uint32, msgpcode.Int32:
-		n, err := d.r.bigEndian(4)
-		if c == msgpcode.Int32 {
-			n = uint64(int32(n))
-		}
-		return n, true, err
-	case msgpcode.Uint64, msgpcode.Int64:
-		n, err := d.r.bigEndian(8)
-		return n, true, err
-	}
-	return 0, false, nil
-}
-
-// integer is the library's int (and, but for the type, uint): nil is 0.
-func (d *msgpackDecoder) integer(c byte, what string) (uint64, error) {
-	if c == msgpcode.Nil {
-		return 0, nil
-	}
-	n, ok, err := d.number(c)
-	if !ok {
-		return 0, fmt.Errorf("msgpack: invalid code=%x decoding %s", c, what)
-	}
-	return n, err
-}
-
-func (d *msgpackDecoder) int64() (int64, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	n, err := d.integer(c, "int64")
-	return int64(n), err
-}
-
-func (d *msgpackDecoder) uint64() (uint64, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	return d.integer(c, "uint64")
-}
-
-func (d *msgpackDecoder) bool() (bool, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return false, err
-	}
-	switch c {
-	case msgpcode.Nil, msgpcode.False:
-		return false, nil
-	case msgpcode.True:
-		return true, nil
-	}
-	return false, fmt.Errorf("msgpack: invalid code=%x decoding bool", c)
-}
-
-// float32 also takes an integer, converted, as the library's does.
-func (d *msgpackDecoder) float32() (float32, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	if c == msgpcode.Float {
-		n, err := d.r.bigEndian(4)
-		return math.Float32frombits(uint32(n)), err
-	}
-	n, err := d.integer(c, "float32")
-	return float32(int64(n)), err
-}
-
-// float64 also takes a float32 and an integer, converted.
-func (d *msgpackDecoder) float64() (float64, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	switch c {
-	case msgpcode.Float:
-		n, err := d.r.bigEndian(4)
-		return float64(math.Float32frombits(uint32(n))), err
-	case msgpcode.Double:
-		n, err := d.r.bigEndian(8)
-		return math.Float64frombits(n), err
-	}
-	n, err := d.integer(c, "float64")
-	return float64(int64(n)), err
-}
-
-// bytesLen is the library's DecodeBytesLen: a str, a bin, or nil (-1).
-func (d *msgpackDecoder) bytesLen() (int, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	if c == msgpcode.Nil {
-		return -1, nil
-	}
-	if msgpcode.IsFixedString(c) {
-		return int(c & msgpcode.FixedStrMask), nil
-	}
-	switch c {
-	case msgpcode.Str8, msgpcode.Bin8:
-		n, err := d.r.ReadByte()
-		return int(n), err
-	case msgpcode.Str16, msgpcode.Bin16:
-		n, err := d.r.bigEndian(2)
-		return int(n), err
-	case msgpcode.Str32, msgpcode.Bin32:
-		n, err := d.r.bigEndian(4)
-		return int(n), err
-	}
-	return 0, fmt.Errorf("msgpack: invalid code=%x decoding string/bytes length", c)
-}
-
-// string is the library's DecodeString: nil and "" are "".
-func (d *msgpackDecoder) string() (string, error) {
-	n, err := d.bytesLen()
-	if err != nil || n <= 0 {
-		return "", err
-	}
-	b, err := d.r.next(n)
-	return string(b), err
-}
-
-// mapLen is the library's DecodeMapLen: nil is -1. Unlike it, mapLen
-// takes no extension for a map: plan.decode calls it only on a map's code
-// or nil.
-func (d *msgpackDecoder) mapLen() (int, error) {
-	return d.containerLen(msgpcode.FixedMapLow, msgpcode.Map16, msgpcode.Map32, "map")
-}
-
-// arrayLen is the library's DecodeArrayLen: nil is -1.
-func (d *msgpackDecoder) arrayLen() (int, error) {
-	return d.containerLen(msgpcode.FixedArrayLow, msgpcode.Array16, msgpcode.Array32, "array")
-}
-
-// containerLen reads the length of a map or an array: nil (-1), a fixed
-// code (fixed and the length in its low four bits), or a 16- or 32-bit
-// length after c16 or c32.
-func (d *msgpackDecoder) containerLen(fixed, c16, c32 byte, what string) (int, error) {
-	c, err := d.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case c == msgpcode.Nil:
-		return -1, nil
-	case c&0xf0 == fixed: // fixmap 0x80-0x8f, fixarray 0x90-0x9f
-		return int(c & 0x0f), nil
-	case c == c16:
-		n, err := d.r.bigEndian(2)
-		return int(n), err
-	case c == c32:
-		n, err := d.r.bigEndian(4)
-		return int(n), err
-	}
-	return 0, fmt.Errorf("msgpack: invalid code=%x decoding %s length", c, what)
-}
-
-// decodeBytes is the library's Decode into a []byte (bytesPtr and readN
-// in decode_string.go and decode.go): nil makes it nil; a slice with room
-// is reused, from its start; otherwise the bytes go into a new slice,
-// filled by one append from the input, so that a large payload is copied
-// once and never zeroed first.
-func decodeBytes(d *msgpackDecoder, p unsafe.Pointer) error {
-	ptr := (*[]byte)(p)
-	n, err := d.bytesLen()
-	if err != nil {
-		return err
-	}
-	if n == -1 {
-		*ptr = nil
-		return nil
-	}
-	src, err := d.r.next(n)
-	if err != nil {
-		return err
-	}
-	b := *ptr
-	switch {
-	case b == nil && n == 0:
-		*ptr = []byte{}
-	case n <= cap(b):
-		*ptr = b[:copy(b[:n], src)]
-	default:
-		*ptr = append(b[:0:0], src...)
-	}
-	return nil
-}
-
-// decodeStrings decodes a []string through the library's Decode, where
-// nil leaves the slice unchanged.
-func decodeStrings(d *msgpackDecoder, p unsafe.Pointer) error {
-	return d.lib().Decode((*[]string)(p))
 }
 
 // msgpackFieldError says where in the value a decoding error happened.
@@ -621,295 +446,7 @@ func inField(name string, err error) error {
 	return fe
 }
 
-// Building plans.
-
-// planBuilder builds the plan of one type. Any part that is not plain
-// makes the whole plan nil.
-type planBuilder struct {
-	// structs holds the plans built or being built, so that a recursive
-	// type (type Node struct{ Next *Node }) refers to its own plan.
-	structs map[reflect.Type]*msgpackPlan
-	// inlining holds the embedded structs being flattened, to refuse an
-	// embedding cycle on which the library would recurse forever.
-	inlining map[reflect.Type]bool
-}
-
-var (
-	// msgpackDecodeMethods are the interfaces that the library's
-	// _getDecoder (decode_value.go) checks, on T and on *T, before
-	// decoding a T by its kind.
-	msgpackDecodeMethods = []reflect.Type{
-		reflect.TypeFor[msgpack.CustomDecoder](),
-		reflect.TypeFor[msgpack.Unmarshaler](),
-		reflect.TypeFor[encoding.BinaryUnmarshaler](),
-		reflect.TypeFor[encoding.TextUnmarshaler](),
-	}
-	// msgpackEncodeMethods are their encoding twins, checked by
-	// _getEncoder. Whether an embedded struct is inlined depends on them.
-	msgpackEncodeMethods = []reflect.Type{
-		reflect.TypeFor[msgpack.CustomEncoder](),
-		reflect.TypeFor[msgpack.Marshaler](),
-		reflect.TypeFor[encoding.BinaryMarshaler](),
-		reflect.TypeFor[encoding.TextMarshaler](),
-	}
-)
-
-// implementsAny reports whether t or *t implements one of ifaces.
-func implementsAny(t reflect.Type, ifaces []reflect.Type) bool {
-	pt := reflect.PointerTo(t)
-	for _, it := range ifaces {
-		if t.Implements(it) || pt.Implements(it) {
-			return true
-		}
-	}
-	return false
-}
-
-// decoder returns the decodeFunc for a value of type t, or nil if t is
-// not plain.
-func (b *planBuilder) decoder(t reflect.Type) decodeFunc {
-	if implementsAny(t, msgpackDecodeMethods) {
-		return nil
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if p := b.structPlan(t); p != nil {
-			return p.decode
-		}
-		return nil
-	case reflect.Pointer:
-		if elem := b.decoder(t.Elem()); elem != nil {
-			return pointerDecoder(t.Elem(), elem)
-		}
-		return nil
-	case reflect.Slice:
-		elem := t.Elem()
-		switch {
-		case elem.Kind() == reflect.Uint8:
-			if implementsAny(elem, msgpackDecodeMethods) {
-				return nil // the library would ignore them; stay on the safe side
-			}
-			return decodeBytes
-		case elem == reflect.TypeFor[string]():
-			return decodeStrings
-		case implementsAny(elem, msgpackDecodeMethods):
-			return nil
-		}
-		return msgpackScalars[elem.Kind()].slice // nil if not a scalar
-	}
-	return msgpackScalars[t.Kind()].value // nil if not a scalar
-}
-
-// structPlan returns the plan of the struct type t, or nil.
-func (b *planBuilder) structPlan(t reflect.Type) *msgpackPlan {
-	if p, ok := b.structs[t]; ok {
-		return p // built, or being built higher up the stack
-	}
-	if implementsAny(t, msgpackDecodeMethods) {
-		return nil
-	}
-	p := &msgpackPlan{typ: t, byName: map[string]*msgpackFieldPlan{}}
-	b.structs[t] = p
-	fields, ok := b.fields(t)
-	if !ok {
-		return nil
-	}
-	plans := map[*msgpackField]*msgpackFieldPlan{}
-	plan := func(f *msgpackField) *msgpackFieldPlan {
-		if fp, ok := plans[f]; ok {
-			return fp
-		}
-		fp := b.fieldPlan(t, f)
-		plans[f] = fp
-		return fp
-	}
-	for _, f := range fields.list {
-		fp := plan(f)
-		if fp == nil {
-			return nil
-		}
-		p.list = append(p.list, fp)
-	}
-	for name, f := range fields.byName {
-		fp := plan(f)
-		if fp == nil {
-			return nil
-		}
-		p.byName[name] = fp
-		p.maxName = max(p.maxName, len(name))
-	}
-	for _, fp := range p.list {
-		fp.named = p.byName[fp.name] == fp
-	}
-	return p
-}
-
-// fieldPlan compiles f, a field of the struct t, or returns nil.
-func (b *planBuilder) fieldPlan(t reflect.Type, f *msgpackField) *msgpackFieldPlan {
-	fp := &msgpackFieldPlan{name: f.name}
-	var sf reflect.StructField
-	fp.via, sf = fieldPath(t, f.index)
-	fp.offset = sf.Offset
-	if fp.decode = b.decoder(sf.Type); fp.decode == nil {
-		return nil
-	}
-	return fp
-}
-
-// fieldPath returns the steps through the embedded structs on the way to
-// the field at index in the struct t, and the field itself.
-func fieldPath(t reflect.Type, index []int) ([]embedStep, reflect.StructField) {
-	var via []embedStep
-	last := len(index) - 1
-	for _, i := range index[:last] {
-		sf := t.Field(i)
-		step := embedStep{offset: sf.Offset}
-		t = sf.Type
-		if t.Kind() == reflect.Pointer {
-			t = t.Elem()
-			step.elem = t
-		}
-		via = append(via, step)
-	}
-	return via, t.Field(index[last])
-}
-
-// A msgpackField is a field as the library's getFields (types.go) lists
-// it: its key and its index path through embedded structs.
-type msgpackField struct {
-	name  string
-	index []int
-	// omitEmpty is set by the field's omitempty option, or by that of a
-	// _msgpack field before it; only encoding looks at it.
-	omitEmpty bool
-}
-
-type msgpackFields struct {
-	list   []*msgpackField
-	byName map[string]*msgpackField
-	// asArray is set by a _msgpack field with the as_array option: the
-	// struct is encoded as an array. Only encoding looks at it.
-	asArray bool
-}
-
-// add appends f; like fields.Add, a later field takes over the name.
-func (fs *msgpackFields) add(f *msgpackField) {
-	fs.byName[f.name] = f
-	fs.list = append(fs.list, f)
-}
-
-// fields lists the fields of the struct t exactly as the library's
-// getFields does with the "json" fallback tag, or reports false for the
-// shapes left to the library: tags beyond "name,option,...", the intern
-// option, unexported embedded fields (which the library may fail to set)
-// and inline options on anything but a struct (on which it panics).
-func (b *planBuilder) fields(t reflect.Type) (*msgpackFields, bool) {
-	if b.inlining[t] {
-		return nil, false
-	}
-	b.inlining[t] = true
-	defer delete(b.inlining, t)
-
-	fs := &msgpackFields{byName: map[string]*msgpackField{}}
-	omitAll := false
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		tag := sf.Tag.Get("msgpack")
-		if tag == "" {
-			tag = sf.Tag.Get("json")
-		}
-		name, opts, ok := parseMsgpackTag(tag)
-		if ok && name != "-" && sf.Name == "_msgpack" {
-			fs.asArray = opts["as_array"] || opts["asArray"]
-			omitAll = omitAll || opts["omitempty"]
-		}
-		switch {
-		case !ok:
-			return nil, false
-		case name == "-":
-			continue
-		case !sf.IsExported() && !sf.Anonymous:
-			continue
-		case !sf.IsExported(), opts["intern"]:
-			return nil, false
-		}
-		f := &msgpackField{name: name, index: sf.Index, omitEmpty: omitAll || opts["omitempty"]}
-		if f.name == "" {
-			f.name = sf.Name
-		}
-		if sf.Anonymous && !opts["noinline"] {
-			inlined, ok := b.inline(fs, sf, opts["inline"])
-			if !ok {
-				return nil, false
-			}
-			if inlined {
-				// Inlined, the struct is still a key of its own.
-				fs.byName[f.name] = f
-				continue
-			}
-		}
-		fs.add(f)
-	}
-	return fs, true
-}
-
-// inline adds the fields of the embedded struct sf to fs if the library
-// does (inlineFields if forced by the inline option, else shouldInline),
-// and reports whether it did. It reports ok false for shapes left to the
-// library.
-func (b *planBuilder) inline(fs *msgpackFields, sf reflect.StructField, force bool) (inlined, ok bool) {
-	t := sf.Type
-	if force {
-		if t.Kind() != reflect.Struct {
-			return false, false
-		}
-		inner, ok := b.fields(t)
-		if !ok {
-			return false, false
-		}
-		for _, f := range inner.list {
-			if _, shadowed := fs.byName[f.name]; !shadowed {
-				fs.add(&msgpackField{name: f.name, index: append(sf.Index[:1:1], f.index...), omitEmpty: f.omitEmpty})
-			}
-		}
-		return true, true
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	// The library inlines only a struct it would itself encode and
-	// decode field by field, and only if none of its fields is shadowed.
-	if t.Kind() != reflect.Struct || implementsAny(t, msgpackDecodeMethods) || implementsAny(t, msgpackEncodeMethods) {
-		return false, true
-	}
-	inner, ok := b.fields(t)
-	if !ok {
-		return false, false
-	}
-	for _, f := range inner.list {
-		if _, shadowed := fs.byName[f.name]; shadowed {
-			return false, true
-		}
-	}
-	for _, f := range inner.list {
-		fs.add(&msgpackField{name: f.name, index: append(sf.Index[:1:1], f.index...), omitEmpty: f.omitEmpty})
-	}
-	return true, true
-}
-
-// parseMsgpackTag splits a struct tag the way the library's tag parser
-// (github.com/vmihailenco/tagparser/v2) splits "name,option,...". It
-// reports false for tags that use the rest of its syntax, quotes and
-// key:value options such as alias, so that such types stay with the
-// library.
-func parseMsgpackTag(tag string) (name string, opts map[string]bool, ok bool) {
-	if strings.ContainsAny(tag, `':`) {
-		return "", nil, false
-	}
-	name, rest, _ := strings.Cut(tag, ",")
-	opts = map[string]bool{}
-	for _, o := range strings.Split(rest, ",") {
-		opts[strings.TrimSpace(o)] = true
-	}
-	return strings.TrimSpace(name), opts, true
+// hasPrefix reports whether b starts with s, without allocating.
+func hasPrefix(b []byte, s string) bool {
+	return len(b) >= len(s) && string(b[:len(s)]) == s
 }

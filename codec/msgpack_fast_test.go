@@ -638,7 +638,8 @@ func libraryUnmarshalPooled(data []byte, v any) error {
 
 // FuzzMsgpackFast decodes arbitrary bytes that pass checkMsgpack with the
 // fast path and with the library, into zero and into prefilled values of
-// a few plain types. Both must agree.
+// a few plain types. Both must agree. Bytes that fail checkMsgpack must
+// fail the fast path too, which makes the same checks as it reads.
 func FuzzMsgpackFast(f *testing.F) {
 	for seed := range uint64(3) {
 		for _, typ := range fastPlainTypes {
@@ -656,7 +657,14 @@ func FuzzMsgpackFast(f *testing.F) {
 		reflect.TypeFor[fastArray](),
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := checkMsgpack(data, nil); err != nil {
+		if checkErr := func() error { _, err := checkMsgpack(data, nil); return err }(); checkErr != nil {
+			// A plan checks as it decodes: what checkMsgpack refuses,
+			// it refuses too.
+			for _, typ := range types {
+				if err := msgpackUnmarshal(data, newZero(typ)); err == nil {
+					t.Fatalf("%x fails checkMsgpack (%v) but decodes into %s", data, checkErr, typ)
+				}
+			}
 			return
 		}
 		for _, typ := range types {
@@ -664,4 +672,93 @@ func FuzzMsgpackFast(f *testing.F) {
 			compareDecoders(t, data, typ, newFilled(uint64(len(data))))
 		}
 	})
+}
+
+// TestMsgpackFastDepth checks that a plan, which checks as it reads,
+// bounds the nesting of a recursive type as checkMsgpack does: 1000
+// nested maps decode, 1001 do not, and ten million fail fast.
+func TestMsgpackFastDepth(t *testing.T) {
+	// {"Next": {"Next": ... {}}}: depth maps with one key each.
+	nested := func(depth int) []byte {
+		level := []byte{0x81, 0xa4, 'N', 'e', 'x', 't'}
+		return append(bytes.Repeat(level, depth), 0x80)
+	}
+	for _, c := range []struct {
+		depth int
+		ok    bool
+	}{{999, true}, {1000, true}, {1001, false}, {10_000_000, false}} {
+		data := nested(c.depth)
+		_, checkErr := checkMsgpack(data, nil)
+		err := msgpackUnmarshal(data, new(fastNode))
+		if (err == nil) != c.ok || (checkErr == nil) != c.ok {
+			t.Errorf("%d nested maps: plan error %v, checkMsgpack error %v; want ok=%v", c.depth, err, checkErr, c.ok)
+		}
+	}
+}
+
+// TestMsgpackFastRefusesUnchecked sends the plan inputs that checkMsgpack
+// refuses, where the plan would otherwise read them without noticing:
+// a skipped value that is malformed or nests too deep, and trailing bytes.
+func TestMsgpackFastRefusesUnchecked(t *testing.T) {
+	unknown := []byte{0xa1, 'u'} // a key that names no field
+	for name, data := range map[string][]byte{
+		"reserved code in a skipped value": cat([]byte{0x81}, unknown, []byte{0x91, 0xc1}),
+		"truncated skipped value":          cat([]byte{0x81}, unknown, []byte{0x92, 0x01}),
+		"skipped array longer than input":  cat([]byte{0x81}, unknown, []byte{0xdd, 0x7f, 0xff, 0xff, 0xff, 0x01}),
+		"deep skipped value":               cat([]byte{0x81}, unknown, bytes.Repeat([]byte{0x91}, 1000), []byte{0xc0}),
+		"trailing bytes":                   {0x80, 0x01},
+		"empty":                            {},
+		"slice longer than input":          {0x81, 0xa3, 'I', '6', '4', 0xdc, 0xff, 0xff, 0x01},
+	} {
+		if _, err := checkMsgpack(data, nil); err == nil {
+			t.Fatalf("%s: checkMsgpack accepts %x", name, data)
+		}
+		if err := msgpackUnmarshal(data, new(fastScalars)); err == nil {
+			t.Errorf("%s: the plan accepts %x", name, data)
+		}
+	}
+}
+
+// fastMessage is rpcx-benchmark's message, cut down: strings, integers
+// and booleans.
+type fastMessage struct {
+	Field1, Field9, Field18, Field4, Field7 string
+	Field2, Field3, Field6                  int32
+	Field22                                 int64
+	Field80, Field81                        bool
+	Field5                                  []uint64
+}
+
+// TestMsgpackFastStringAllocs checks that the strings of one message
+// share one allocation, and that decoding again into a value that holds
+// the same strings allocates nothing.
+func TestMsgpackFastStringAllocs(t *testing.T) {
+	if testing.CoverMode() != "" || buildHasRace() {
+		t.Skip("allocation counts are inflated by -cover and -race")
+	}
+	text := strings.Repeat("消息", 9)
+	in := &fastMessage{Field1: text, Field9: text, Field18: text, Field4: text, Field7: text + "!",
+		Field2: 100000, Field3: 100000, Field6: -1, Field22: 1 << 40, Field80: true}
+	data, err := msgpackMarshal(nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := testing.AllocsPerRun(100, func() {
+		var out fastMessage
+		if err := msgpackUnmarshal(data, &out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var out fastMessage
+	reused := testing.AllocsPerRun(100, func() {
+		if err := msgpackUnmarshal(data, &out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if fresh > 2 || reused != 0 {
+		t.Errorf("allocs per decode: %v into a new value, want at most 2 (one for five strings, and the value); %v into a reused one, want 0", fresh, reused)
+	}
+	if diff := cmp.Diff(in, &out); diff != "" {
+		t.Errorf("decoded value differs (-sent +got):\n%s", diff)
+	}
 }

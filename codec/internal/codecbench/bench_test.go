@@ -1,0 +1,189 @@
+package codecbench
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/codec/internal/codecbench/echopb"
+	"github.com/kievrpc/kiev/codec/internal/codecbench/msgpgen"
+)
+
+// kievSmall and kievMessage are the payloads without msgp's generated
+// methods, so that kiev's codec encodes them with its own plans.
+type (
+	kievSmall   msgpgen.Small
+	kievMessage msgpgen.Message
+)
+
+// A system encodes and decodes one payload.
+type system struct {
+	name   string
+	encode func(dst []byte) ([]byte, error)
+	// decode decodes data into the value the system reuses.
+	decode func(data []byte) error
+}
+
+// systems returns the systems that run on the payload, in the order they
+// alternate.
+func systems(payload string) []system {
+	var out []system
+	switch payload {
+	case "small":
+		var k kievSmall
+		in := (*kievSmall)(msgpgen.NewSmall())
+		out = append(out, system{"kiev-msgpack",
+			func(dst []byte) ([]byte, error) { return codec.Msgpack.Marshal(dst, in) },
+			func(data []byte) error { k = kievSmall{}; return codec.Msgpack.Unmarshal(data, &k) }})
+		var g msgpgen.Small
+		gin := msgpgen.NewSmall()
+		out = append(out, system{"msgp-generated",
+			gin.MarshalMsg,
+			func(data []byte) error { g = msgpgen.Small{}; _, err := g.UnmarshalMsg(data); return err }})
+		out = append(out, vmihailenco(in, func() any { k = kievSmall{}; return &k }))
+		var p echopb.Small
+		pin := &echopb.Small{Id: 42, Name: "push-ack", Tags: []int64{1, 2, 3, 4}}
+		out = append(out, protoSystems(pin, &p)...)
+	case "581B":
+		var k kievMessage
+		in := (*kievMessage)(msgpgen.NewMessage())
+		out = append(out, system{"kiev-msgpack",
+			func(dst []byte) ([]byte, error) { return codec.Msgpack.Marshal(dst, in) },
+			func(data []byte) error { k = kievMessage{}; return codec.Msgpack.Unmarshal(data, &k) }})
+		var g msgpgen.Message
+		gin := msgpgen.NewMessage()
+		out = append(out, system{"msgp-generated",
+			gin.MarshalMsg,
+			func(data []byte) error { g = msgpgen.Message{}; _, err := g.UnmarshalMsg(data); return err }})
+		out = append(out, vmihailenco(in, func() any { k = kievMessage{}; return &k }))
+		var p echopb.BenchmarkMessage
+		out = append(out, protoSystems(messagePB(gin), &p)...)
+	}
+	return out
+}
+
+// vmihailenco encodes in with msgpack v5 into a reused buffer and decodes
+// into the value reset returns, each with a reused encoder or decoder.
+func vmihailenco(in any, reset func() any) system {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	dec := msgpack.NewDecoder(nil)
+	var r bytes.Reader
+	return system{"vmihailenco",
+		func(dst []byte) ([]byte, error) {
+			buf.Reset()
+			err := enc.Encode(in)
+			return append(dst, buf.Bytes()...), err
+		},
+		func(data []byte) error {
+			r.Reset(data)
+			dec.Reset(&r)
+			return dec.Decode(reset())
+		}}
+}
+
+// protoSystems are kiev's protobuf codec and proto.Marshal itself, both
+// decoding into out.
+func protoSystems(in, out proto.Message) []system {
+	return []system{
+		{"kiev-proto",
+			func(dst []byte) ([]byte, error) { return codec.Protobuf.Marshal(dst, in) },
+			func(data []byte) error { return codec.Protobuf.Unmarshal(data, out) }},
+		{"proto",
+			func(dst []byte) ([]byte, error) { return proto.MarshalOptions{}.MarshalAppend(dst, in) },
+			func(data []byte) error { return proto.Unmarshal(data, out) }},
+	}
+}
+
+func messagePB(m *msgpgen.Message) *echopb.BenchmarkMessage {
+	return &echopb.BenchmarkMessage{
+		Field1: m.Field1, Field9: m.Field9, Field18: m.Field18, Field80: m.Field80, Field81: m.Field81,
+		Field2: m.Field2, Field3: m.Field3, Field280: m.Field280, Field6: m.Field6, Field22: m.Field22,
+		Field4: m.Field4, Field5: m.Field5, Field59: m.Field59, Field7: m.Field7, Field16: m.Field16,
+		Field130: m.Field130, Field12: m.Field12, Field17: m.Field17, Field13: m.Field13, Field14: m.Field14,
+		Field104: m.Field104, Field100: m.Field100, Field101: m.Field101, Field102: m.Field102,
+		Field103: m.Field103, Field29: m.Field29, Field30: m.Field30, Field60: m.Field60,
+		Field271: m.Field271, Field272: m.Field272, Field150: m.Field150, Field23: m.Field23,
+		Field24: m.Field24, Field25: m.Field25, Field78: m.Field78, Field67: m.Field67,
+		Field68: m.Field68, Field128: m.Field128, Field129: m.Field129, Field131: m.Field131,
+	}
+}
+
+var payloads = []string{"small", "581B"}
+
+// The systems of a payload run one after the other within each of -count
+// rounds, so that with -count above 1 they alternate.
+
+func BenchmarkEncode(b *testing.B) {
+	for _, payload := range payloads {
+		for _, s := range systems(payload) {
+			b.Run(payload+"/"+s.name, func(b *testing.B) {
+				b.ReportAllocs()
+				buf, err := s.encode(nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(buf)))
+				for b.Loop() {
+					if buf, err = s.encode(buf[:0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	for _, payload := range payloads {
+		for _, s := range systems(payload) {
+			b.Run(payload+"/"+s.name, func(b *testing.B) {
+				data, err := s.encode(nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					if err := s.decode(data); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSystemsAgree checks that every system decodes what kiev's codec of
+// the same format encodes into the same value, so that the benchmark
+// compares like with like.
+func TestSystemsAgree(t *testing.T) {
+	for _, payload := range payloads {
+		ss := systems(payload)
+		kiev, err := ss[0].encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// msgp's generated code cannot decode a nil slice (Field5), so
+		// only vmihailenco decodes kiev's bytes.
+		if err := ss[2].decode(kiev); err != nil {
+			t.Errorf("%s: %s cannot decode kiev's msgpack: %v", payload, ss[2].name, err)
+		}
+		for _, s := range ss {
+			data, err := s.encode(nil)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", payload, s.name, err)
+			}
+			if err := s.decode(data); err != nil {
+				t.Errorf("%s: %s cannot decode its own bytes: %v", payload, s.name, err)
+			}
+			if payload == "581B" && s.name == "proto" && len(data) != 581 {
+				t.Errorf("the protobuf message is %d bytes, want 581", len(data))
+			}
+		}
+	}
+}
