@@ -41,7 +41,8 @@ demo:
 #                     passes' packages), gofmt, and go vet of every module
 #   test-race         go test -race, every package but the ZooKeeper registry
 #   test-race-zk      go test -race, the ZooKeeper registry
-#   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
+#   test-zk-failover  the ZooKeeper failover tests, without -race, one
+#                     package at a time
 #   test-etcd         go test -race -v, registry/etcd's module, with its
 #                     failure tests' figures
 #   test-norace       the allocation guards and TestManySlowReaders
@@ -221,7 +222,7 @@ test-race-zk:
 # kill, stop and cut off members of three-member ensembles of their own, in
 # about 45 s, and print their figures on "figure: " lines (RELIABILITY.md).
 test-zk-failover:
-	@$(PROGRESS); step "go test -p 1 -v, the ZooKeeper failover tests"
+	@$(PROGRESS); step "go test -v, the ZooKeeper failover tests, one package at a time"
 	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_FAILOVER_ROOT)' -v . \
 		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
 	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_FAILOVER_REGISTRY)' -v ./registry/zookeeper/ \

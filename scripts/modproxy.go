@@ -33,12 +33,16 @@ const prefix = "github.com/kievrpc/kiev"
 type goMod struct {
 	Module  struct{ Path string }
 	Require []struct{ Path, Version string }
-	Replace []struct{ Old, New struct{ Path, Version string } }
+	Replace []struct {
+		Old, New struct{ Path, Version string }
+	}
 }
 
 type goWork struct {
 	Use     []struct{ DiskPath string }
-	Replace []struct{ Old, New struct{ Path, Version string } }
+	Replace []struct {
+		Old, New struct{ Path, Version string }
+	}
 }
 
 func main() {
