@@ -1,8 +1,20 @@
 # kiev's two entry points: `make demo` runs the quickstart with no outside
 # servers; `make test` installs and starts the real servers the tests need
-# (scripts/services.sh) and runs every check CI runs against them.
+# (scripts/services.sh) and runs every check CI runs against them. `make
+# check` is the everyday one: gofmt, vet and go test -race, no servers.
 GO ?= go
 SHELL := /bin/bash
+
+# Every go command here runs in the workspace of go.work, committed at the
+# top of the repository: the satellite modules require kiev (and each
+# other) at the version they will be published at, which only the
+# workspace resolves to this checkout (docs/modules.md). Exporting GOWORK
+# makes that hold whatever the caller's environment says. The steps that
+# must not see the workspace say GOWORK=off themselves: the published
+# modules' check (scripts/modules.sh), the cross-version test's builds of
+# earlier commits (internal/xversion) and FerretDB's build
+# (scripts/services.sh).
+export GOWORK := $(CURDIR)/go.work
 
 # WITH_SERVICES exports the servers' addresses for the command after it.
 WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
@@ -12,12 +24,12 @@ WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 # only what the core uses, and the example that uses them; make test's race
 # pass tests them. The integrations with heavy dependencies, each a module
 # too, have steps of their own (test-etcd, test-otelkiev). make test builds
-# and vets every module.
+# and vets every module; go.work lists them all.
 SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
 INTEGRATIONS = registry/etcd otelkiev
 
-.PHONY: demo test vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
-	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev test-end
+.PHONY: demo test check vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
+	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev test-modules test-end
 
 demo:
 	$(GO) run ./examples/quickstart
@@ -29,7 +41,8 @@ demo:
 #                     passes' packages), gofmt, and go vet of every module
 #   test-race         go test -race, every package but the ZooKeeper registry
 #   test-race-zk      go test -race, the ZooKeeper registry
-#   test-zk-failover  the ZooKeeper failover tests, without -race, -p 1
+#   test-zk-failover  the ZooKeeper failover tests, without -race, one
+#                     package at a time
 #   test-etcd         go test -race -v, registry/etcd's module, with its
 #                     failure tests' figures
 #   test-norace       the allocation guards and TestManySlowReaders
@@ -37,6 +50,10 @@ demo:
 #                     against today's (internal/xversion)
 #   test-bench        bench/'s end-to-end tests
 #   test-otelkiev     go test -race in otelkiev/, on the real OpenTelemetry SDK
+#   test-modules      the modules as a user fetches them: examples/backend
+#                     built outside the repository, without go.work, from a
+#                     module proxy directory made from this checkout
+#                     (scripts/modules.sh)
 # The go test steps do not overlap: the comments above them say why each
 # needs the machine to itself.
 #
@@ -124,7 +141,7 @@ test:
 	trap 'rc=$$?; kill $$ticker 2>/dev/null; \
 		$(SUBMAKE) test-end TEST_RC=$$rc; rm -rf "$$KIEV_TEST_DIR"; exit $$rc' EXIT; \
 	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
-	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev
+	$(SUBMAKE) -j1 test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev test-modules
 
 # test-prep runs three things side by side: scripts/services.sh up (apt, and
 # FerretDB's first build); go build -race ./... in every module (etcd's
@@ -158,40 +175,59 @@ test-prep:
 # held up past the client's first watches (seen once in CI, in the config
 # client's TestZKNodeData, and once in the registry's TestConformance beside
 # four other packages' tests, with zkconn.Settle in place). Those tests,
-# and the config client's ZooKeeper tests (TestZK*), which set watches as
-# soon as they connect, run in a pass of their own without -race. Every
-# other test runs with it; kiev's ZooKeeper registry in a pass of its own,
-# so that no other package's tests hold up its connections' goroutines,
+# and the config client's ZooKeeper tests, which set watches as soon as
+# they connect, run in a pass of their own without -race (test-zk-failover).
+# Every other test runs with it; kiev's ZooKeeper registry in a pass of its
+# own, so that no other package's tests hold up its connections' goroutines,
 # and the cross-version test in test-xversion.
-ZK_RECONNECT_TESTS = TestZooKeeper|TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable|TestZK
-NOT_ZK_REGISTRY = $$($(GO) list ./... | grep -v -e '/registry/zookeeper$$' -e '/internal/xversion$$')
+#
+# The passes select by package. Three packages hold ZooKeeper failover
+# tests, and each has its own list of them, applied to it alone: the root
+# package's are TestZooKeeper* (zookeeper_test.go and
+# zookeeper_ensemble_test.go), the registry's are named below, and the
+# config client's are TestZK* and TestZooKeeper*. Every other package runs
+# all its tests with -race: a list no longer reaches a package it was not
+# written for (one shared list had skipped the database clients'
+# TestServerRestart and the MongoDB client's TestUnreachable everywhere).
+ZK_FAILOVER_ROOT = ^TestZooKeeper
+ZK_FAILOVER_REGISTRY = ^(TestSessionExpiry|TestServerRestart|TestConnectionCut|TestCloseCutOff|TestUnreachable)$$
+ZK_FAILOVER_CONFIG = ^(TestZK|TestZooKeeper)
+# The root module's packages but the root package itself, the ZooKeeper
+# registry (test-race-zk) and the cross-version test (test-xversion).
+ROOT_SUBPACKAGES = $$($(GO) list ./... | grep -v -x -e 'github.com/kievrpc/kiev' -e '.*/registry/zookeeper' -e '.*/internal/xversion')
+# The modules whose tests have no ZooKeeper failover test: all their tests
+# run with -race.
+PLAIN_SUBMODULES = $(filter-out clients/config,$(SUBMODULES))
 
 test-race:
-	@$(PROGRESS); step "go test -race, every package but the ZooKeeper registry"
-	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_RECONNECT_TESTS)' $(NOT_ZK_REGISTRY)
+	@$(PROGRESS); step "go test -race, the root module but the ZooKeeper registry"
+	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m -skip '$(ZK_FAILOVER_ROOT)' . $(ROOT_SUBPACKAGES)
 	@$(PROGRESS); done_step
 	@$(PROGRESS); step "go test -race in $(SUBMODULES)"
-	$(WITH_SERVICES) for m in $(SUBMODULES); do \
-		$(GO) -C $$m test -race -count=1 -timeout 10m -skip '$(ZK_RECONNECT_TESTS)' ./... || exit; done
+	$(WITH_SERVICES) $(GO) -C clients/config test -race -count=1 -timeout 10m -skip '$(ZK_FAILOVER_CONFIG)' ./...
+	$(WITH_SERVICES) for m in $(PLAIN_SUBMODULES); do \
+		$(GO) -C $$m test -race -count=1 -timeout 10m ./... || exit; done
 	@$(PROGRESS); done_step
 
 test-race-zk:
 	@$(PROGRESS); step "go test -race, the ZooKeeper registry"
-	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 10m -skip '$(ZK_RECONNECT_TESTS)' ./registry/zookeeper/
+	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 10m -skip '$(ZK_FAILOVER_REGISTRY)' ./registry/zookeeper/
 	@$(PROGRESS); done_step
 
 # -v shows the failover figures the tests measure; the filter drops the
-# ZooKeeper client's chatter. -p 1: each package stops, restarts and
-# partitions ZooKeeper servers and freezes provider processes, and their
-# timing bounds assume a machine not doing the same for another package at
-# once. The root package's TestZooKeeperEnsemble* (matched by TestZooKeeper)
+# ZooKeeper client's chatter. One package at a time: each stops, restarts
+# and partitions ZooKeeper servers and freezes provider processes, and
+# their timing bounds assume a machine not doing the same for another
+# package at once. The root package's TestZooKeeperEnsemble* (matched by TestZooKeeper)
 # kill, stop and cut off members of three-member ensembles of their own, in
 # about 45 s, and print their figures on "figure: " lines (RELIABILITY.md).
 test-zk-failover:
-	@$(PROGRESS); step "go test -p 1 -v, the ZooKeeper failover tests"
-	set -o pipefail; $(WITH_SERVICES) $(GO) test -p 1 -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v . ./registry/zookeeper/ \
+	@$(PROGRESS); step "go test -v, the ZooKeeper failover tests, one package at a time"
+	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_FAILOVER_ROOT)' -v . \
 		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
-	set -o pipefail; $(WITH_SERVICES) $(GO) -C clients/config test -count=1 -timeout 10m -run '$(ZK_RECONNECT_TESTS)' -v ./... \
+	set -o pipefail; $(WITH_SERVICES) $(GO) test -count=1 -timeout 10m -run '$(ZK_FAILOVER_REGISTRY)' -v ./registry/zookeeper/ \
+		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
+	set -o pipefail; $(WITH_SERVICES) $(GO) -C clients/config test -count=1 -timeout 10m -run '$(ZK_FAILOVER_CONFIG)' -v ./... \
 		| grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)|level=(DEBUG|INFO)|"level":"(DEBUG|INFO)"'
 	@$(PROGRESS); done_step
 
@@ -242,6 +278,15 @@ test-otelkiev:
 	cd otelkiev && $(GO) test -race -count=1 ./...
 	@$(PROGRESS); done_step
 
+# The modules as published (scripts/modules.sh, docs/modules.md): go
+# install examples/backend, and go get every other module, in an empty
+# directory with GOWORK=off, from a module proxy directory made from this
+# checkout. About 25 s once its module cache holds the dependencies.
+test-modules:
+	@$(PROGRESS); step "the modules as a user fetches them (scripts/modules.sh)"
+	bash scripts/modules.sh
+	@$(PROGRESS); done_step
+
 # test-end, run by the test target as it exits, stops the services that
 # make test started (listed in $KIEV_SERVICES_STARTED by services.sh up)
 # unless KEEP_SERVICES is set, and says how make test ended (TEST_RC).
@@ -262,6 +307,22 @@ test-end:
 	if [ "$$how" != passed ] && read -r since what 2>/dev/null <"$${KIEV_TEST_DIR:-/nonexistent}/step"; then \
 		how="$$how in: $$what"; fi; \
 	say "$$how"
+
+# check is the everyday check, with no server: gofmt, go vet of every
+# module, and go test -race of every package of every module but bench/
+# (its tests run benchmarks) and the cross-version test (which must run
+# alone, and builds earlier commits), with the servers' addresses unset so
+# that the tests that need one skip (make test runs them). Go's test cache
+# stays on: CHECKFLAGS=-count=1 runs every test again.
+# CHECK_PKGS are the packages make check tests, of every module in one
+# list (the workspace lets one go command build them all, two at a time).
+CHECK_PKGS = $$($(GO) list ./... $(patsubst %,./%/...,$(SUBMODULES) $(INTEGRATIONS)) | grep -v '/internal/xversion$$')
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./... $(patsubst %,./%/...,bench $(SUBMODULES) $(INTEGRATIONS))
+	unset $$(compgen -e | grep '^KIEV_'); $(GO) test -race $(CHECKFLAGS) $(CHECK_PKGS)
 
 # build-race compiles what the race passes need, in every module.
 build-race:

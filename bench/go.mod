@@ -3,7 +3,7 @@ module github.com/kievrpc/kiev/bench
 go 1.26.0
 
 require (
-	github.com/kievrpc/kiev v0.0.0
+	github.com/kievrpc/kiev v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
 	gonum.org/v1/plot v0.17.0
@@ -35,5 +35,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
-
-replace github.com/kievrpc/kiev => ../

@@ -3,7 +3,7 @@ module github.com/kievrpc/kiev/otelkiev
 go 1.26.0
 
 require (
-	github.com/kievrpc/kiev v0.0.0
+	github.com/kievrpc/kiev v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -33,5 +33,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/kievrpc/kiev => ../

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/go-cmp v0.7.0
-	github.com/kievrpc/kiev v0.0.0-00010101000000-000000000000
+	github.com/kievrpc/kiev v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 )
@@ -21,5 +21,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/kievrpc/kiev => ../..

@@ -2,14 +2,9 @@ module github.com/kievrpc/kiev/clients/mongo
 
 go 1.26.0
 
-require github.com/kievrpc/kiev v0.0.0-00010101000000-000000000000
-
-replace github.com/kievrpc/kiev => ../..
-
-replace github.com/kievrpc/kiev/clients/config => ../config
-
 require (
-	github.com/kievrpc/kiev/clients/config v0.0.0-00010101000000-000000000000
+	github.com/kievrpc/kiev v0.1.0
+	github.com/kievrpc/kiev/clients/config v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.uber.org/goleak v1.3.0

@@ -2,15 +2,10 @@ module github.com/kievrpc/kiev/clients/mysql
 
 go 1.26.0
 
-require github.com/kievrpc/kiev v0.0.0-00010101000000-000000000000
-
-replace github.com/kievrpc/kiev => ../..
-
-replace github.com/kievrpc/kiev/clients/config => ../config
-
 require (
+	github.com/kievrpc/kiev v0.1.0
 	github.com/go-sql-driver/mysql v1.8.1
-	github.com/kievrpc/kiev/clients/config v0.0.0-00010101000000-000000000000
+	github.com/kievrpc/kiev/clients/config v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 	gorm.io/driver/mysql v1.6.0

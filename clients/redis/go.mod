@@ -2,14 +2,9 @@ module github.com/kievrpc/kiev/clients/redis
 
 go 1.26.0
 
-require github.com/kievrpc/kiev v0.0.0-00010101000000-000000000000
-
-replace github.com/kievrpc/kiev => ../..
-
-replace github.com/kievrpc/kiev/clients/config => ../config
-
 require (
-	github.com/kievrpc/kiev/clients/config v0.0.0-00010101000000-000000000000
+	github.com/kievrpc/kiev v0.1.0
+	github.com/kievrpc/kiev/clients/config v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0

@@ -3,10 +3,10 @@ module github.com/kievrpc/kiev/examples/backend
 go 1.26.0
 
 require (
-	github.com/kievrpc/kiev v0.0.0-00010101000000-000000000000
-	github.com/kievrpc/kiev/clients/mongo v0.0.0-00010101000000-000000000000
-	github.com/kievrpc/kiev/clients/mysql v0.0.0-00010101000000-000000000000
-	github.com/kievrpc/kiev/clients/redis v0.0.0-00010101000000-000000000000
+	github.com/kievrpc/kiev v0.1.0
+	github.com/kievrpc/kiev/clients/mongo v0.1.0
+	github.com/kievrpc/kiev/clients/mysql v0.1.0
+	github.com/kievrpc/kiev/clients/redis v0.1.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.uber.org/goleak v1.3.0
 )
@@ -41,12 +41,4 @@ require (
 	gorm.io/driver/mysql v1.6.0 // indirect
 	gorm.io/gorm v1.31.2 // indirect
 	gorm.io/plugin/dbresolver v1.6.2 // indirect
-)
-
-replace (
-	github.com/kievrpc/kiev => ../..
-	github.com/kievrpc/kiev/clients/config => ../../clients/config
-	github.com/kievrpc/kiev/clients/mongo => ../../clients/mongo
-	github.com/kievrpc/kiev/clients/mysql => ../../clients/mysql
-	github.com/kievrpc/kiev/clients/redis => ../../clients/redis
 )

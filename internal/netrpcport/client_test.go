@@ -44,7 +44,7 @@ func TestCloseCodec(t *testing.T) {
 // connection ("reading body unexpected EOF"). kiev's codec is msgpack,
 // not gob: such a reply encodes as an empty struct, and an encoding error
 // is answered as an error reply on a connection that stays up. The
-// README's "Moving from net/rpc" names this test.
+// docs/netrpc.md ("Moving from net/rpc") names this test.
 func TestGobError(t *testing.T) {
-	t.Skip("kiev: gob-specific (a gob encoding error closes the connection); kiev uses msgpack, and answers an encoding error with an error reply; see the README's \"Moving from net/rpc\"")
+	t.Skip("kiev: gob-specific (a gob encoding error closes the connection); kiev uses msgpack, and answers an encoding error with an error reply; see docs/netrpc.md, \"Moving from net/rpc\"")
 }

@@ -3,7 +3,7 @@ module github.com/kievrpc/kiev/registry/etcd
 go 1.26.0
 
 require (
-	github.com/kievrpc/kiev v0.0.0
+	github.com/kievrpc/kiev v0.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
@@ -37,5 +37,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/kievrpc/kiev => ../..
