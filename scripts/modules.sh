@@ -46,6 +46,12 @@ export GOPROXY="file://$work/proxy,file://$usercache/cache/download${KIEV_MODULE
 # No checksum database knows the published versions (their checksums are
 # this checkout's); the go.sum files check the other modules.
 export GOSUMDB=off
+# Go indexes a module of the module cache once, in its build cache, by
+# path and version, taking it never to change; but each run publishes
+# this checkout's files anew at the same version, so the index of an
+# earlier run would describe files that are gone (an embed pattern that no
+# longer matches, say). goindex=0 reads the files themselves.
+export GODEBUG=goindex=0
 
 # quiet drops the lines of modules fetched.
 quiet() { grep -v -e '^go: downloading ' -e '^go: added ' || true; }
