@@ -94,7 +94,7 @@ replies of its calls in flight. The wire is kiev's own protocol and the
 default codec msgpack, not gob, so kiev and net/rpc peers talk only
 through a codec both have: ServeCodec and NewClientWithCodec take
 net/rpc's ServerCodec and ClientCodec, such as net/rpc/jsonrpc's. The
-README's "Moving from net/rpc" lists every difference and why.
+docs/netrpc.md ("Moving from net/rpc") lists every difference and why.
 
 # Codecs
 
@@ -141,7 +141,7 @@ WithCompressionThreshold bytes or more (1 KiB by default) with its first
 choice among the other's algorithms; a server's list is an allow list.
 WithCallCompression sets the compression of a context's calls, both ways,
 whatever their size, or turns it off. Compression is off by default: on a
-fast network it costs more CPU than the bytes it saves (the README has
+fast network it costs more CPU than the bytes it saves (docs/compression.md has
 figures). A compressed body announces its length: a receiver refuses one
 past WithMaxFrameSize before allocating, and stops decoding one byte past
 the length, so that a decompression bomb costs no more than a frame; such
@@ -389,7 +389,7 @@ UDP socket, whose state machines live in internal/transport too, while
 this package encodes the Requests, decodes the Responses and retries,
 balances and ejects. internal/wire frames the bytes. The net/rpc codec
 front (ServeCodec) stays here, as an adapter between two APIs. The
-README's "Where the code lives" names every layer's files.
+docs/layers.md ("Where the code lives") names every layer's files.
 
 What is not the RPC API lives in packages of its own, which this package
 imports and wires into every Server and which do not import it: the

@@ -159,7 +159,7 @@ func WithPacket(p Packet) Option { return packetOption(p) }
 //
 // Compression costs CPU on both sides, for every call it applies to; on a
 // fast network it slows calls down, so it is off unless enabled. It pays
-// where bandwidth is scarce or billed: the README gives figures.
+// where bandwidth is scarce or billed: docs/compression.md gives figures.
 // It applies over TCP and Unix sockets (and TLS), not to UDP datagrams
 // (Server.ServePacket), which are too small to gain, nor to HTTP, which has
 // Content-Encoding. It panics on an algorithm kiev does not know.
