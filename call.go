@@ -85,10 +85,10 @@ type plumbing Server
 
 // Open makes the call hd asks for, or says why it cannot: no such method,
 // an unknown codec, or args it cannot decompress.
-func (p *plumbing) Open(hd *transport.Head, base context.Context, sink transport.Sink) (transport.Call, uint32, string) {
+func (p *plumbing) Open(hd *transport.Head, base context.Context, sink transport.Sink) (transport.Call, Code, string) {
 	sc, code, msg := (*Server)(p).open(hd, base, sink)
 	if sc == nil {
-		return nil, uint32(code), msg // not a nil *serverCall in an interface
+		return nil, code, msg // not a nil *serverCall in an interface
 	}
 	return sc, 0, ""
 }
@@ -152,9 +152,8 @@ func (s *Server) decompressArgs(hd *transport.Head) (*[]byte, Code, string) {
 }
 
 // Refuse counts a call refused at WithMaxConcurrentCalls.
-func (p *plumbing) Refuse(c transport.Call, where string) (uint32, string) {
-	code, msg := (*Server)(p).refuseAtLimit(c.(*serverCall).m, where)
-	return uint32(code), msg
+func (p *plumbing) Refuse(c transport.Call, where string) (Code, string) {
+	return (*Server)(p).refuseAtLimit(c.(*serverCall).m, where)
 }
 
 // Submit hands a call to the scheduler.
@@ -412,8 +411,8 @@ func (sc *serverCall) replyError(code Code, msg string) { sc.replyErr(code, msg,
 // replyErr sends an error Response; limited marks an Overloaded error as
 // the method's, refused at its adaptive limit, not the server's.
 func (sc *serverCall) replyErr(code Code, msg string, limited bool) {
-	if sc.sink.Fail(sc, uint32(code), msg, limited) != nil && len(msg) > maxShortError {
-		_ = sc.sink.Fail(sc, uint32(code), msg[:maxShortError]+"...", limited)
+	if sc.sink.Fail(sc, code, msg, limited) != nil && len(msg) > maxShortError {
+		_ = sc.sink.Fail(sc, code, msg[:maxShortError]+"...", limited)
 	}
 }
 

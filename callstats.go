@@ -49,9 +49,6 @@ type callTotals struct {
 	latSum        atomic.Int64               // nanoseconds, since start
 }
 
-// numCodes is the number of codes kiev defines.
-const numCodes = len(codeNames)
-
 // codeIndex is the slot of code c in callStats.codes.
 func codeIndex(c Code) int {
 	if int(c) < numCodes {

@@ -37,7 +37,6 @@ func (ep *endpoint) connConfig() transport.ConnConfig {
 	o := &ep.c.opts
 	return transport.ConnConfig{
 		HeartbeatInterval: o.heartbeatInterval, HeartbeatTimeout: o.heartbeatTimeout, MaxFrame: o.maxFrame,
-		Closed:     ErrShutdown,
 		Settings:   o.compress.settings,
 		Goroutines: &ep.c.wg,
 	}

@@ -202,7 +202,7 @@ func (c *codecCall) Reply(_ transport.Call, _ codec.Codec, v any) error {
 	return nil
 }
 
-func (c *codecCall) Fail(_ transport.Call, _ uint32, msg string, _ bool) error {
+func (c *codecCall) Fail(_ transport.Call, _ Code, msg string, _ bool) error {
 	c.conn.respond(c.method, c.seq, nil, msg)
 	return nil
 }

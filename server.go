@@ -122,8 +122,6 @@ func NewServer(opts ...ServerOption) *Server {
 		Inline:            s.opts.inline,
 		Watch:             &s.inline,
 		Readers:           &s.connWG,
-		Shutdown:          ErrShutdown,
-		ServerClosed:      ErrServerClosed,
 	}
 	if s.opts.tls != nil {
 		s.tcp.TLS = s.tlsServer
@@ -132,7 +130,6 @@ func NewServer(opts ...ServerOption) *Server {
 		Handler:  (*plumbing)(s),
 		Check:    s.httpCheck,
 		Closed:   s.isClosed,
-		CodeName: func(c uint32) string { return Code(c).String() },
 		MaxBody:  s.opts.httpMaxBody,
 		Timeout:  s.opts.httpTimeout,
 		MaxFrame: s.opts.maxFrame,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"sync/atomic"
 	"time"
@@ -21,21 +22,6 @@ import (
 //     the call (Open) and runs it (Submit, RunInline);
 //   - the call's answer comes back to the front through its Sink, as a
 //     value to encode or as an error code and message.
-
-// Error codes a front answers with itself, before or without running a
-// call, or maps to another protocol's (HTTP's statuses): kiev.Code's
-// values (a test in package kiev pins them).
-const (
-	CodeOK               uint32 = 0
-	CodeNotFound         uint32 = 2
-	CodeShutdown         uint32 = 3
-	CodeDeadlineExceeded uint32 = 4
-	CodeCanceled         uint32 = 5
-	CodeBadRequest       uint32 = 6
-	CodeOverloaded       uint32 = 8
-	CodeTooLarge         uint32 = 9
-	CodeUnauthenticated  uint32 = 10
-)
 
 // CallState is what a front keeps of each call in the call itself, so
 // that keeping it costs no allocation.
@@ -161,10 +147,10 @@ type ServerHandler interface {
 	// code and message to answer: no such method, an unknown codec, args
 	// it cannot decompress. It copies what it keeps of hd, but Owned,
 	// which it takes over whatever it returns.
-	Open(hd *Head, base context.Context, sink Sink) (Call, uint32, string)
+	Open(hd *Head, base context.Context, sink Sink) (Call, codes.Code, string)
 	// Refuse counts a call refused at WithMaxConcurrentCalls, coming
 	// from where ("on this connection"), and returns its answer.
-	Refuse(c Call, where string) (uint32, string)
+	Refuse(c Call, where string) (codes.Code, string)
 	// Submit hands c to the scheduler, which runs or drops it, and
 	// answers it either way. A base already done cancels it first.
 	Submit(c Call, base context.Context)
@@ -190,10 +176,10 @@ type Sink interface {
 	// has left too many replies unread, or an error saying why the reply
 	// is too large for the transport.
 	Reply(c Call, cd codec.Codec, v any) error
-	// Fail sends an error answer; limited marks CodeOverloaded as the
+	// Fail sends an error answer; limited marks codes.Overloaded as the
 	// method's, refused at its adaptive limit. It fails if the message is
 	// too long for the transport.
-	Fail(c Call, code uint32, msg string, limited bool) error
+	Fail(c Call, code codes.Code, msg string, limited bool) error
 	// Done forgets the call; it is the last thing a call does.
 	Done(c Call)
 	// Backlogged reports the bytes of replies waiting for the caller to
@@ -231,7 +217,7 @@ func AppendResponse(b []byte, id uint64, cd codec.Codec, v any) ([]byte, error) 
 
 // AppendError appends an error Response frame, without its length, which
 // wire.EndFrame fills in; the frame starts at len(b).
-func AppendError(b []byte, id uint64, code uint32, msg string, limited bool) []byte {
+func AppendError(b []byte, id uint64, code codes.Code, msg string, limited bool) []byte {
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
 	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))

@@ -45,8 +45,6 @@ type ConnConfig struct {
 	// (see Config); MaxFrame also bounds the frames the reader takes.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	MaxFrame                            int
-	// Closed is what a frame sent on a closing connection fails with.
-	Closed error
 	// Settings is the client's Settings frame, sent after the preface;
 	// nil if it has none to send.
 	Settings []byte
@@ -127,7 +125,6 @@ func newClientConn[C any](nc net.Conn, cfg ConnConfig, h ConnHandler[C]) *Client
 	cc.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
 		Blocking: true, // a caller waits for room
-		Closed:   cfg.Closed,
 		OnDead:   func(err error) { cc.fail(err, false) },
 	})
 	return cc

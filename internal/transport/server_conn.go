@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/kievrpc/kiev/internal/codes"
 	"io"
 	"net"
 	"sync"
@@ -51,10 +52,6 @@ type ServerConfig struct {
 	Watch  *InlineWatch
 	// Readers counts the goroutines that take a reader over.
 	Readers *sync.WaitGroup
-	// Shutdown is the error of a call on a closing connection
-	// (kiev.ErrShutdown); ServerClosed, the error a connection is closed
-	// with by the server (kiev.c.cfg.ServerClosed), which is not warned of.
-	Shutdown, ServerClosed error
 }
 
 // Bounds of a connection's share of ServerConfig.MaxQueued.
@@ -119,7 +116,6 @@ func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *Server
 	c.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
 		Share:  cfg.Share,
-		Closed: cfg.Shutdown,
 		OnDead: c.Close,
 	})
 	return c
@@ -315,7 +311,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	if c.draining || c.dead {
 		c.mu.Unlock()
 		sc.Release()
-		c.replyError(hd.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
+		c.replyError(hd.ID, codes.Shutdown, "kiev: server is shutting down; retry on another connection")
 		return false, nil
 	}
 	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
@@ -349,7 +345,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	return false, nil
 }
 
-func (c *ServerConn) replyError(id uint64, code uint32, msg string) {
+func (c *ServerConn) replyError(id uint64, code codes.Code, msg string) {
 	buf := GetBuf(0)
 	b := AppendError((*buf)[:0], id, code, msg, false)
 	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err == nil {
@@ -401,7 +397,7 @@ func (c *ServerConn) Drain() {
 	}
 	if !c.started { // still handshaking: nothing to drain
 		c.mu.Unlock()
-		c.Close(c.cfg.ServerClosed)
+		c.Close(ErrServerClosed)
 		return
 	}
 	c.draining = true
@@ -432,7 +428,7 @@ func (c *ServerConn) Drain() {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.HeartbeatInterval))
 			return
 		}
-		c.Close(c.cfg.ServerClosed)
+		c.Close(ErrServerClosed)
 	}()
 }
 
@@ -447,7 +443,7 @@ func (c *ServerConn) Close(err error) {
 	lingering := c.lingering
 	nc := c.nc // the socket, or its TLS conn once Serve has it
 	c.mu.Unlock()
-	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, c.cfg.ServerClosed) {
+	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
 		c.cfg.Warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
 	}
 	c.link.Stop(err)
@@ -488,7 +484,7 @@ func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
 	return c.answer(sc, b)
 }
 
-func (c *ServerConn) Fail(sc Call, code uint32, msg string, limited bool) error {
+func (c *ServerConn) Fail(sc Call, code codes.Code, msg string, limited bool) error {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b := AppendError((*buf)[:0], sc.State().ID, code, msg, limited)

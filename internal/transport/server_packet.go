@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ type PacketServerConfig struct {
 	// zero the MAC in b.
 	Verify func(b []byte, h *wire.Header, now time.Time) (keyID string, until time.Time, err error)
 	// Unserved, if not nil, is the start of the names of methods not
-	// served over datagrams: a call of one is refused with CodeNotFound
+	// served over datagrams: a call of one is refused with codes.NotFound
 	// and UnservedMsg, before it is made (kiev.Reflection, unless
 	// Packet.ServeReflection).
 	Unserved    []byte
@@ -129,12 +130,12 @@ type packetCall struct {
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
 	keep    time.Time // a signed call is remembered until its request goes stale
 
-	answer  []byte    // the answer datagram, once sent
-	code    uint32    // the answer's error code, CodeOK for a reply
-	counted bool      // in ps.byPeer: neither answered nor done
-	resends int       // times the reply was sent again (MaxResends)
-	expires time.Time // when it may be forgotten, once done; zero while running
-	sc      Call      // the call, while it is not done
+	answer  []byte     // the answer datagram, once sent
+	code    codes.Code // the answer's error code, codes.OK for a reply
+	counted bool       // in ps.byPeer: neither answered nor done
+	resends int        // times the reply was sent again (MaxResends)
+	expires time.Time  // when it may be forgotten, once done; zero while running
+	sc      Call       // the call, while it is not done
 }
 
 // signer is what a datagram's signature says (Verify): the key its
@@ -254,7 +255,7 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	}
 	if a.err != nil {
 		stats.Dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeUnauthenticated, a.err.Error(), allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.Unauthenticated, a.err.Error(), allow, h.Session)
 		return
 	}
 	ps.mu.Lock()
@@ -296,19 +297,19 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	if ps.cfg.Unserved != nil && bytes.HasPrefix(h.Method, ps.cfg.Unserved) {
 		ps.mu.Unlock()
 		stats.Dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeNotFound, ps.cfg.UnservedMsg, allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.NotFound, ps.cfg.UnservedMsg, allow, h.Session)
 		return
 	}
 	switch {
 	case ps.draining || ps.closed:
 		ps.mu.Unlock()
 		stats.Dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeShutdown, "kiev: server is shutting down; retry on another server", allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.Shutdown, "kiev: server is shutting down; retry on another server", allow, h.Session)
 		return
 	case ps.entries >= ps.cfg.DedupEntries:
 		ps.mu.Unlock()
 		stats.CacheFull.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeOverloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server", allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.Overloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server", allow, h.Session)
 		return
 	case allow >= 0 && 2*ps.unproven >= ps.cfg.DedupEntries:
 		// Calls of addresses not shown to receive, which a flood with
@@ -317,7 +318,7 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 		// did not yet gets a ticket.
 		ps.mu.Unlock()
 		stats.CacheFull.Add(1)
-		ps.sendRetry(f.ID, h.Session, peer, addr, allow, CodeOverloaded)
+		ps.sendRetry(f.ID, h.Session, peer, addr, allow, codes.Overloaded)
 		return
 	}
 	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
@@ -414,7 +415,7 @@ func (ps *PacketServer) cancel(k sessionKey, id uint64) {
 
 // replyError answers a request with an error, within allow bytes (-1:
 // any), or else with a Retry.
-func (ps *PacketServer) replyError(id uint64, peer PeerKey, addr net.Addr, code uint32, msg string, allow int, session uint64) {
+func (ps *PacketServer) replyError(id uint64, peer PeerKey, addr net.Addr, code codes.Code, msg string, allow int, session uint64) {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b := AppendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
@@ -444,10 +445,10 @@ func (pc *packetCall) Reply(_ Call, cd codec.Codec, v any) error {
 	if err != nil {
 		return err
 	}
-	return pc.send(b, CodeOK)
+	return pc.send(b, codes.OK)
 }
 
-func (pc *packetCall) Fail(_ Call, code uint32, msg string, limited bool) error {
+func (pc *packetCall) Fail(_ Call, code codes.Code, msg string, limited bool) error {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b := AppendError(wire.AppendPreface((*buf)[:0], wire.Version), pc.id, code, msg, limited)
@@ -456,9 +457,9 @@ func (pc *packetCall) Fail(_ Call, code uint32, msg string, limited bool) error 
 }
 
 // send sends the datagram b, a Response after the preface of error code
-// code (CodeOK for a reply), and keeps it to answer the call's
+// code (codes.OK for a reply), and keeps it to answer the call's
 // retransmissions.
-func (pc *packetCall) send(b []byte, code uint32) error {
+func (pc *packetCall) send(b []byte, code codes.Code) error {
 	limit := pc.ps.cfg.MaxDatagram
 	if err := wire.EndFrame(b, wire.PrefaceLen, limit-wire.PrefaceLen-4); err != nil {
 		return fmt.Errorf("%d bytes, over the %d-byte datagram limit; return less, raise Packet.MaxDatagram on both sides, or call over TCP", len(b), limit)
