@@ -151,9 +151,15 @@ func (s *Server) decompressArgs(hd *transport.Head) (*[]byte, Code, string) {
 	return body, 0, ""
 }
 
-// Refuse counts a call refused at WithMaxConcurrentCalls.
-func (p *plumbing) Refuse(c transport.Call, where string) (Code, string) {
-	return (*Server)(p).refuseAtLimit(c.(*serverCall).m, where)
+// Refuse counts a call refused at WithMaxConcurrentCalls, before it is
+// opened.
+func (p *plumbing) Refuse(method []byte, where string) (Code, string) {
+	s := (*Server)(p)
+	m, err := s.lookupCall(method)
+	if err != nil {
+		return CodeNotFound, err.Error()
+	}
+	return s.refuseAtLimit(m, where)
 }
 
 // Submit hands a call to the scheduler.

@@ -148,9 +148,11 @@ type ServerHandler interface {
 	// it cannot decompress. It copies what it keeps of hd, but Owned,
 	// which it takes over whatever it returns.
 	Open(hd *Head, base context.Context, sink Sink) (Call, codes.Code, string)
-	// Refuse counts a call refused at WithMaxConcurrentCalls, coming
-	// from where ("on this connection"), and returns its answer.
-	Refuse(c Call, where string) (codes.Code, string)
+	// Refuse counts a call of the method named refused at
+	// WithMaxConcurrentCalls, coming from where ("on this connection"),
+	// and returns its answer. A front refuses a call before it opens it:
+	// its args are neither copied nor decompressed.
+	Refuse(method []byte, where string) (codes.Code, string)
 	// Submit hands c to the scheduler, which runs or drops it, and
 	// answers it either way. A base already done cancels it first.
 	Submit(c Call, base context.Context)

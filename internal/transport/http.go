@@ -137,12 +137,26 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hd.Meta[k] = v
 		}
 	}
+	// Admission first: a call refused is refused before its body is
+	// read. An HTTP connection is the caller's connection (FastCGI
+	// passes on the caller's address and port): MaxCalls holds for it as
+	// for a TCP connection.
+	if f.cfg.Closed() {
+		f.error(w, codes.Shutdown, "kiev: the server is shutting down; retry on another server")
+		return
+	}
+	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
+		code, msg := f.cfg.Handler.Refuse(hd.Method, "on this connection")
+		f.error(w, code, msg)
+		return
+	}
 	buf := GetBuf(0)
 	body := bytesBuffer{b: (*buf)[:0]}
 	_, err := io.Copy(&body, http.MaxBytesReader(w, r.Body, f.cfg.MaxBody))
 	*buf = body.b
 	if err != nil {
 		PutBuf(buf)
+		f.calls.put(r.RemoteAddr)
 		if errors.As(err, new(*http.MaxBytesError)) {
 			f.error(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", f.cfg.MaxBody))
 			return
@@ -154,11 +168,6 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		*buf = append(*buf, "null"...)
 	}
 
-	if f.cfg.Closed() {
-		PutBuf(buf)
-		f.error(w, codes.Shutdown, "kiev: the server is shutting down; retry on another server")
-		return
-	}
 	hd.Owned = buf
 	hd.Deadline = time.Now().Add(timeout)
 	base := hh.base
@@ -168,15 +177,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hs := &httpSink{f: f, peer: r.RemoteAddr, end: make(chan struct{})}
 	c, code, msg := f.cfg.Handler.Open(&hd, base, hs)
 	if c == nil {
-		f.error(w, code, msg)
-		return
-	}
-	// An HTTP connection is the caller's connection (FastCGI passes on
-	// the caller's address and port): MaxCalls holds for it as for a TCP
-	// connection.
-	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
-		c.Release()
-		code, msg := f.cfg.Handler.Refuse(c, "on this connection")
+		f.calls.put(r.RemoteAddr)
 		f.error(w, code, msg)
 		return
 	}

@@ -46,7 +46,8 @@ type ServerConfig struct {
 	// Warn logs what went wrong with a connection, within the server's
 	// rate limit.
 	Warn func(msg string, args ...any)
-	// Inline bounds what runs on a connection's reader; Watch is the
+	// Inline bounds what runs on a connection's reader, its zero fields
+	// the defaults; Watch is the
 	// server's watchdog over its readers lent to calls (inline.go).
 	Inline InlineTuning
 	Watch  *InlineWatch
@@ -86,7 +87,8 @@ type ServerConn struct {
 	watched    atomic.Bool   // the server's InlineWatch watches this connection
 	readerDone chan struct{} // closed when the last reader has closed the connection
 
-	flow shed.Flow // the connection's calls, for the scheduler's fairness
+	flow   shed.Flow    // the connection's calls, for the scheduler's fairness
+	inline InlineTuning // cfg.Inline, filled
 
 	// From the client's Settings: the first of the server's compression
 	// algorithms that the client accepts, a kiev.Compression.
@@ -100,6 +102,7 @@ type ServerConn struct {
 	// may linger in calls until its handler's goroutine is done, and
 	// the client, which has its answer, may send the next already.
 	unanswered atomic.Int32
+	closing    atomic.Bool          // draining || dead, read without mu
 	draining   bool                 // GoAway sent: refuse new calls, close when idle
 	tls        *tls.ConnectionState // set once the TLS handshake is done; nil without TLS
 	dead       bool
@@ -111,7 +114,7 @@ type ServerConn struct {
 // NewServerConn returns the connection of nc, not yet served; its calls'
 // contexts take their values from base, and are canceled when it ends.
 func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *ServerConn {
-	c := &ServerConn{cfg: cfg, nc: nc, base: base, calls: make(map[uint64]Call), readerDone: make(chan struct{})}
+	c := &ServerConn{cfg: cfg, nc: nc, base: base, calls: make(map[uint64]Call), readerDone: make(chan struct{}), inline: cfg.Inline.filled()}
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
 	c.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
@@ -173,6 +176,7 @@ func (c *ServerConn) handshakeFailed(msg string, err error) {
 	c.mu.Lock()
 	dead := c.dead
 	c.dead = true
+	c.closing.Store(true)
 	c.mu.Unlock()
 	if !dead && !errors.Is(err, io.EOF) {
 		c.cfg.Warn(msg, "peer", c.nc.RemoteAddr(), "err", err)
@@ -211,6 +215,7 @@ func (c *ServerConn) peerDone() {
 		return
 	}
 	c.draining = true
+	c.closing.Store(true)
 	idle := len(c.calls) == 0
 	c.mu.Unlock()
 	if idle {
@@ -301,7 +306,22 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 // protocol error, which closes the connection: answering it would leave
 // the first call running with no way to cancel it, and let one connection
 // start calls past WithMaxConcurrentCalls.
+//
+// Admission comes first: a call refused as the connection drains, or at
+// WithMaxConcurrentCalls, is refused before Open copies or decompresses
+// its args. Only this goroutine adds to unanswered, so the limit read
+// here holds until the call is taken; draining is checked again under
+// mu, where the call is taken.
 func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err error) {
+	if c.closing.Load() {
+		c.replyError(hd.ID, codes.Shutdown, errDraining)
+		return false, nil
+	}
+	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
+		code, msg := c.cfg.Handler.Refuse(hd.Method, "on this connection")
+		c.replyError(hd.ID, code, msg)
+		return false, nil
+	}
 	sc, code, msg := c.cfg.Handler.Open(hd, c.base, c)
 	if sc == nil {
 		c.replyError(hd.ID, code, msg)
@@ -311,14 +331,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	if c.draining || c.dead {
 		c.mu.Unlock()
 		sc.Release()
-		c.replyError(hd.ID, codes.Shutdown, "kiev: server is shutting down; retry on another connection")
-		return false, nil
-	}
-	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
-		c.mu.Unlock()
-		sc.Release()
-		code, msg := c.cfg.Handler.Refuse(sc, "on this connection")
-		c.replyError(hd.ID, code, msg)
+		c.replyError(hd.ID, codes.Shutdown, errDraining)
 		return false, nil
 	}
 	// An answered call (its Response queued) or one the client canceled
@@ -344,6 +357,9 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	c.cfg.Handler.Submit(sc, c.base)
 	return false, nil
 }
+
+// errDraining answers a call on a connection that is closing.
+const errDraining = "kiev: server is shutting down; retry on another connection"
 
 func (c *ServerConn) replyError(id uint64, code codes.Code, msg string) {
 	buf := GetBuf(0)
@@ -401,6 +417,7 @@ func (c *ServerConn) Drain() {
 		return
 	}
 	c.draining = true
+	c.closing.Store(true)
 	idle := len(c.calls) == 0
 	c.mu.Unlock()
 	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
@@ -440,6 +457,7 @@ func (c *ServerConn) Close(err error) {
 		return
 	}
 	c.dead = true
+	c.closing.Store(true)
 	lingering := c.lingering
 	nc := c.nc // the socket, or its TLS conn once Serve has it
 	c.mu.Unlock()

@@ -75,7 +75,7 @@ func (h *fakeHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, codes.
 	return c, 0, ""
 }
 
-func (h *fakeHandler) Refuse(c Call, where string) (codes.Code, string) {
+func (h *fakeHandler) Refuse(_ []byte, where string) (codes.Code, string) {
 	h.mu.Lock()
 	h.refused++
 	h.mu.Unlock()
@@ -111,8 +111,8 @@ func serverConnPair(t *testing.T, h *fakeHandler, maxCalls int) (*ServerConn, ne
 		Handler: h, HeartbeatInterval: time.Minute, HeartbeatTimeout: time.Minute,
 		MaxFrame: 1 << 20, MaxCalls: maxCalls, Partial: &Budget{Max: 1 << 20},
 		MaxQueued: 64 << 20, Conns: new(atomic.Int64),
-		Warn:   func(string, ...any) {},
-		Inline: DefaultInlineTuning, Watch: &InlineWatch{}, Readers: &readers,
+		Warn:  func(string, ...any) {},
+		Watch: &InlineWatch{}, Readers: &readers,
 	}
 	c := NewServerConn(cfg, peer, context.Background())
 	served := make(chan struct{})
@@ -243,8 +243,13 @@ func TestServerConnMaxCalls(t *testing.T) {
 	if f, rh := response(t, r); f.ID != 3 || rh.ErrCode != 0 {
 		t.Fatalf("Response id %d, code %d; want a reply to 3", f.ID, rh.ErrCode)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.refused != 1 {
 		t.Errorf("Refuse called %d times, want 1", h.refused)
+	}
+	if len(h.heads) != 2 {
+		t.Errorf("Open called %d times, want 2: a call refused at the limit must not be opened (its args copied or decompressed)", len(h.heads))
 	}
 }
 

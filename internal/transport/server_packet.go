@@ -136,6 +136,7 @@ type packetCall struct {
 	resends int        // times the reply was sent again (MaxResends)
 	expires time.Time  // when it may be forgotten, once done; zero while running
 	sc      Call       // the call, while it is not done
+	gone    bool       // abandoned while it was opened: cancel it once it is
 }
 
 // signer is what a datagram's signature says (Verify): the key its
@@ -321,29 +322,18 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 		ps.sendRetry(f.ID, h.Session, peer, addr, allow, codes.Overloaded)
 		return
 	}
-	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
-	if addr == nil {
-		addr = peer.Addr()
-	}
-	hd.Read(f, h)
-	hd.Origin = Origin{Addr: addr, KeyID: a.id}
-	sc, code, msg := ps.cfg.Handler.Open(hd, ps.base, pc)
-	if sc == nil {
-		ps.mu.Unlock()
-		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
-		return
-	}
 	if ps.cfg.MaxCalls > 0 && ps.byPeer[peer] >= ps.cfg.MaxCalls {
 		// A client address is a UDP client's connection: its sessions
-		// are the client's to choose.
+		// are the client's to choose. Refused before the call is opened.
 		ps.mu.Unlock()
-		sc.Release()
 		stats.Dropped.Add(1)
-		code, msg := ps.cfg.Handler.Refuse(sc, "from this address")
-		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
+		code, msg := ps.cfg.Handler.Refuse(h.Method, "from this address")
+		ps.replyError(f.ID, peer, addr, code, msg, allow, h.Session)
 		return
 	}
-	pc.sc = sc
+	// The call's place is taken under mu, so that its retransmissions
+	// find it; it is opened outside, as nothing calls up under a lock.
+	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
 	st.calls[f.ID] = pc
 	ps.entries++
 	if !pc.proven() {
@@ -353,6 +343,29 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	ps.byPeer[peer]++
 	pc.counted = true
 	ps.mu.Unlock()
+	if addr == nil {
+		addr = peer.Addr()
+	}
+	hd.Read(f, h)
+	hd.Origin = Origin{Addr: addr, KeyID: a.id}
+	sc, code, msg := ps.cfg.Handler.Open(hd, ps.base, pc)
+	if sc == nil {
+		pc.unopen()
+		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
+		return
+	}
+	ps.mu.Lock()
+	gone := pc.gone
+	if !gone {
+		pc.sc = sc
+	}
+	ps.mu.Unlock()
+	if gone {
+		// Abandoned while it was opened: below the session's new ack
+		// floor, canceled, or the socket aborted.
+		sc.State().CallerGone.Store(true)
+		sc.Cancel(context.Canceled)
+	}
 	ps.cfg.Handler.Submit(sc, ps.base)
 }
 
@@ -381,6 +394,8 @@ func (ps *PacketServer) session(k sessionKey, now time.Time, floor uint64) *peer
 				// the floor.
 				pc.sc.State().CallerGone.Store(true)
 				pc.sc.Cancel(context.Canceled)
+			} else {
+				pc.gone = true // being opened
 			}
 			ps.forget(st, id)
 		}
@@ -404,6 +419,7 @@ func (ps *PacketServer) cancel(k sessionKey, id uint64) {
 	if st := ps.peers[k]; st != nil {
 		if pc := st.calls[id]; pc != nil {
 			sc = pc.sc
+			pc.gone = sc == nil && pc.expires.IsZero() // being opened
 		}
 	}
 	ps.mu.Unlock()
@@ -485,6 +501,22 @@ func (pc *packetCall) uncount() {
 	if ps.byPeer[pc.peer]--; ps.byPeer[pc.peer] == 0 {
 		delete(ps.byPeer, pc.peer)
 	}
+}
+
+// unopen gives up the place of a call that could not be opened: its
+// retransmissions are answered as it was, by opening them again.
+func (pc *packetCall) unopen() {
+	ps := pc.ps
+	ps.mu.Lock()
+	if pc.st.calls[pc.id] == pc {
+		ps.forget(pc.st, pc.id)
+	}
+	ps.running--
+	pc.uncount()
+	if ps.running == 0 && ps.idle != nil {
+		ps.idle.Broadcast()
+	}
+	ps.mu.Unlock()
 }
 
 // Backlogged: a datagram reply is sent at once or lost, never queued.
@@ -582,6 +614,8 @@ func (ps *PacketServer) Abort() {
 		for _, pc := range st.calls {
 			if pc.sc != nil {
 				running = append(running, pc.sc)
+			} else if pc.expires.IsZero() {
+				pc.gone = true // being opened
 			}
 		}
 	}

@@ -62,10 +62,10 @@ func (h *echoHandler) Open(hd *Head, base context.Context, sink Sink) (Call, cod
 	c.st.ID = hd.ID
 	return c, 0, ""
 }
-func (h *echoHandler) Refuse(Call, string) (codes.Code, string) { return codes.Overloaded, "refused" }
-func (h *echoHandler) Submit(c Call, _ context.Context)         { h.submitted <- c.(*echoCall) }
-func (h *echoHandler) RunInline(Call) bool                      { return false }
-func (h *echoHandler) Negotiate([]byte) uint32                  { return 0 }
+func (h *echoHandler) Refuse([]byte, string) (codes.Code, string) { return codes.Overloaded, "refused" }
+func (h *echoHandler) Submit(c Call, _ context.Context)           { h.submitted <- c.(*echoCall) }
+func (h *echoHandler) RunInline(Call) bool                        { return false }
+func (h *echoHandler) Negotiate([]byte) uint32                    { return 0 }
 func (h *echoHandler) CompressReply(_ Call, b []byte, _ uint32) []byte {
 	return b
 }
