@@ -41,10 +41,6 @@ type callHead struct {
 	claimed  Priority  // the priority the caller claims
 	deadline time.Time // zero: none
 	body     *[]byte   // the encoded args, from the buffer pool; the call owns it
-	// replyAsk is the compression the caller asked for its reply, if
-	// replyAsked (over a connection only).
-	replyAsk   Compression
-	replyAsked bool
 }
 
 // makeCall makes a call as every front does: its Request, and its
@@ -62,7 +58,6 @@ func (s *Server) makeCall(in *callHead, base context.Context, sink transport.Sin
 	sc.ctx.md = in.md
 	sc.ctx.priority = s.priority(&sc.req, in.claimed)
 	sc.ctx.deadline = in.deadline
-	sc.ctx.replyAsk, sc.ctx.replyAsked = in.replyAsk, in.replyAsked
 	return sc
 }
 
@@ -84,7 +79,7 @@ func (s *Server) lookupCall(name []byte) (*method, error) {
 type plumbing Server
 
 // Open makes the call hd asks for, or says why it cannot: no such method,
-// an unknown codec, or args it cannot decompress.
+// or an unknown codec.
 func (p *plumbing) Open(hd *transport.Head, base context.Context, sink transport.Sink) (transport.Call, Code, string) {
 	sc, code, msg := (*Server)(p).open(hd, base, sink)
 	if sc == nil {
@@ -112,43 +107,11 @@ func (s *Server) open(hd *transport.Head, base context.Context, sink transport.S
 	if hd.HasPriority {
 		in.claimed = Priority(hd.Priority)
 	}
-	switch {
-	case in.body != nil:
-	case hd.Compression != 0:
-		body, code, msg := s.decompressArgs(hd)
-		if body == nil {
-			return nil, code, msg
-		}
-		in.body = body
-	default:
+	if in.body == nil {
 		in.body = transport.GetBuf(len(hd.Body))
 		*in.body = append((*in.body)[:0], hd.Body...)
 	}
-	if hd.Stream && hd.ReplyAsked {
-		in.replyAsk, in.replyAsked = Compression(hd.ReplyAsk), true
-	}
 	return s.makeCall(&in, base, sink), 0, ""
-}
-
-// decompressArgs decompresses the args of a call whose Request says they
-// are compressed, into a buffer from the pool, or says why it cannot: the
-// Request came in a datagram, or with an algorithm the server does not
-// accept, or its args are corrupt or would decompress past the frame
-// limit.
-func (s *Server) decompressArgs(hd *transport.Head) (*[]byte, Code, string) {
-	o := &s.opts.compress
-	alg := Compression(hd.Compression)
-	switch {
-	case !hd.Stream:
-		return nil, CodeBadRequest, errCompressedDatagram.Error()
-	case !o.set.has(alg):
-		return nil, CodeBadRequest, fmt.Sprintf("kiev: the args are compressed with %v, which this server does not accept; it accepts %s (WithCompression)", alg, o.names())
-	}
-	body, err := o.decompress(alg, hd.Decoded, hd.Body, s.opts.maxFrame)
-	if err != nil {
-		return nil, codeOr(err, CodeTooLarge), "kiev: args: " + strings.TrimPrefix(err.Error(), "kiev: ")
-	}
-	return body, 0, ""
 }
 
 // Refuse counts a call refused at WithMaxConcurrentCalls, before it is
@@ -171,34 +134,6 @@ func (p *plumbing) Submit(c transport.Call, base context.Context) {
 // start it at once.
 func (p *plumbing) RunInline(c transport.Call) bool {
 	return p.sched.RunInline(c.(*serverCall))
-}
-
-// Negotiate is the compression of replies to a client whose Settings
-// accept the algorithms in accept.
-func (p *plumbing) Negotiate(accept []byte) uint32 {
-	return uint32(p.opts.compress.first(setOf(accept)))
-}
-
-// CompressReply compresses the reply frame b of c as the client's
-// Settings allow (alg), or as its Request asked (ReplyCompression): asked
-// for none, none; asked for an algorithm the server uses, that one,
-// whatever the reply's size. A reply too large to send is left for the
-// connection to refuse.
-func (p *plumbing) CompressReply(c transport.Call, b []byte, negotiated uint32) []byte {
-	sc := c.(*serverCall)
-	alg := Compression(negotiated)
-	if alg == NoCompression && !sc.ctx.replyAsked {
-		return b // the common case: no compression on this connection
-	}
-	o := &p.opts.compress
-	least := o.threshold
-	if ask := sc.ctx.replyAsk; sc.ctx.replyAsked && (ask == NoCompression || o.set.has(ask)) {
-		alg, least = ask, 0
-	}
-	if alg == NoCompression || len(b)-4 > p.opts.maxFrame {
-		return b
-	}
-	return compressFrame(b, 0, alg, least)
 }
 
 // refuseAtLimit counts a call of m refused at WithMaxConcurrentCalls,

@@ -84,7 +84,7 @@ func (t *connTransport) send(ctx context.Context, call *Call, async bool) error 
 	alg, least, ask := t.compression(ctx)
 	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, o.maxFrame, 0, 0, nil, nil, ask)
 	if err == nil && alg != NoCompression {
-		b = compressFrame(b, 0, alg, least)
+		b = transport.CompressFrame(b, 0, uint8(alg), least)
 		_ = wire.EndFrame(b, 0, o.maxFrame) // smaller than the frame encodeRequest checked
 	}
 	*buf = b
@@ -152,12 +152,12 @@ func (t *connTransport) wait(ctx context.Context, call *Call) error {
 // client's WithCompression; with it, what it says, if the server knows
 // compression, and its algorithm if the server accepts it.
 func (t *connTransport) compression(ctx context.Context) (alg Compression, least int, ask []byte) {
-	peer := algSet(t.peerAccepts.Load())
+	peer := transport.AlgSet(t.peerAccepts.Load())
 	if peer == 0 { // the server compresses nothing; most likely, neither do we
 		return NoCompression, 0, nil
 	}
 	alg, least = Compression(t.requestAlg.Load()), t.ep.c.opts.compress.threshold
-	if c, ok := callCompression(ctx); ok && (c == NoCompression || peer.has(c)) {
+	if c, ok := callCompression(ctx); ok && (c == NoCompression || peer.Has(uint8(c))) {
 		return c, 0, replyAsks[c : c+1]
 	}
 	return alg, least, nil
@@ -171,8 +171,8 @@ func (t *connTransport) Reply(call *Call, f *wire.Frame, h *wire.Header) {
 
 // Settings takes in the server's Settings.
 func (t *connTransport) Settings(h *wire.Header) {
-	peer := setOf(h.Accept)
-	t.requestAlg.Store(uint32(t.ep.c.opts.compress.first(peer)))
+	peer := transport.SetOf(h.Accept)
+	t.requestAlg.Store(uint32(t.ep.c.opts.compress.c.First(peer)))
 	t.peerAccepts.Store(uint32(peer))
 }
 

@@ -116,9 +116,9 @@ func decodeReply(call *Call, f *wire.Frame, h *wire.Header, o *connOptions) erro
 	body := f.Body
 	if h.Compression != 0 {
 		if o == nil {
-			return &callError{call.ServiceMethod, errCompressedDatagram}
+			return &callError{call.ServiceMethod, transport.ErrCompressedDatagram}
 		}
-		buf, err := o.compress.decompress(Compression(h.Compression), h.Decoded, f.Body, o.maxFrame)
+		buf, err := o.compress.c.Decompress(h.Compression, h.Decoded, f.Body, o.maxFrame)
 		if err != nil {
 			return &callError{call.ServiceMethod, fmt.Errorf("reply: %w", err)}
 		}

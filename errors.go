@@ -32,11 +32,11 @@ var (
 	// ErrTooLarge means a message does not fit the maximum frame size, or
 	// over UDP, one datagram.
 	// Send less, or raise the limit with WithMaxFrameSize on both sides.
-	ErrTooLarge = errors.New("kiev: message too large")
+	ErrTooLarge = transport.ErrTooLarge
 
 	// ErrBadRequest means the server could not decode the call's
 	// arguments, or does not know the codec it was sent in.
-	ErrBadRequest = errors.New("kiev: bad request")
+	ErrBadRequest = transport.ErrBadRequest
 
 	// ErrOverloaded means the server refused the call without running it:
 	// its queue was full, a more important call took the call's place, or

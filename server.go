@@ -117,6 +117,7 @@ func NewServer(opts ...ServerOption) *Server {
 		Partial:           &s.partial,
 		MaxQueued:         s.opts.maxQueued,
 		Conns:             &s.connCount,
+		Compress:          s.opts.compress.c,
 		Settings:          s.opts.compress.settings,
 		Warn:              s.warn,
 		Inline:            s.opts.inline,

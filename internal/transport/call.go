@@ -29,6 +29,10 @@ type CallState struct {
 	ID         uint64      // the caller's id of the call
 	CallerGone atomic.Bool // the caller canceled, or the connection died: no answer is sent
 	Answered   atomic.Bool // its Response is queued: the client may reuse its id
+	// ReplyAsk is the compression the caller asked for its reply, if
+	// ReplyAsked (over a connection only).
+	ReplyAsk   uint8
+	ReplyAsked bool
 }
 
 // Call is a server call as a front sees it. Its methods are safe for
@@ -70,11 +74,12 @@ type Head struct {
 	HasPriority bool
 	Deadline    time.Time // zero: none
 	// The encoded args: Body, which Open copies, or Owned, a buffer from
-	// GetBuf that the call takes over.
+	// GetBuf that the call takes over (args the front decompressed, or
+	// read whole from an HTTP request).
 	Body  []byte
 	Owned *[]byte
-	// Compression is the algorithm Body is compressed with (a
-	// kiev.Compression; 0: none), into Decoded bytes.
+	// Compression is the algorithm Body is compressed with (0: none),
+	// into Decoded bytes: the front's to decompress, before Open.
 	Compression uint8
 	Decoded     uint64
 	// ReplyAsk is the compression the caller asks for its reply, if
@@ -144,9 +149,10 @@ func (hd *Head) readMetadata(key string) map[string]string {
 type ServerHandler interface {
 	// Open makes the call hd asks for, answered through sink; its
 	// context's values come from base. Or it returns nil with the error
-	// code and message to answer: no such method, an unknown codec, args
-	// it cannot decompress. It copies what it keeps of hd, but Owned,
-	// which it takes over whatever it returns.
+	// code and message to answer: no such method, an unknown codec. It
+	// copies what it keeps of hd, but Owned, which it takes over whatever
+	// it returns. The front has admitted the call, and decompressed its
+	// args, first.
 	Open(hd *Head, base context.Context, sink Sink) (Call, codes.Code, string)
 	// Refuse counts a call of the method named refused at
 	// WithMaxConcurrentCalls, coming from where ("on this connection"),
@@ -159,14 +165,6 @@ type ServerHandler interface {
 	// RunInline runs c on the calling goroutine if the scheduler would
 	// start it at once, and reports whether it did.
 	RunInline(c Call) bool
-	// Negotiate returns the compression of replies on a connection whose
-	// client's Settings accept the algorithms in accept, a
-	// kiev.Compression.
-	Negotiate(accept []byte) uint32
-	// CompressReply compresses the Response frame b of c, which starts
-	// at offset 0, as the connection's negotiated algorithm alg and what
-	// c's Request asked allow; or returns b.
-	CompressReply(c Call, b []byte, alg uint32) []byte
 }
 
 // Sink is where a call's answer goes: a connection, or a packet socket

@@ -22,6 +22,9 @@ import (
 // connection uses it.
 type ServerConfig struct {
 	Handler ServerHandler
+	// Compress is the server's compression (WithCompression); nil for
+	// none.
+	Compress *Compressor
 
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	MaxFrame                            int
@@ -279,7 +282,9 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			c.replyAlg.Store(c.cfg.Handler.Negotiate(h.Accept))
+			if cp := c.cfg.Compress; cp != nil {
+				c.replyAlg.Store(uint32(cp.First(SetOf(h.Accept))))
+			}
 		case wire.TypeCancel:
 			c.mu.Lock()
 			sc := c.calls[f.ID]
@@ -322,10 +327,20 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
+	if hd.Compression != 0 {
+		if code, msg := c.cfg.Compress.decompressArgs(hd, c.cfg.MaxFrame); code != codes.OK {
+			c.replyError(hd.ID, code, msg)
+			return false, nil
+		}
+	}
 	sc, code, msg := c.cfg.Handler.Open(hd, c.base, c)
 	if sc == nil {
 		c.replyError(hd.ID, code, msg)
 		return false, nil
+	}
+	if hd.ReplyAsked {
+		st := sc.State()
+		st.ReplyAsk, st.ReplyAsked = hd.ReplyAsk, true
 	}
 	c.mu.Lock()
 	if c.draining || c.dead {
@@ -492,8 +507,8 @@ func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b, err := AppendResponse((*buf)[:0], sc.State().ID, cd, v)
-	if err == nil {
-		b = c.cfg.Handler.CompressReply(sc, b, c.replyAlg.Load())
+	if cp, alg := c.cfg.Compress, uint8(c.replyAlg.Load()); err == nil && cp != nil && (alg != NoCompression || sc.State().ReplyAsked) {
+		b = cp.compressReply(sc.State(), b, alg, c.cfg.MaxFrame)
 	}
 	*buf = b
 	if err != nil {

@@ -84,10 +84,6 @@ func (h *fakeHandler) Refuse(_ []byte, where string) (codes.Code, string) {
 
 func (h *fakeHandler) Submit(c Call, _ context.Context) { h.opened <- c.(*fakeCall) }
 func (h *fakeHandler) RunInline(Call) bool              { return false }
-func (h *fakeHandler) Negotiate([]byte) uint32          { return 0 }
-func (h *fakeHandler) CompressReply(_ Call, b []byte, _ uint32) []byte {
-	return b
-}
 
 // answer replies to call c with v, as a handler's return would.
 func (h *fakeHandler) answer(t *testing.T, c *fakeCall, v any) {

@@ -331,6 +331,11 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 		ps.replyError(f.ID, peer, addr, code, msg, allow, h.Session)
 		return
 	}
+	if h.Compression != 0 {
+		ps.mu.Unlock()
+		ps.replyError(f.ID, peer, addr, codes.BadRequest, ErrCompressedDatagram.Error(), allow, h.Session)
+		return
+	}
 	// The call's place is taken under mu, so that its retransmissions
 	// find it; it is opened outside, as nothing calls up under a lock.
 	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}

@@ -65,10 +65,6 @@ func (h *echoHandler) Open(hd *Head, base context.Context, sink Sink) (Call, cod
 func (h *echoHandler) Refuse([]byte, string) (codes.Code, string) { return codes.Overloaded, "refused" }
 func (h *echoHandler) Submit(c Call, _ context.Context)           { h.submitted <- c.(*echoCall) }
 func (h *echoHandler) RunInline(Call) bool                        { return false }
-func (h *echoHandler) Negotiate([]byte) uint32                    { return 0 }
-func (h *echoHandler) CompressReply(_ Call, b []byte, _ uint32) []byte {
-	return b
-}
 
 // packetTest is a PacketServer on a loopback socket, served until the
 // test ends, and a client socket to call it from. The test fails if the
