@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/kievrpc/kiev/internal/transport"
-	"github.com/kievrpc/kiev/internal/wire"
 )
 
 // connTransport is a Client's connection to one server, over TCP, TLS or
@@ -81,12 +80,10 @@ func (t *connTransport) send(ctx context.Context, call *Call, async bool) error 
 	buf := transport.GetBuf(0)
 	defer transport.PutBuf(buf)
 	deadline, _ := ctx.Deadline()
+	rq := request(ctx, deadline, call)
 	alg, least, ask := t.compression(ctx)
-	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, o.maxFrame, 0, 0, nil, nil, ask)
-	if err == nil && alg != NoCompression {
-		b = transport.CompressFrame(b, 0, uint8(alg), least)
-		_ = wire.EndFrame(b, 0, o.maxFrame) // smaller than the frame encodeRequest checked
-	}
+	rq.Compress, rq.Least, rq.ReplyAsk = uint8(alg), least, ask
+	b, err := transport.AppendRequest((*buf)[:0], id, &rq, o.maxFrame)
 	*buf = b
 	if err != nil {
 		return err
@@ -164,14 +161,13 @@ func (t *connTransport) compression(ctx context.Context) (alg Compression, least
 }
 
 // Reply decodes a Response into its call, and completes it.
-func (t *connTransport) Reply(call *Call, f *wire.Frame, h *wire.Header) {
-	call.Error = decodeReply(call, f, h, &t.ep.c.opts.connOptions)
+func (t *connTransport) Reply(call *Call, r *transport.Response) {
+	call.Error = decodeReply(call, r, &t.ep.c.opts.connOptions)
 	call.complete()
 }
 
 // Settings takes in the server's Settings.
-func (t *connTransport) Settings(h *wire.Header) {
-	peer := transport.SetOf(h.Accept)
+func (t *connTransport) Settings(peer transport.AlgSet) {
 	t.requestAlg.Store(uint32(t.ep.c.opts.compress.c.First(peer)))
 	t.peerAccepts.Store(uint32(peer))
 }

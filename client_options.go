@@ -7,6 +7,7 @@ import (
 
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 )
 
 // The options only a Client takes (DialOption). Those a Server and a
@@ -96,7 +97,7 @@ func WithThrottle(t Throttle) DialOption {
 // over UDP with key, under id, for a server with WithPacketKeys to check.
 // A key is a shared secret of at least 16 bytes.
 func WithPacketKey(id string, key []byte) DialOption {
-	return dialOption(func(o *dialOptions) { o.packetKey = &packetKey{id: id, key: key} })
+	return dialOption(func(o *dialOptions) { o.packetKey = &transport.PacketKey{ID: id, Key: key} })
 }
 
 // WithToken makes a Client send token as the AuthorizationKey metadata of

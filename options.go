@@ -138,7 +138,7 @@ type dialOptions struct {
 	providerWait   time.Duration // < 0: no bound but the call's context
 	outlier        Outlier
 	packet         Packet
-	packetKey      *packetKey // WithPacketKey
+	packetKey      *transport.PacketKey // WithPacketKey
 	tls            *tls.Config
 	healthInterval time.Duration // WithHealthCheck
 }

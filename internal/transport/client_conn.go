@@ -58,8 +58,9 @@ type ConnConfig struct {
 // called from the reader, and must not block.
 type ConnHandler[C any] interface {
 	ClientHandler[C]
-	// Settings takes in the server's Settings frame, whose header is h.
-	Settings(h *wire.Header)
+	// Settings takes in the server's Settings: the compression
+	// algorithms it accepts.
+	Settings(accept AlgSet)
 	// GoAway says the server drains: it answers the calls it has read,
 	// and the connection takes no new call (Add fails with ErrDraining).
 	GoAway()
@@ -281,10 +282,12 @@ func (cc *ClientConn[C]) cancelPending(pending map[uint64]C) {
 }
 
 func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
-	// f and h, which the handler sees, live across frames: by pointer
-	// through an interface, each would otherwise be allocated anew.
+	// f, h and the Response the handler sees live across frames: by
+	// pointer through an interface, each would otherwise be allocated
+	// anew.
 	var f wire.Frame
 	var h wire.Header
+	var resp Response
 	for {
 		var err error
 		f, err = r.Next()
@@ -299,10 +302,11 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 		switch f.Type {
 		case wire.TypeResponse:
 			if call, ok := cc.take(f.ID); ok {
-				cc.h.Reply(call, &f, &h)
+				resp.read(&f, &h)
+				cc.h.Reply(call, &resp)
 			}
 		case wire.TypeSettings:
-			cc.h.Settings(&h)
+			cc.h.Settings(SetOf(h.Accept))
 		case wire.TypeGoAway:
 			if h.HasLastID {
 				cc.lastRead.Store(h.LastID)

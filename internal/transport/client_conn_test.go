@@ -22,10 +22,10 @@ type connHandler struct {
 	lost    chan Loss[*testCall]
 }
 
-func (h *connHandler) Reply(c *testCall, f *wire.Frame, _ *wire.Header) {
-	h.replies <- string(f.Body)
+func (h *connHandler) Reply(c *testCall, r *Response) {
+	h.replies <- string(r.Body)
 }
-func (h *connHandler) Settings(*wire.Header)             {}
+func (h *connHandler) Settings(AlgSet)                   {}
 func (h *connHandler) GoAway()                           { h.goAway <- struct{}{} }
 func (h *connHandler) Failure(cause error, _ bool) error { return cause }
 func (h *connHandler) Lost(l Loss[*testCall])            { h.lost <- l }

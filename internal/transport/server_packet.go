@@ -44,11 +44,10 @@ type PacketServerConfig struct {
 	// MaxCalls bounds the calls unanswered from one client address
 	// (WithMaxConcurrentCalls); 0: no bound.
 	MaxCalls int
-	// Verify, if not nil, checks the signature of datagram b, whose
-	// header is h, at now (WithPacketKeys): it returns the id of the key
-	// that signed it and when it goes stale, or why it is refused. It may
-	// zero the MAC in b.
-	Verify func(b []byte, h *wire.Header, now time.Time) (keyID string, until time.Time, err error)
+	// Keys, if not nil, are the keys the signatures of datagrams are
+	// checked with (WithPacketKeys): a datagram without a good one is
+	// refused.
+	Keys *PacketKeys
 	// Unserved, if not nil, is the start of the names of methods not
 	// served over datagrams: a call of one is refused with codes.NotFound
 	// and UnservedMsg, before it is made (kiev.Reflection, unless
@@ -139,7 +138,7 @@ type packetCall struct {
 	gone    bool       // abandoned while it was opened: cancel it once it is
 }
 
-// signer is what a datagram's signature says (Verify): the key its
+// signer is what a datagram's signature says (Keys): the key its
 // session is known by, the key id and until when it is fresh, or why it
 // is refused.
 type signer struct {
@@ -150,8 +149,8 @@ type signer struct {
 }
 
 // verify checks the signature of datagram b, whose header is h.
-func (a *signer) verify(verify func([]byte, *wire.Header, time.Time) (string, time.Time, error), b []byte, h *wire.Header, now time.Time) {
-	a.id, a.until, a.err = verify(b, h, now)
+func (a *signer) verify(ks *PacketKeys, b []byte, h *wire.Header, now time.Time) {
+	a.id, a.until, a.err = ks.verify(b, h, now)
 	if a.err == nil {
 		// Known by the key, not the address: a replay from elsewhere
 		// finds the call it repeats.
@@ -224,8 +223,8 @@ func (ps *PacketServer) readLoop() error {
 			continue
 		}
 		a := signer{key: sessionKey{peer, h.Session}}
-		if ps.cfg.Verify != nil {
-			a.verify(ps.cfg.Verify, buf[:n], &h, time.Now())
+		if ps.cfg.Keys != nil {
+			a.verify(ps.cfg.Keys, buf[:n], &h, time.Now())
 		}
 		if f.Type == wire.TypeCancel {
 			if h.Session == 0 {
