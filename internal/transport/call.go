@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 

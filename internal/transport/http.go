@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kievrpc/kiev/internal/codes"
 	"io"
 	"mime"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 )
 
 // HTTP headers of the HTTP front (kiev.HeaderPriority and the others; a

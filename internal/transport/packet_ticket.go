@@ -4,10 +4,10 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/kievrpc/kiev/internal/codes"
 	"io"
 	"net"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/shed"
 )

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 

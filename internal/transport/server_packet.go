@@ -5,13 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 

@@ -3,7 +3,6 @@ package transport
 import (
 	"bytes"
 	"context"
-	"github.com/kievrpc/kiev/internal/codes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
