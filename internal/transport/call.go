@@ -18,8 +18,10 @@ import (
 // interceptors, the method, metrics and logs, is package kiev's, the
 // same for every front. The two meet here:
 //
-//   - a front hands what it read of a call to its ServerHandler, which makes
-//     the call (Open) and runs it (Submit, RunInline);
+//   - a front admits a call (Refuse answers one it does not), then hands
+//     what it read of it to its ServerHandler, which makes the call
+//     (Open); the front then runs it on its reader (RunInline) or hands
+//     it to the scheduler (Submit);
 //   - the call's answer comes back to the front through its Sink, as a
 //     value to encode or as an error code and message.
 

@@ -37,12 +37,17 @@ type Request struct {
 // if the deadline has passed, or the frame is over maxFrame.
 func AppendRequest(b []byte, id uint64, rq *Request, maxFrame int) ([]byte, error) {
 	b, err := appendRequest(b, 0, id, rq, nil, nil, maxFrame)
-	if err != nil || rq.Compress == NoCompression {
-		return b, err
+	if err == nil && rq.Compress != NoCompression {
+		b = compressRequest(b, rq, maxFrame)
 	}
+	return b, err
+}
+
+// compressRequest compresses the Request frame b as rq says.
+func compressRequest(b []byte, rq *Request, maxFrame int) []byte {
 	b = CompressFrame(b, 0, rq.Compress, rq.Least)
 	_ = wire.EndFrame(b, 0, maxFrame) // smaller than the frame appendRequest checked
-	return b, nil
+	return b
 }
 
 // AppendDatagram appends the request datagram of rq to b, stamped with
