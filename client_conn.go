@@ -80,7 +80,8 @@ func (t *connTransport) send(ctx context.Context, call *Call, async bool) error 
 	buf := transport.GetBuf(0)
 	defer transport.PutBuf(buf)
 	deadline, _ := ctx.Deadline()
-	rq := request(ctx, deadline, call)
+	var rq transport.Request
+	request(&rq, ctx, deadline, call)
 	alg, least, ask := t.compression(ctx)
 	rq.Compress, rq.Least, rq.ReplyAsk = uint8(alg), least, ask
 	b, err := transport.AppendRequest((*buf)[:0], id, &rq, o.maxFrame)

@@ -84,7 +84,8 @@ func (t *packetTransport) wait(ctx context.Context, call *Call) error {
 // packet key, if it has one.
 func (t *packetTransport) Encode(b []byte, ctx context.Context, deadline time.Time, call *Call, s transport.Stamp) ([]byte, error) {
 	o := &t.ep.c.opts
-	rq := request(ctx, deadline, call)
+	var rq transport.Request
+	request(&rq, ctx, deadline, call)
 	return transport.AppendDatagram(b, &rq, &s, o.packetKey, MaxDatagram, o.packet.MaxDatagram)
 }
 

@@ -50,14 +50,12 @@ func isPacket(network string) bool {
 	return false
 }
 
-// request returns what call, made with ctx, asks of the server, for the
-// transport to frame: its deadline, unless zero, ctx's priority and
-// metadata.
-func request(ctx context.Context, deadline time.Time, call *Call) transport.Request {
-	return transport.Request{
-		Method: call.ServiceMethod, Codec: call.codec, Args: call.Args,
-		Deadline: deadline, Priority: uint8(PriorityFrom(ctx)), Meta: OutgoingMetadata(ctx),
-	}
+// request sets rq to what call, made with ctx, asks of the server, for
+// the transport to frame: its deadline, unless zero, ctx's priority and
+// metadata. rq's other fields are left as they are.
+func request(rq *transport.Request, ctx context.Context, deadline time.Time, call *Call) {
+	rq.Method, rq.Codec, rq.Args = call.ServiceMethod, call.codec, call.Args
+	rq.Deadline, rq.Priority, rq.Meta = deadline, uint8(PriorityFrom(ctx)), OutgoingMetadata(ctx)
 }
 
 // decodeReply decodes a Response into call. Its body may be compressed

@@ -31,23 +31,15 @@ type Request struct {
 	// bytes up (connections only; NoCompression: none).
 	Compress uint8
 	Least    int
+
+	stamp *Stamp     // a datagram's; nil on a connection
+	key   *PacketKey // signs a datagram, if not nil
 }
 
 // AppendRequest appends the Request frame of rq, call id, to b; it fails
 // if the deadline has passed, or the frame is over maxFrame.
 func AppendRequest(b []byte, id uint64, rq *Request, maxFrame int) ([]byte, error) {
-	b, err := appendRequest(b, 0, id, rq, nil, nil, maxFrame)
-	if err == nil && rq.Compress != NoCompression {
-		b = compressRequest(b, rq, maxFrame)
-	}
-	return b, err
-}
-
-// compressRequest compresses the Request frame b as rq says.
-func compressRequest(b []byte, rq *Request, maxFrame int) []byte {
-	b = CompressFrame(b, 0, rq.Compress, rq.Least)
-	_ = wire.EndFrame(b, 0, maxFrame) // smaller than the frame appendRequest checked
-	return b
+	return appendRequest(b, 0, id, rq, maxFrame)
 }
 
 // AppendDatagram appends the request datagram of rq to b, stamped with
@@ -57,7 +49,8 @@ func compressRequest(b []byte, rq *Request, maxFrame int) []byte {
 func AppendDatagram(b []byte, rq *Request, s *Stamp, key *PacketKey, maxFrame, maxDatagram int) ([]byte, error) {
 	start := len(b)
 	b = wire.AppendPreface(b, wire.Version)
-	b, err := appendRequest(b, start+wire.PrefaceLen, s.ID, rq, s, key, maxFrame)
+	rq.stamp, rq.key, rq.Compress = s, key, NoCompression // a datagram is never compressed
+	b, err := appendRequest(b, start+wire.PrefaceLen, s.ID, rq, maxFrame)
 	if err == nil && key != nil {
 		err = key.sign(b[start:])
 	}
@@ -69,9 +62,9 @@ func AppendDatagram(b []byte, rq *Request, s *Stamp, key *PacketKey, maxFrame, m
 
 // appendRequest appends rq's Request frame, which starts at offset start
 // of b. The frame carries the time left until the deadline, unless it is
-// zero, and in a datagram (s not nil), the client's session and ack floor,
-// its ticket, and the fields of key's signature.
-func appendRequest(b []byte, start int, id uint64, rq *Request, s *Stamp, key *PacketKey, maxFrame int) ([]byte, error) {
+// zero, and in a datagram (rq.stamp not nil), the client's session and
+// ack floor, its ticket, and the fields of the signature of rq.key.
+func appendRequest(b []byte, start int, id uint64, rq *Request, maxFrame int) ([]byte, error) {
 	b = wire.BeginFrame(b, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, rq.Method)
 	b = wire.AppendString(b, wire.KeyCodec, rq.Codec.Name())
@@ -83,12 +76,14 @@ func appendRequest(b []byte, start int, id uint64, rq *Request, s *Stamp, key *P
 		b = wire.AppendUvarint(b, wire.KeyTimeout, uint64((left+time.Microsecond-1)/time.Microsecond))
 	}
 	b = wire.AppendField(b, wire.KeyPriority, []byte{rq.Priority})
-	if s != nil && s.Session != 0 {
-		b = wire.AppendUvarint(b, wire.KeySession, s.Session)
-		b = wire.AppendUvarint(b, wire.KeyAckFloor, s.Floor)
-	}
-	if s != nil && s.Ticket != nil {
-		b = wire.AppendField(b, wire.KeyTicket, s.Ticket)
+	if s := rq.stamp; s != nil {
+		if s.Session != 0 {
+			b = wire.AppendUvarint(b, wire.KeySession, s.Session)
+			b = wire.AppendUvarint(b, wire.KeyAckFloor, s.Floor)
+		}
+		if s.Ticket != nil {
+			b = wire.AppendField(b, wire.KeyTicket, s.Ticket)
+		}
 	}
 	for k, v := range rq.Meta {
 		b = wire.AppendMeta(b, k, v)
@@ -96,8 +91,8 @@ func appendRequest(b []byte, start int, id uint64, rq *Request, s *Stamp, key *P
 	if rq.ReplyAsk != nil {
 		b = wire.AppendField(b, wire.KeyReplyCompression, rq.ReplyAsk)
 	}
-	if key != nil {
-		b = key.appendAuth(b, time.Now()) // the last fields: see sign
+	if rq.key != nil {
+		b = rq.key.appendAuth(b, time.Now()) // the last fields: see sign
 	}
 	if err := wire.EndHeader(b, start); err != nil {
 		return b, fmt.Errorf("%w: metadata over 64 KiB", ErrTooLarge)
@@ -108,6 +103,10 @@ func appendRequest(b []byte, start int, id uint64, rq *Request, s *Stamp, key *P
 	}
 	if err := wire.EndFrame(b, start, maxFrame); err != nil {
 		return b, fmt.Errorf("%w: request is %d bytes, over the %d-byte frame limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(b)-start-4, maxFrame)
+	}
+	if rq.Compress != NoCompression {
+		b = CompressFrame(b, start, rq.Compress, rq.Least)
+		_ = wire.EndFrame(b, start, maxFrame) // smaller than the frame checked
 	}
 	return b, nil
 }

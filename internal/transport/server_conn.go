@@ -504,30 +504,33 @@ func (c *ServerConn) cancelCalls(err error, callerGone bool) {
 // Reply, Fail, Done and Backlogged make a ServerConn the Sink of its
 // calls.
 func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
+	st := sc.State()
 	buf := GetBuf(0)
 	defer PutBuf(buf)
-	b, err := AppendResponse((*buf)[:0], sc.State().ID, cd, v)
-	if cp, alg := c.cfg.Compress, uint8(c.replyAlg.Load()); err == nil && cp != nil && (alg != NoCompression || sc.State().ReplyAsked) {
-		b = cp.compressReply(sc.State(), b, alg, c.cfg.MaxFrame)
+	b, err := AppendResponse((*buf)[:0], st.ID, cd, v)
+	if cp, alg := c.cfg.Compress, uint8(c.replyAlg.Load()); err == nil && cp != nil && (alg != NoCompression || st.ReplyAsked) {
+		b = cp.compressReply(st, b, alg, c.cfg.MaxFrame)
 	}
 	*buf = b
 	if err != nil {
 		return err
 	}
-	return c.answer(sc, b)
+	return c.answer(st, b)
 }
 
 func (c *ServerConn) Fail(sc Call, code codes.Code, msg string, limited bool) error {
+	st := sc.State()
 	buf := GetBuf(0)
 	defer PutBuf(buf)
-	b := AppendError((*buf)[:0], sc.State().ID, code, msg, limited)
+	b := AppendError((*buf)[:0], st.ID, code, msg, limited)
 	*buf = b
-	return c.answer(sc, b)
+	return c.answer(st, b)
 }
 
-// answer sends sc's Response frame b, unless it is too large, or too
-// large to add to the replies the client has left unread.
-func (c *ServerConn) answer(sc Call, b []byte) error {
+// answer sends the Response frame b of the call st is of, unless it is
+// too large, or too large to add to the replies the client has left
+// unread.
+func (c *ServerConn) answer(st *CallState, b []byte) error {
 	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err != nil {
 		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
 	}
@@ -536,7 +539,7 @@ func (c *ServerConn) answer(sc Call, b []byte) error {
 			return &BacklogError{Queued: n}
 		}
 	}
-	c.answered(sc.State())
+	c.answered(st)
 	_ = c.link.SendAlone(b, c.active.Load() == 1)
 	return nil
 }
