@@ -203,14 +203,9 @@ func (sc *serverCall) Canceled() bool              { return sc.st.CallerGone.Loa
 func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
 
 // Flow is the call's connection's, for fairness; nil over UDP and HTTP.
-// (Derived from the sink, not held: a field would take serverCall past
-// its allocation size class.)
-func (sc *serverCall) Flow() *shed.Flow {
-	if c, ok := sc.sink.(*transport.ServerConn); ok {
-		return c.Flow()
-	}
-	return nil
-}
+// (Asked of the sink, not held: a field would take serverCall past its
+// allocation size class.)
+func (sc *serverCall) Flow() *shed.Flow { return sc.sink.Flow() }
 
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {

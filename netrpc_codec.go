@@ -13,6 +13,7 @@ import (
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/transport"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // The codec seam of net/rpc: a Server serves calls that a net/rpc
@@ -215,6 +216,7 @@ func (c *codecCall) Done(transport.Call) {
 }
 
 func (c *codecCall) Backlogged() (int, bool) { return 0, false }
+func (c *codecCall) Flow() *shed.Flow        { return nil }
 
 // NewClientWithCodec returns a Client whose calls c writes and reads, as
 // net/rpc's NewClientWithCodec does: with net/rpc/jsonrpc's codec, a kiev

@@ -11,6 +11,7 @@ import (
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // A server's fronts (its TCP connections, its packet sockets) read calls
@@ -187,6 +188,9 @@ type Sink interface {
 	// Backlogged reports the bytes of replies waiting for the caller to
 	// read them, and whether they are too many to run more of its calls.
 	Backlogged() (int, bool)
+	// Flow is the flow the scheduler shares its limits fairly between
+	// the calls of (a connection's), or nil for none.
+	Flow() *shed.Flow
 }
 
 // EncodeError says the call's codec could not encode its reply.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/codes"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // HTTP headers of the HTTP front (kiev.HeaderPriority and the others; a
@@ -325,6 +326,9 @@ func (hs *httpSink) Done(Call) {
 
 // Backlogged: an HTTP reply is written by its own request goroutine.
 func (hs *httpSink) Backlogged() (int, bool) { return 0, false }
+
+// Flow: HTTP calls are not shared fairly by connection.
+func (hs *httpSink) Flow() *shed.Flow { return nil }
 
 // peerCalls counts the calls in flight of each HTTP caller's connection,
 // for MaxCalls.

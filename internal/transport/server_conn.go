@@ -127,7 +127,9 @@ func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *Server
 	return c
 }
 
-// Flow is the connection's calls, for the scheduler's fairness.
+// Flow is the connection's calls, for the scheduler's fairness; it makes
+// a ServerConn the Sink of its calls, with Reply, Fail, Done and
+// Backlogged.
 func (c *ServerConn) Flow() *shed.Flow { return &c.flow }
 
 // Serve runs the connection until it ends, then waits for its writer.

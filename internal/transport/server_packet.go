@@ -13,6 +13,7 @@ import (
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // maxPayload is the largest UDP payload over IPv4 (kiev.MaxDatagram): the
@@ -525,6 +526,9 @@ func (pc *packetCall) unopen() {
 
 // Backlogged: a datagram reply is sent at once or lost, never queued.
 func (pc *packetCall) Backlogged() (int, bool) { return 0, false }
+
+// Flow: a socket's calls are not shared fairly by address.
+func (pc *packetCall) Flow() *shed.Flow { return nil }
 
 func (pc *packetCall) Done(Call) {
 	ps := pc.ps
