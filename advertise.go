@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kievrpc/kiev/internal/wire"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/registry"
 )
 
@@ -34,7 +34,7 @@ func (s *Server) endpointOf(a net.Addr) (registry.Instance, bool, error) {
 	in := registry.Instance{
 		Network:  a.Network(),
 		Weight:   max(s.opts.weight, 1),
-		Version:  wire.Version,
+		Version:  transport.Version,
 		Metadata: s.opts.instanceMeta,
 	}
 	for name := range s.codecs {

@@ -41,10 +41,6 @@ type callHead struct {
 	claimed  Priority  // the priority the caller claims
 	deadline time.Time // zero: none
 	body     *[]byte   // the encoded args, from the buffer pool; the call owns it
-	// replyAsk is the compression the caller asked for its reply, if
-	// replyAsked (over a connection only).
-	replyAsk   Compression
-	replyAsked bool
 }
 
 // makeCall makes a call as every front does: its Request, and its
@@ -62,7 +58,6 @@ func (s *Server) makeCall(in *callHead, base context.Context, sink transport.Sin
 	sc.ctx.md = in.md
 	sc.ctx.priority = s.priority(&sc.req, in.claimed)
 	sc.ctx.deadline = in.deadline
-	sc.ctx.replyAsk, sc.ctx.replyAsked = in.replyAsk, in.replyAsked
 	return sc
 }
 
@@ -84,11 +79,11 @@ func (s *Server) lookupCall(name []byte) (*method, error) {
 type plumbing Server
 
 // Open makes the call hd asks for, or says why it cannot: no such method,
-// an unknown codec, or args it cannot decompress.
-func (p *plumbing) Open(hd *transport.Head, base context.Context, sink transport.Sink) (transport.Call, uint32, string) {
+// or an unknown codec.
+func (p *plumbing) Open(hd *transport.Head, base context.Context, sink transport.Sink) (transport.Call, Code, string) {
 	sc, code, msg := (*Server)(p).open(hd, base, sink)
 	if sc == nil {
-		return nil, uint32(code), msg // not a nil *serverCall in an interface
+		return nil, code, msg // not a nil *serverCall in an interface
 	}
 	return sc, 0, ""
 }
@@ -112,49 +107,22 @@ func (s *Server) open(hd *transport.Head, base context.Context, sink transport.S
 	if hd.HasPriority {
 		in.claimed = Priority(hd.Priority)
 	}
-	switch {
-	case in.body != nil:
-	case hd.Compression != 0:
-		body, code, msg := s.decompressArgs(hd)
-		if body == nil {
-			return nil, code, msg
-		}
-		in.body = body
-	default:
+	if in.body == nil {
 		in.body = transport.GetBuf(len(hd.Body))
 		*in.body = append((*in.body)[:0], hd.Body...)
-	}
-	if hd.Stream && hd.ReplyAsked {
-		in.replyAsk, in.replyAsked = Compression(hd.ReplyAsk), true
 	}
 	return s.makeCall(&in, base, sink), 0, ""
 }
 
-// decompressArgs decompresses the args of a call whose Request says they
-// are compressed, into a buffer from the pool, or says why it cannot: the
-// Request came in a datagram, or with an algorithm the server does not
-// accept, or its args are corrupt or would decompress past the frame
-// limit.
-func (s *Server) decompressArgs(hd *transport.Head) (*[]byte, Code, string) {
-	o := &s.opts.compress
-	alg := Compression(hd.Compression)
-	switch {
-	case !hd.Stream:
-		return nil, CodeBadRequest, errCompressedDatagram.Error()
-	case !o.set.has(alg):
-		return nil, CodeBadRequest, fmt.Sprintf("kiev: the args are compressed with %v, which this server does not accept; it accepts %s (WithCompression)", alg, o.names())
-	}
-	body, err := o.decompress(alg, hd.Decoded, hd.Body, s.opts.maxFrame)
+// Refuse counts a call refused at WithMaxConcurrentCalls, before it is
+// opened.
+func (p *plumbing) Refuse(method []byte, where string) (Code, string) {
+	s := (*Server)(p)
+	m, err := s.lookupCall(method)
 	if err != nil {
-		return nil, codeOr(err, CodeTooLarge), "kiev: args: " + strings.TrimPrefix(err.Error(), "kiev: ")
+		return CodeNotFound, err.Error()
 	}
-	return body, 0, ""
-}
-
-// Refuse counts a call refused at WithMaxConcurrentCalls.
-func (p *plumbing) Refuse(c transport.Call, where string) (uint32, string) {
-	code, msg := (*Server)(p).refuseAtLimit(c.(*serverCall).m, where)
-	return uint32(code), msg
+	return s.refuseAtLimit(m, where)
 }
 
 // Submit hands a call to the scheduler.
@@ -166,34 +134,6 @@ func (p *plumbing) Submit(c transport.Call, base context.Context) {
 // start it at once.
 func (p *plumbing) RunInline(c transport.Call) bool {
 	return p.sched.RunInline(c.(*serverCall))
-}
-
-// Negotiate is the compression of replies to a client whose Settings
-// accept the algorithms in accept.
-func (p *plumbing) Negotiate(accept []byte) uint32 {
-	return uint32(p.opts.compress.first(setOf(accept)))
-}
-
-// CompressReply compresses the reply frame b of c as the client's
-// Settings allow (alg), or as its Request asked (ReplyCompression): asked
-// for none, none; asked for an algorithm the server uses, that one,
-// whatever the reply's size. A reply too large to send is left for the
-// connection to refuse.
-func (p *plumbing) CompressReply(c transport.Call, b []byte, negotiated uint32) []byte {
-	sc := c.(*serverCall)
-	alg := Compression(negotiated)
-	if alg == NoCompression && !sc.ctx.replyAsked {
-		return b // the common case: no compression on this connection
-	}
-	o := &p.opts.compress
-	least := o.threshold
-	if ask := sc.ctx.replyAsk; sc.ctx.replyAsked && (ask == NoCompression || o.set.has(ask)) {
-		alg, least = ask, 0
-	}
-	if alg == NoCompression || len(b)-4 > p.opts.maxFrame {
-		return b
-	}
-	return compressFrame(b, 0, alg, least)
 }
 
 // refuseAtLimit counts a call of m refused at WithMaxConcurrentCalls,
@@ -263,14 +203,9 @@ func (sc *serverCall) Canceled() bool              { return sc.st.CallerGone.Loa
 func (sc *serverCall) Cost() *shed.ServiceTime     { return &sc.m.cost }
 
 // Flow is the call's connection's, for fairness; nil over UDP and HTTP.
-// (Derived from the sink, not held: a field would take serverCall past
-// its allocation size class.)
-func (sc *serverCall) Flow() *shed.Flow {
-	if c, ok := sc.sink.(*transport.ServerConn); ok {
-		return c.Flow()
-	}
-	return nil
-}
+// (Asked of the sink, not held: a field would take serverCall past its
+// allocation size class.)
+func (sc *serverCall) Flow() *shed.Flow { return sc.sink.Flow() }
 
 // Drop answers a call the scheduler will not run.
 func (sc *serverCall) Drop(r shed.Reason) {
@@ -412,8 +347,8 @@ func (sc *serverCall) replyError(code Code, msg string) { sc.replyErr(code, msg,
 // replyErr sends an error Response; limited marks an Overloaded error as
 // the method's, refused at its adaptive limit, not the server's.
 func (sc *serverCall) replyErr(code Code, msg string, limited bool) {
-	if sc.sink.Fail(sc, uint32(code), msg, limited) != nil && len(msg) > maxShortError {
-		_ = sc.sink.Fail(sc, uint32(code), msg[:maxShortError]+"...", limited)
+	if sc.sink.Fail(sc, code, msg, limited) != nil && len(msg) > maxShortError {
+		_ = sc.sink.Fail(sc, code, msg[:maxShortError]+"...", limited)
 	}
 }
 

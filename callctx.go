@@ -21,12 +21,7 @@ type callContext struct {
 	deadline time.Time
 	md       Metadata
 	priority Priority
-	// replyAsk is the compression the call's Request asked for its reply
-	// (ReplyCompression), if replyAsked. (Here, not in serverCall, they
-	// take the padding after priority.)
-	replyAsk   Compression
-	replyAsked bool
-	call       *serverCall // for Logger
+	call     *serverCall // for Logger
 
 	mu     sync.Mutex    // guards the fields below
 	done   chan struct{} // made on first use

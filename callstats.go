@@ -16,9 +16,17 @@ func (s *callStats) record(now time.Time, d time.Duration, code Code) {
 	s.Record(now, d, uint32(code))
 }
 
-// callstats.NumCodes is the length of codeNames: these fail to compile
-// otherwise.
+// codeNames are the codes' names, by code, the labels of the metrics'
+// counters by code.
+var codeNames = func() (names [callstats.NumCodes]string) {
+	for i := range names {
+		names[i] = Code(i).String()
+	}
+	return names
+}()
+
+// callstats.NumCodes is numCodes: these fail to compile otherwise.
 var (
-	_ [callstats.NumCodes - len(codeNames)]struct{}
-	_ [len(codeNames) - callstats.NumCodes]struct{}
+	_ [callstats.NumCodes - numCodes]struct{}
+	_ [numCodes - callstats.NumCodes]struct{}
 )

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/kievrpc/kiev/internal/transport"
-	"github.com/kievrpc/kiev/internal/wire"
 )
 
 // connTransport is a Client's connection to one server, over TCP, TLS or
@@ -37,7 +36,6 @@ func (ep *endpoint) connConfig() transport.ConnConfig {
 	o := &ep.c.opts
 	return transport.ConnConfig{
 		HeartbeatInterval: o.heartbeatInterval, HeartbeatTimeout: o.heartbeatTimeout, MaxFrame: o.maxFrame,
-		Closed:     ErrShutdown,
 		Settings:   o.compress.settings,
 		Goroutines: &ep.c.wg,
 	}
@@ -82,12 +80,11 @@ func (t *connTransport) send(ctx context.Context, call *Call, async bool) error 
 	buf := transport.GetBuf(0)
 	defer transport.PutBuf(buf)
 	deadline, _ := ctx.Deadline()
+	var rq transport.Request
+	request(&rq, ctx, deadline, call)
 	alg, least, ask := t.compression(ctx)
-	b, err := encodeRequest((*buf)[:0], 0, ctx, deadline, id, call, o.maxFrame, 0, 0, nil, nil, ask)
-	if err == nil && alg != NoCompression {
-		b = compressFrame(b, 0, alg, least)
-		_ = wire.EndFrame(b, 0, o.maxFrame) // smaller than the frame encodeRequest checked
-	}
+	rq.Compress, rq.Least, rq.ReplyAsk = uint8(alg), least, ask
+	b, err := transport.AppendRequest((*buf)[:0], id, &rq, o.maxFrame)
 	*buf = b
 	if err != nil {
 		return err
@@ -153,27 +150,26 @@ func (t *connTransport) wait(ctx context.Context, call *Call) error {
 // client's WithCompression; with it, what it says, if the server knows
 // compression, and its algorithm if the server accepts it.
 func (t *connTransport) compression(ctx context.Context) (alg Compression, least int, ask []byte) {
-	peer := algSet(t.peerAccepts.Load())
+	peer := transport.AlgSet(t.peerAccepts.Load())
 	if peer == 0 { // the server compresses nothing; most likely, neither do we
 		return NoCompression, 0, nil
 	}
 	alg, least = Compression(t.requestAlg.Load()), t.ep.c.opts.compress.threshold
-	if c, ok := callCompression(ctx); ok && (c == NoCompression || peer.has(c)) {
+	if c, ok := callCompression(ctx); ok && (c == NoCompression || peer.Has(uint8(c))) {
 		return c, 0, replyAsks[c : c+1]
 	}
 	return alg, least, nil
 }
 
 // Reply decodes a Response into its call, and completes it.
-func (t *connTransport) Reply(call *Call, f *wire.Frame, h *wire.Header) {
-	call.Error = decodeReply(call, f, h, &t.ep.c.opts.connOptions)
+func (t *connTransport) Reply(call *Call, r *transport.Response) {
+	call.Error = decodeReply(call, r, &t.ep.c.opts.connOptions)
 	call.complete()
 }
 
 // Settings takes in the server's Settings.
-func (t *connTransport) Settings(h *wire.Header) {
-	peer := setOf(h.Accept)
-	t.requestAlg.Store(uint32(t.ep.c.opts.compress.first(peer)))
+func (t *connTransport) Settings(peer transport.AlgSet) {
+	t.requestAlg.Store(uint32(t.ep.c.opts.compress.c.First(peer)))
 	t.peerAccepts.Store(uint32(peer))
 }
 

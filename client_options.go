@@ -8,6 +8,7 @@ import (
 
 	"github.com/kievrpc/kiev/balance"
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/registry"
 )
 
@@ -33,7 +34,7 @@ type dialOptions struct {
 	providerWait   time.Duration // < 0: no bound but the call's context
 	outlier        Outlier
 	packet         Packet
-	packetKey      *packetKey // WithPacketKey
+	packetKey      *transport.PacketKey // WithPacketKey
 	tls            *tls.Config
 	healthInterval time.Duration // WithHealthCheck
 	hedging        *Hedging      // WithHedging
@@ -201,7 +202,7 @@ func WithThrottle(t Throttle) DialOption {
 // over UDP with key, under id, for a server with WithPacketKeys to check.
 // A key is a shared secret of at least 16 bytes.
 func WithPacketKey(id string, key []byte) DialOption {
-	return dialOption(func(o *dialOptions) { o.packetKey = &packetKey{id: id, key: key} })
+	return dialOption(func(o *dialOptions) { o.packetKey = &transport.PacketKey{ID: id, Key: key} })
 }
 
 // WithToken makes a Client send token as the AuthorizationKey metadata of

@@ -2,13 +2,11 @@ package kiev
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/kievrpc/kiev/internal/transport"
-	"github.com/kievrpc/kiev/internal/wire"
 )
 
 // packetTransport is a Client's UDP socket to one server: a
@@ -33,6 +31,7 @@ func dialPacket(ep *endpoint) (*packetTransport, error) {
 	sock, err := transport.DialPacket[*Call](ep.inst.Network, ep.inst.Address, transport.PacketConfig{
 		InitialRTO: p.InitialRTO, MinRTO: p.MinRTO, MaxRTO: p.MaxRTO,
 		MaxDatagram: MaxDatagram,
+		Key:         ep.c.opts.packetKey,
 		Counters: transport.PacketCounters{
 			Sent: &n.sent, Received: &n.received, Retransmits: &n.retransmits,
 			Unexpected: &n.unexpected, Stale: &n.stale, Malformed: &n.malformed,
@@ -85,40 +84,14 @@ func (t *packetTransport) wait(ctx context.Context, call *Call) error {
 // packet key, if it has one.
 func (t *packetTransport) Encode(b []byte, ctx context.Context, deadline time.Time, call *Call, s transport.Stamp) ([]byte, error) {
 	o := &t.ep.c.opts
-	b = wire.AppendPreface(b, wire.Version)
-	auth := o.packetKey
-	b, err := encodeRequest(b, wire.PrefaceLen, ctx, deadline, s.ID, call, MaxDatagram, s.Session, s.Floor, s.Ticket, auth, nil)
-	if err == nil && auth != nil {
-		err = auth.signPacket(b)
-	}
-	if err == nil && len(b) > o.packet.MaxDatagram {
-		err = fmt.Errorf("%w: the request is %d bytes, over the %d-byte datagram limit; send less, raise Packet.MaxDatagram on both sides (on loopback or in a datacenter), or call over TCP", ErrTooLarge, len(b), o.packet.MaxDatagram)
-	}
-	return b, err
-}
-
-// Cancel returns the Cancel datagram of call id. It carries the session,
-// since the server knows calls by address, session and id.
-func (t *packetTransport) Cancel(id, session uint64) []byte {
-	b := make([]byte, 0, wire.DatagramOverhead+2+binary.MaxVarintLen64+128)
-	b = wire.BeginDatagram(b, wire.TypeCancel, id)
-	b = wire.AppendUvarint(b, wire.KeySession, session)
-	auth := t.ep.c.opts.packetKey
-	if auth != nil {
-		b = auth.appendAuth(b, time.Now())
-	}
-	if wire.EndHeader(b, wire.PrefaceLen) != nil || wire.EndFrame(b, wire.PrefaceLen, MaxDatagram) != nil {
-		return nil
-	}
-	if auth != nil && auth.signPacket(b) != nil {
-		return nil
-	}
-	return b
+	var rq transport.Request
+	request(&rq, ctx, deadline, call)
+	return transport.AppendDatagram(b, &rq, &s, o.packetKey, MaxDatagram, o.packet.MaxDatagram)
 }
 
 // Reply decodes a reply into its call, and completes it.
-func (t *packetTransport) Reply(call *Call, f *wire.Frame, h *wire.Header) {
-	call.Error = decodeReply(call, f, h, nil)
+func (t *packetTransport) Reply(call *Call, r *transport.Response) {
+	call.Error = decodeReply(call, r, nil)
 	call.complete()
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/internal/transport"
-	"github.com/kievrpc/kiev/internal/wire"
 )
 
 // clientTransport carries an endpoint's calls: a TCP, TLS or Unix
@@ -51,58 +50,21 @@ func isPacket(network string) bool {
 	return false
 }
 
-// encodeRequest appends call's Request frame, which starts at offset
-// start of b. The frame carries the time left until deadline, unless it
-// is zero, ctx's priority and metadata, a ReplyCompression field if ask
-// is not nil, and in a datagram, the client's session and ack floor.
-func encodeRequest(b []byte, start int, ctx context.Context, deadline time.Time, id uint64, call *Call, maxFrame int, session, floor uint64, ticket []byte, auth *packetKey, ask []byte) ([]byte, error) {
-	b = wire.BeginFrame(b, wire.TypeRequest, id)
-	b = wire.AppendString(b, wire.KeyMethod, call.ServiceMethod)
-	b = wire.AppendString(b, wire.KeyCodec, call.codec.Name())
-	if !deadline.IsZero() {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return b, context.DeadlineExceeded
-		}
-		b = wire.AppendUvarint(b, wire.KeyTimeout, uint64((left+time.Microsecond-1)/time.Microsecond))
-	}
-	b = wire.AppendField(b, wire.KeyPriority, []byte{byte(PriorityFrom(ctx))})
-	if session != 0 {
-		b = wire.AppendUvarint(b, wire.KeySession, session)
-		b = wire.AppendUvarint(b, wire.KeyAckFloor, floor)
-	}
-	if ticket != nil {
-		b = wire.AppendField(b, wire.KeyTicket, ticket)
-	}
-	for k, v := range OutgoingMetadata(ctx) {
-		b = wire.AppendMeta(b, k, v)
-	}
-	if ask != nil {
-		b = wire.AppendField(b, wire.KeyReplyCompression, ask)
-	}
-	if auth != nil {
-		b = auth.appendAuth(b, time.Now()) // the last fields: see signPacket
-	}
-	if err := wire.EndHeader(b, start); err != nil {
-		return b, fmt.Errorf("%w: metadata over 64 KiB", ErrTooLarge)
-	}
-	b, err := call.codec.Marshal(b, call.Args)
-	if err != nil {
-		return b, fmt.Errorf("encoding args (codec %s): %w", call.codec.Name(), err)
-	}
-	if err := wire.EndFrame(b, start, maxFrame); err != nil {
-		return b, fmt.Errorf("%w: request is %d bytes, over the %d-byte frame limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(b)-start-4, maxFrame)
-	}
-	return b, nil
+// request sets rq to what call, made with ctx, asks of the server, for
+// the transport to frame: its deadline, unless zero, ctx's priority and
+// metadata. rq's other fields are left as they are.
+func request(rq *transport.Request, ctx context.Context, deadline time.Time, call *Call) {
+	rq.Method, rq.Codec, rq.Args = call.ServiceMethod, call.codec, call.Args
+	rq.Deadline, rq.Priority, rq.Meta = deadline, uint8(PriorityFrom(ctx)), OutgoingMetadata(ctx)
 }
 
-// decodeReply decodes a Response frame into call. Its body may be
-// compressed on a connection, whose options o are; o is nil for a
-// datagram, which never is.
-func decodeReply(call *Call, f *wire.Frame, h *wire.Header, o *connOptions) error {
-	if h.ErrCode != 0 {
-		se := &ServerError{Code: Code(h.ErrCode), Message: string(h.ErrMsg)}
-		if h.Limited && se.Code == CodeOverloaded {
+// decodeReply decodes a Response into call. Its body may be compressed
+// on a connection, whose options o are; o is nil for a datagram, which
+// never is.
+func decodeReply(call *Call, r *transport.Response, o *connOptions) error {
+	if r.Code != CodeOK {
+		se := &ServerError{Code: r.Code, Message: string(r.Msg)}
+		if r.Limited && se.Code == CodeOverloaded {
 			return &limitedError{se}
 		}
 		return se
@@ -110,15 +72,15 @@ func decodeReply(call *Call, f *wire.Frame, h *wire.Header, o *connOptions) erro
 	if call.Reply == nil {
 		return nil
 	}
-	if string(h.Codec) != call.codec.Name() {
-		return &callError{call.ServiceMethod, fmt.Errorf("%w: reply came in codec %q, not %q", ErrBadRequest, h.Codec, call.codec.Name())}
+	if string(r.Codec) != call.codec.Name() {
+		return &callError{call.ServiceMethod, fmt.Errorf("%w: reply came in codec %q, not %q", ErrBadRequest, r.Codec, call.codec.Name())}
 	}
-	body := f.Body
-	if h.Compression != 0 {
+	body := r.Body
+	if r.Compression != 0 {
 		if o == nil {
-			return &callError{call.ServiceMethod, errCompressedDatagram}
+			return &callError{call.ServiceMethod, transport.ErrCompressedDatagram}
 		}
-		buf, err := o.compress.decompress(Compression(h.Compression), h.Decoded, f.Body, o.maxFrame)
+		buf, err := o.compress.c.Decompress(r.Compression, r.Decoded, r.Body, o.maxFrame)
 		if err != nil {
 			return &callError{call.ServiceMethod, fmt.Errorf("reply: %w", err)}
 		}

@@ -655,3 +655,56 @@ func TestDecompressionRefusedClient(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedCallIsNotDecompressed sends a call past
+// WithMaxConcurrentCalls whose compressed args are corrupt: it is refused
+// as Overloaded before its args are decompressed, which would have
+// answered BadRequest.
+func TestRefusedCallIsNotDecompressed(t *testing.T) {
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, 1)}
+	addr := newArithServer(t, svc, kiev.WithCompression(kiev.S2), kiev.WithMaxConcurrentCalls(1))
+	rc := dialRaw(t, addr)
+	send := func(id uint64, method string, body []byte, alg uint8, n int) {
+		t.Helper()
+		b := wire.BeginFrame(nil, wire.TypeRequest, id)
+		b = wire.AppendString(b, wire.KeyMethod, method)
+		b = wire.AppendString(b, wire.KeyCodec, "msgpack")
+		if alg != 0 {
+			b = wire.AppendCompression(b, alg, n)
+		}
+		_ = wire.EndHeader(b, 0)
+		b = append(b, body...)
+		_ = wire.EndFrame(b, 0, 16<<20)
+		if _, err := rc.nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func() (uint64, kiev.Code, string) {
+		t.Helper()
+		for {
+			f, err := rc.r.Next()
+			if err != nil {
+				t.Fatalf("reading the Response: %v", err)
+			}
+			if f.Type != wire.TypeResponse {
+				continue
+			}
+			var h wire.Header
+			if err := wire.ParseHeader(f.Header, &h); err != nil {
+				t.Fatal(err)
+			}
+			return f.ID, kiev.Code(h.ErrCode), string(h.ErrMsg)
+		}
+	}
+	args, _ := msgpack.Marshal(Args{A: 7})
+	send(1, "Arith.Block", args, 0, 0)
+	<-svc.started
+	send(2, "Arith.Echo", []byte("not an s2 block at all"), uint8(kiev.S2), 100)
+	if id, code, msg := answer(); id != 2 || code != kiev.CodeOverloaded || !strings.Contains(msg, "WithMaxConcurrentCalls") {
+		t.Fatalf("the call past the limit was answered: id %d, %v %q; want id 2 refused as Overloaded (WithMaxConcurrentCalls) without its args decompressed", id, code, msg)
+	}
+	close(svc.block)
+	if id, code, msg := answer(); id != 1 || code != kiev.CodeOK {
+		t.Fatalf("the first call was answered: id %d, %v %q; want its reply", id, code, msg)
+	}
+}

@@ -378,18 +378,29 @@ The wire format is specified in PROTOCOL.md in the repository.
 # Layers
 
 This package is the API, and the plumbing that is the same for every
-protocol. The server's fronts (TCP connections, UDP sockets, HTTP and
-FastCGI) live in internal/transport as siblings behind one small
-interface: each reads a call and hands it to this package (call.go),
-which makes it in one way and runs it, so the scheduler, interceptors,
-limits, metrics and logs apply alike to all; the answer goes back
-through the front's sink. A client's endpoint holds one transport
-behind another small interface (client_transport.go): a connection or a
-UDP socket, whose state machines live in internal/transport too, while
-this package encodes the Requests, decodes the Responses and retries,
-balances and ejects. internal/wire frames the bytes. The net/rpc codec
-front (ServeCodec) stays here, as an adapter between two APIs. The
-docs/layers.md ("Where the code lives") names every layer's files.
+protocol; internal/transport owns the wire. Calls go one way: this
+package calls the transport, and the transport calls back only through
+the small interfaces this package hands it when it builds it.
+
+On a server, each front of the transport (TCP connections, UDP sockets,
+HTTP and FastCGI) reads a Request, parses it, refuses it if the server
+drains or the caller is at WithMaxConcurrentCalls, decompresses its args,
+and only then calls up, once, to open the call (transport.ServerHandler,
+call.go), which this package makes in one way for every front; the
+transport then runs it on its reader or submits it to the scheduler,
+its choice. The call's answer goes down through the front's
+transport.Sink as a value and a codec, or an error code: the transport
+frames it and compresses it. On a client, this package fills in a
+transport.Request for each call and the transport frames it, compresses
+it or signs its datagram; the transport hands each Response back parsed
+(transport.Response), and this package decodes it into the call. Codes
+are one type in every layer (Code, which internal/codes defines), and
+the errors the transport returns that callers match (ErrShutdown,
+ErrServerClosed, ErrTooLarge, ErrBadRequest) are the transport's values.
+This package does not import internal/wire, which frames the bytes; a
+test fails if it does. The net/rpc codec front (ServeCodec) stays here,
+as an adapter between two APIs. docs/layers.md ("Where the code lives")
+names every layer's files.
 
 What is not the RPC API lives in packages of its own, which this package
 imports and wires into every Server and which do not import it: the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+
+	"github.com/kievrpc/kiev/internal/codes"
+	"github.com/kievrpc/kiev/internal/transport"
 )
 
 // Errors returned by kiev. Match them with errors.Is: calls wrap them with
@@ -12,12 +14,12 @@ import (
 var (
 	// ErrServerClosed is returned by Serve and ListenAndServe after a call
 	// to Server.Shutdown or Server.Close.
-	ErrServerClosed = errors.New("kiev: server closed")
+	ErrServerClosed = transport.ErrServerClosed
 
 	// ErrShutdown means the connection or the server is going away: the
 	// client was closed, the connection broke, or the server is draining.
 	// The call may be retried on a new connection or another server.
-	ErrShutdown = errors.New("kiev: connection is shut down")
+	ErrShutdown = transport.ErrShutdown
 
 	// ErrNotFound means the server has no such service or method. Check the
 	// "Service.Method" name; method names are exported Go method names.
@@ -30,11 +32,11 @@ var (
 	// ErrTooLarge means a message does not fit the maximum frame size, or
 	// over UDP, one datagram.
 	// Send less, or raise the limit with WithMaxFrameSize on both sides.
-	ErrTooLarge = errors.New("kiev: message too large")
+	ErrTooLarge = transport.ErrTooLarge
 
 	// ErrBadRequest means the server could not decode the call's
 	// arguments, or does not know the codec it was sent in.
-	ErrBadRequest = errors.New("kiev: bad request")
+	ErrBadRequest = transport.ErrBadRequest
 
 	// ErrOverloaded means the server refused the call without running it:
 	// its queue was full, a more important call took the call's place, or
@@ -57,36 +59,30 @@ var (
 
 // Code classifies a failed call on the wire. Codes below 100 are kiev's;
 // a handler may return a *ServerError with its own code of 100 or more,
-// which reaches the caller unchanged.
-type Code uint32
+// which reaches the caller unchanged. Its String method returns the name
+// of one of kiev's codes, such as "NotFound", or the number of any other
+// code, such as "404", so that a handler's own code prints as the handler
+// wrote it: in errors, logs, the HTTP front's Kiev-Error-Code header and
+// the kiev command. It is the one code type of every layer of kiev.
+type Code = codes.Code
 
 // Codes kiev puts on the wire. Values are part of the protocol.
 const (
-	CodeOK               Code = 0
-	CodeApplication      Code = 1  // the handler returned an error
-	CodeNotFound         Code = 2  // unknown service or method
-	CodeShutdown         Code = 3  // the server is draining or closing
-	CodeDeadlineExceeded Code = 4  // the call's deadline passed on the server
-	CodeCanceled         Code = 5  // the call was canceled
-	CodeBadRequest       Code = 6  // undecodable args or unknown codec
-	CodeInternal         Code = 7  // handler panic or unencodable reply
-	CodeOverloaded       Code = 8  // shed by the server's scheduler without running
-	CodeTooLarge         Code = 9  // the reply does not fit a frame or datagram
-	CodeUnauthenticated  Code = 10 // the call's credentials were refused
+	CodeOK               = codes.OK
+	CodeApplication      = codes.Application      // the handler returned an error
+	CodeNotFound         = codes.NotFound         // unknown service or method
+	CodeShutdown         = codes.Shutdown         // the server is draining or closing
+	CodeDeadlineExceeded = codes.DeadlineExceeded // the call's deadline passed on the server
+	CodeCanceled         = codes.Canceled         // the call was canceled
+	CodeBadRequest       = codes.BadRequest       // undecodable args or unknown codec
+	CodeInternal         = codes.Internal         // handler panic or unencodable reply
+	CodeOverloaded       = codes.Overloaded       // shed by the server's scheduler without running
+	CodeTooLarge         = codes.TooLarge         // the reply does not fit a frame or datagram
+	CodeUnauthenticated  = codes.Unauthenticated  // the call's credentials were refused
 )
 
-var codeNames = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge", "Unauthenticated"}
-
-// String returns the name of one of kiev's codes, such as "NotFound", or
-// the number of any other code, such as "404", so that a handler's own
-// code prints as the handler wrote it: in errors, logs, the HTTP front's
-// Kiev-Error-Code header and the kiev command.
-func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return strconv.FormatUint(uint64(c), 10)
-}
+// numCodes is the number of codes kiev defines.
+const numCodes = codes.Count
 
 // ServerError is a failure reported by the server: the error a handler
 // returned, with its text unchanged, or a framework failure such as an

@@ -128,16 +128,16 @@ func (l fcgiListener) Accept() (net.Conn, error) {
 // by a caller with TLS state st: kiev's own services are not served over
 // HTTP, but for Health; and a server whose WithTLS requires client
 // certificates requires them of HTTP callers too.
-func (s *Server) httpCheck(name string, st *tls.ConnectionState) (uint32, string) {
+func (s *Server) httpCheck(name string, st *tls.ConnectionState) (Code, string) {
 	_, err := s.lookupCall([]byte(name))
 	switch {
 	case isBuiltin(name[:max(strings.LastIndexByte(name, '.'), 0)]) && !strings.HasPrefix(name, health.ServiceName+"."):
-		return uint32(CodeNotFound), fmt.Sprintf("kiev: %s is not served over HTTP", name)
+		return CodeNotFound, fmt.Sprintf("kiev: %s is not served over HTTP", name)
 	case err != nil:
-		return uint32(CodeNotFound), err.Error()
+		return CodeNotFound, err.Error()
 	}
 	if s.requiresClientCerts() && !s.opts.certsOptional && !verifiedClient(st, s.opts.tls.ClientAuth) {
-		return uint32(CodeUnauthenticated), "kiev: this server requires a client certificate (WithTLS); serve HTTPHandler from an http.Server whose TLSConfig has the same ClientAuth and ClientCAs, and call it over HTTPS with the client's certificate"
+		return CodeUnauthenticated, "kiev: this server requires a client certificate (WithTLS); serve HTTPHandler from an http.Server whose TLSConfig has the same ClientAuth and ClientCAs, and call it over HTTPS with the client's certificate"
 	}
 	return 0, ""
 }

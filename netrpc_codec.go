@@ -13,6 +13,7 @@ import (
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/transport"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // The codec seam of net/rpc: a Server serves calls that a net/rpc
@@ -202,7 +203,7 @@ func (c *codecCall) Reply(_ transport.Call, _ codec.Codec, v any) error {
 	return nil
 }
 
-func (c *codecCall) Fail(_ transport.Call, _ uint32, msg string, _ bool) error {
+func (c *codecCall) Fail(_ transport.Call, _ Code, msg string, _ bool) error {
 	c.conn.respond(c.method, c.seq, nil, msg)
 	return nil
 }
@@ -215,6 +216,7 @@ func (c *codecCall) Done(transport.Call) {
 }
 
 func (c *codecCall) Backlogged() (int, bool) { return 0, false }
+func (c *codecCall) Flow() *shed.Flow        { return nil }
 
 // NewClientWithCodec returns a Client whose calls c writes and reads, as
 // net/rpc's NewClientWithCodec does: with net/rpc/jsonrpc's codec, a kiev

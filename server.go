@@ -116,13 +116,12 @@ func NewServer(opts ...ServerOption) *Server {
 		Partial:           &s.partial,
 		MaxQueued:         s.opts.maxQueued,
 		Conns:             &s.connCount,
+		Compress:          s.opts.compress.c,
 		Settings:          s.opts.compress.settings,
 		Warn:              s.warn,
 		Inline:            s.opts.inline,
 		Watch:             &s.inline,
 		Readers:           &s.connWG,
-		Shutdown:          ErrShutdown,
-		ServerClosed:      ErrServerClosed,
 	}
 	if s.opts.tls != nil {
 		s.tcp.TLS = s.tlsServer
@@ -131,7 +130,6 @@ func NewServer(opts ...ServerOption) *Server {
 		Handler:  (*plumbing)(s),
 		Check:    s.httpCheck,
 		Closed:   s.isClosed,
-		CodeName: func(c uint32) string { return Code(c).String() },
 		MaxBody:  s.opts.httpMaxBody,
 		Timeout:  s.opts.httpTimeout,
 		MaxFrame: s.opts.maxFrame,

@@ -55,15 +55,6 @@ type serverOptions struct {
 
 func (o *serverOptions) fill() {
 	o.connOptions.fill()
-	if o.inline.MaxCost <= 0 {
-		o.inline.MaxCost = transport.DefaultInlineTuning.MaxCost
-	}
-	if o.inline.BurstMaxCost <= 0 {
-		o.inline.BurstMaxCost = transport.DefaultInlineTuning.BurstMaxCost
-	}
-	if o.inline.BurstBudget <= 0 {
-		o.inline.BurstBudget = transport.DefaultInlineTuning.BurstBudget
-	}
 	if o.fastCGIIdle <= 0 {
 		o.fastCGIIdle = FastCGIIdleTimeout
 	}

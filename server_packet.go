@@ -87,7 +87,7 @@ func (s *Server) packetConfig() *transport.PacketServerConfig {
 		Counters:         &s.packetStats,
 	}
 	if s.opts.packetKeys != nil {
-		cfg.Verify = s.verifyPacket
+		cfg.Keys = &transport.PacketKeys{Lookup: s.opts.packetKeys, Skew: p.AuthSkew}
 	}
 	if !p.ServeReflection {
 		cfg.Unserved = []byte(reflection.ServiceName + ".")

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // A server's fronts (its TCP connections, its packet sockets) read calls
@@ -17,25 +19,12 @@ import (
 // interceptors, the method, metrics and logs, is package kiev's, the
 // same for every front. The two meet here:
 //
-//   - a front hands what it read of a call to its ServerHandler, which makes
-//     the call (Open) and runs it (Submit, RunInline);
+//   - a front admits a call (Refuse answers one it does not), then hands
+//     what it read of it to its ServerHandler, which makes the call
+//     (Open); the front then runs it on its reader (RunInline) or hands
+//     it to the scheduler (Submit);
 //   - the call's answer comes back to the front through its Sink, as a
 //     value to encode or as an error code and message.
-
-// Error codes a front answers with itself, before or without running a
-// call, or maps to another protocol's (HTTP's statuses): kiev.Code's
-// values (a test in package kiev pins them).
-const (
-	CodeOK               uint32 = 0
-	CodeNotFound         uint32 = 2
-	CodeShutdown         uint32 = 3
-	CodeDeadlineExceeded uint32 = 4
-	CodeCanceled         uint32 = 5
-	CodeBadRequest       uint32 = 6
-	CodeOverloaded       uint32 = 8
-	CodeTooLarge         uint32 = 9
-	CodeUnauthenticated  uint32 = 10
-)
 
 // CallState is what a front keeps of each call in the call itself, so
 // that keeping it costs no allocation.
@@ -43,6 +32,10 @@ type CallState struct {
 	ID         uint64      // the caller's id of the call
 	CallerGone atomic.Bool // the caller canceled, or the connection died: no answer is sent
 	Answered   atomic.Bool // its Response is queued: the client may reuse its id
+	// ReplyAsk is the compression the caller asked for its reply, if
+	// ReplyAsked (over a connection only).
+	ReplyAsk   uint8
+	ReplyAsked bool
 }
 
 // Call is a server call as a front sees it. Its methods are safe for
@@ -84,11 +77,12 @@ type Head struct {
 	HasPriority bool
 	Deadline    time.Time // zero: none
 	// The encoded args: Body, which Open copies, or Owned, a buffer from
-	// GetBuf that the call takes over.
+	// GetBuf that the call takes over (args the front decompressed, or
+	// read whole from an HTTP request).
 	Body  []byte
 	Owned *[]byte
-	// Compression is the algorithm Body is compressed with (a
-	// kiev.Compression; 0: none), into Decoded bytes.
+	// Compression is the algorithm Body is compressed with (0: none),
+	// into Decoded bytes: the front's to decompress, before Open.
 	Compression uint8
 	Decoded     uint64
 	// ReplyAsk is the compression the caller asks for its reply, if
@@ -158,27 +152,22 @@ func (hd *Head) readMetadata(key string) map[string]string {
 type ServerHandler interface {
 	// Open makes the call hd asks for, answered through sink; its
 	// context's values come from base. Or it returns nil with the error
-	// code and message to answer: no such method, an unknown codec, args
-	// it cannot decompress. It copies what it keeps of hd, but Owned,
-	// which it takes over whatever it returns.
-	Open(hd *Head, base context.Context, sink Sink) (Call, uint32, string)
-	// Refuse counts a call refused at WithMaxConcurrentCalls, coming
-	// from where ("on this connection"), and returns its answer.
-	Refuse(c Call, where string) (uint32, string)
+	// code and message to answer: no such method, an unknown codec. It
+	// copies what it keeps of hd, but Owned, which it takes over whatever
+	// it returns. The front has admitted the call, and decompressed its
+	// args, first.
+	Open(hd *Head, base context.Context, sink Sink) (Call, codes.Code, string)
+	// Refuse counts a call of the method named refused at
+	// WithMaxConcurrentCalls, coming from where ("on this connection"),
+	// and returns its answer. A front refuses a call before it opens it:
+	// its args are neither copied nor decompressed.
+	Refuse(method []byte, where string) (codes.Code, string)
 	// Submit hands c to the scheduler, which runs or drops it, and
 	// answers it either way. A base already done cancels it first.
 	Submit(c Call, base context.Context)
 	// RunInline runs c on the calling goroutine if the scheduler would
 	// start it at once, and reports whether it did.
 	RunInline(c Call) bool
-	// Negotiate returns the compression of replies on a connection whose
-	// client's Settings accept the algorithms in accept, a
-	// kiev.Compression.
-	Negotiate(accept []byte) uint32
-	// CompressReply compresses the Response frame b of c, which starts
-	// at offset 0, as the connection's negotiated algorithm alg and what
-	// c's Request asked allow; or returns b.
-	CompressReply(c Call, b []byte, alg uint32) []byte
 }
 
 // Sink is where a call's answer goes: a connection, or a packet socket
@@ -190,15 +179,18 @@ type Sink interface {
 	// has left too many replies unread, or an error saying why the reply
 	// is too large for the transport.
 	Reply(c Call, cd codec.Codec, v any) error
-	// Fail sends an error answer; limited marks CodeOverloaded as the
+	// Fail sends an error answer; limited marks codes.Overloaded as the
 	// method's, refused at its adaptive limit. It fails if the message is
 	// too long for the transport.
-	Fail(c Call, code uint32, msg string, limited bool) error
+	Fail(c Call, code codes.Code, msg string, limited bool) error
 	// Done forgets the call; it is the last thing a call does.
 	Done(c Call)
 	// Backlogged reports the bytes of replies waiting for the caller to
 	// read them, and whether they are too many to run more of its calls.
 	Backlogged() (int, bool)
+	// Flow is the flow the scheduler shares its limits fairly between
+	// the calls of (a connection's), or nil for none.
+	Flow() *shed.Flow
 }
 
 // EncodeError says the call's codec could not encode its reply.
@@ -231,7 +223,7 @@ func AppendResponse(b []byte, id uint64, cd codec.Codec, v any) ([]byte, error) 
 
 // AppendError appends an error Response frame, without its length, which
 // wire.EndFrame fills in; the frame starts at len(b).
-func AppendError(b []byte, id uint64, code uint32, msg string, limited bool) []byte {
+func AppendError(b []byte, id uint64, code codes.Code, msg string, limited bool) []byte {
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
 	b = wire.AppendUvarint(b, wire.KeyErrCode, uint64(code))

@@ -3,8 +3,6 @@ package transport
 import (
 	"sync"
 	"time"
-
-	"github.com/kievrpc/kiev/internal/wire"
 )
 
 // A client's transports, ClientConn (a TCP, TLS or Unix connection) and
@@ -19,9 +17,9 @@ import (
 // transport's reader; Failure and Lost from whichever goroutine finds the
 // transport dead, with no lock held. None may block.
 type ClientHandler[C any] interface {
-	// Reply completes call with its Response frame f, whose header h is
-	// parsed. f and h are valid only until Reply returns.
-	Reply(call C, f *wire.Frame, h *wire.Header)
+	// Reply completes call with its Response r, whose bytes are valid
+	// only until Reply returns.
+	Reply(call C, r *Response)
 	// Failure returns the error the calls of a transport that died of
 	// cause fail with, pending and new; draining says the server had sent
 	// GoAway. It has no side effect: it may be called again for a

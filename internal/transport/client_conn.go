@@ -45,8 +45,6 @@ type ConnConfig struct {
 	// (see Config); MaxFrame also bounds the frames the reader takes.
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	MaxFrame                            int
-	// Closed is what a frame sent on a closing connection fails with.
-	Closed error
 	// Settings is the client's Settings frame, sent after the preface;
 	// nil if it has none to send.
 	Settings []byte
@@ -60,8 +58,9 @@ type ConnConfig struct {
 // called from the reader, and must not block.
 type ConnHandler[C any] interface {
 	ClientHandler[C]
-	// Settings takes in the server's Settings frame, whose header is h.
-	Settings(h *wire.Header)
+	// Settings takes in the server's Settings: the compression
+	// algorithms it accepts.
+	Settings(accept AlgSet)
 	// GoAway says the server drains: it answers the calls it has read,
 	// and the connection takes no new call (Add fails with ErrDraining).
 	GoAway()
@@ -127,7 +126,6 @@ func newClientConn[C any](nc net.Conn, cfg ConnConfig, h ConnHandler[C]) *Client
 	cc.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
 		Blocking: true, // a caller waits for room
-		Closed:   cfg.Closed,
 		OnDead:   func(err error) { cc.fail(err, false) },
 	})
 	return cc
@@ -284,10 +282,12 @@ func (cc *ClientConn[C]) cancelPending(pending map[uint64]C) {
 }
 
 func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
-	// f and h, which the handler sees, live across frames: by pointer
-	// through an interface, each would otherwise be allocated anew.
+	// f, h and the Response the handler sees live across frames: by
+	// pointer through an interface, each would otherwise be allocated
+	// anew.
 	var f wire.Frame
 	var h wire.Header
+	var resp Response
 	for {
 		var err error
 		f, err = r.Next()
@@ -302,10 +302,11 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 		switch f.Type {
 		case wire.TypeResponse:
 			if call, ok := cc.take(f.ID); ok {
-				cc.h.Reply(call, &f, &h)
+				resp.read(&f, &h)
+				cc.h.Reply(call, &resp)
 			}
 		case wire.TypeSettings:
-			cc.h.Settings(&h)
+			cc.h.Settings(SetOf(h.Accept))
 		case wire.TypeGoAway:
 			if h.HasLastID {
 				cc.lastRead.Store(h.LastID)

@@ -22,10 +22,10 @@ type connHandler struct {
 	lost    chan Loss[*testCall]
 }
 
-func (h *connHandler) Reply(c *testCall, f *wire.Frame, _ *wire.Header) {
-	h.replies <- string(f.Body)
+func (h *connHandler) Reply(c *testCall, r *Response) {
+	h.replies <- string(r.Body)
 }
-func (h *connHandler) Settings(*wire.Header)             {}
+func (h *connHandler) Settings(AlgSet)                   {}
 func (h *connHandler) GoAway()                           { h.goAway <- struct{}{} }
 func (h *connHandler) Failure(cause error, _ bool) error { return cause }
 func (h *connHandler) Lost(l Loss[*testCall])            { h.lost <- l }
@@ -55,7 +55,7 @@ func TestClientConnDrain(t *testing.T) {
 
 	h := &connHandler{replies: make(chan string, 1), goAway: make(chan struct{}, 2), lost: make(chan Loss[*testCall], 1)}
 	var wg sync.WaitGroup
-	cfg := ConnConfig{HeartbeatInterval: time.Minute, HeartbeatTimeout: time.Minute, MaxFrame: 1 << 20, Closed: errors.New("closed"), Goroutines: &wg}
+	cfg := ConnConfig{HeartbeatInterval: time.Minute, HeartbeatTimeout: time.Minute, MaxFrame: 1 << 20, Goroutines: &wg}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cc, err := DialConn[*testCall](ctx, cli, cfg, h)

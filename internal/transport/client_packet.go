@@ -50,6 +50,8 @@ type PacketConfig struct {
 	InitialRTO, MinRTO, MaxRTO time.Duration
 	// MaxDatagram is the largest datagram the reader takes.
 	MaxDatagram int
+	// Key, if not nil, signs the socket's Cancels (WithPacketKey).
+	Key *PacketKey
 	// Counters are where the socket counts what it saw.
 	Counters PacketCounters
 	// Goroutines counts the socket's two goroutines; the client waits on
@@ -76,9 +78,6 @@ type PacketHandler[C any] interface {
 	// whose deadline is deadline, stamped with s. The datagram must be
 	// whole, and fit the datagram limit.
 	Encode(b []byte, ctx context.Context, deadline time.Time, call C, s Stamp) ([]byte, error)
-	// Cancel returns the Cancel datagram of call id in session, or nil
-	// if it cannot make one.
-	Cancel(id, session uint64) []byte
 }
 
 // Stamp is what the socket puts in a request datagram: the call's id,
@@ -303,7 +302,7 @@ func (pc *PacketClient[C]) abandon(id uint64, done <-chan C, err error, deadline
 
 // sendCancel sends the Cancel of call id.
 func (pc *PacketClient[C]) sendCancel(id uint64) {
-	if b := pc.h.Cancel(id, pc.session); b != nil {
+	if b := CancelDatagram(id, pc.session, pc.cfg.Key, pc.cfg.MaxDatagram); b != nil {
 		pc.send(b)
 	}
 }
@@ -378,8 +377,9 @@ func (pc *PacketClient[C]) cancelLoop() {
 func (pc *PacketClient[C]) readLoop() {
 	buf := make([]byte, pc.cfg.MaxDatagram+1)
 	n := &pc.cfg.Counters
-	var f wire.Frame // with h, lives across datagrams: see ClientConn.readLoop
+	var f wire.Frame // with h and resp, lives across datagrams: see ClientConn.readLoop
 	var h wire.Header
+	var resp Response
 	for {
 		size, from, _, err := pc.io.Read(buf)
 		if err != nil {
@@ -414,7 +414,8 @@ func (pc *PacketClient[C]) readLoop() {
 			n.Stale.Add(1)
 			continue
 		}
-		pc.h.Reply(call, &f, &h)
+		resp.read(&f, &h)
+		pc.h.Reply(call, &resp)
 	}
 }
 

@@ -19,20 +19,14 @@ type packetHandler struct {
 	lost chan Loss[*testCall]
 }
 
-func (h *packetHandler) Reply(c *testCall, _ *wire.Frame, _ *wire.Header) { h.done <- c }
-func (h *packetHandler) Failure(cause error, _ bool) error                { return cause }
-func (h *packetHandler) Lost(l Loss[*testCall])                           { h.lost <- l }
+func (h *packetHandler) Reply(c *testCall, _ *Response)    { h.done <- c }
+func (h *packetHandler) Failure(cause error, _ bool) error { return cause }
+func (h *packetHandler) Lost(l Loss[*testCall])            { h.lost <- l }
 func (h *packetHandler) Encode(b []byte, _ context.Context, _ time.Time, _ *testCall, s Stamp) ([]byte, error) {
 	b = wire.BeginDatagram(b, wire.TypeRequest, s.ID)
 	b = wire.AppendUvarint(b, wire.KeySession, s.Session)
 	_ = wire.EndHeader(b, wire.PrefaceLen)
 	return b, wire.EndFrame(b, wire.PrefaceLen, 1<<16)
-}
-func (h *packetHandler) Cancel(id, session uint64) []byte {
-	b := wire.BeginDatagram(nil, wire.TypeCancel, id)
-	_ = wire.EndHeader(b, wire.PrefaceLen)
-	_ = wire.EndFrame(b, wire.PrefaceLen, 1<<16)
-	return b
 }
 
 // A call whose first datagram is lost is sent again after the

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // HTTP headers of the HTTP front (kiev.HeaderPriority and the others; a
@@ -30,9 +32,9 @@ const (
 // Codes that stand for HTTP statuses in HTTPFront.error; they never
 // travel.
 const (
-	codeMethodNotAllowed     uint32 = 405
-	codeUnsupportedMediaType uint32 = 415
-	codeBodyTooLarge         uint32 = 413
+	codeMethodNotAllowed     codes.Code = 405
+	codeUnsupportedMediaType codes.Code = 415
+	codeBodyTooLarge         codes.Code = 413
 )
 
 // jsonCodec names the codec of every HTTP call; Open only reads it.
@@ -46,11 +48,9 @@ type HTTPConfig struct {
 	// HTTP by a caller with TLS state st, or the code and message to
 	// answer: an unknown method, one of kiev's own services, a client
 	// certificate the server requires and did not get.
-	Check func(name string, st *tls.ConnectionState) (uint32, string)
+	Check func(name string, st *tls.ConnectionState) (codes.Code, string)
 	// Closed reports whether the server is shutting down.
-	Closed func() bool
-	// CodeName is a code's name for the Kiev-Error-Code header.
-	CodeName func(uint32) string
+	Closed   func() bool
 	MaxBody  int64         // WithHTTPMaxBody
 	Timeout  time.Duration // a call's deadline without Kiev-Timeout (WithHTTPTimeout)
 	MaxFrame int           // bounds a reply (WithMaxFrameSize)
@@ -92,7 +92,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			name = name[:i] + "." + name[i+1:]
 		}
 	}
-	if code, msg := f.cfg.Check(name, r.TLS); code != CodeOK {
+	if code, msg := f.cfg.Check(name, r.TLS); code != codes.OK {
 		f.error(w, code, msg)
 		return
 	}
@@ -108,7 +108,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get(HeaderPriority); v != "" {
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 0 || p > 9 {
-			f.error(w, CodeBadRequest, fmt.Sprintf("kiev: %s: %q is not a priority; send 0 (shed first) to 9 (shed last)", HeaderPriority, v))
+			f.error(w, codes.BadRequest, fmt.Sprintf("kiev: %s: %q is not a priority; send 0 (shed first) to 9 (shed last)", HeaderPriority, v))
 			return
 		}
 		hd.Priority, hd.HasPriority = uint8(p), true
@@ -117,7 +117,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get(HeaderTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			f.error(w, CodeBadRequest, fmt.Sprintf("kiev: %s: %q is not a positive duration such as 250ms or 2s", HeaderTimeout, v))
+			f.error(w, codes.BadRequest, fmt.Sprintf("kiev: %s: %q is not a positive duration such as 250ms or 2s", HeaderTimeout, v))
 			return
 		}
 		timeout = d
@@ -138,28 +138,37 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hd.Meta[k] = v
 		}
 	}
+	// Admission first: a call refused is refused before its body is
+	// read. An HTTP connection is the caller's connection (FastCGI
+	// passes on the caller's address and port): MaxCalls holds for it as
+	// for a TCP connection.
+	if f.cfg.Closed() {
+		f.error(w, codes.Shutdown, "kiev: the server is shutting down; retry on another server")
+		return
+	}
+	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
+		code, msg := f.cfg.Handler.Refuse(hd.Method, "on this connection")
+		f.error(w, code, msg)
+		return
+	}
 	buf := GetBuf(0)
 	body := bytesBuffer{b: (*buf)[:0]}
 	_, err := io.Copy(&body, http.MaxBytesReader(w, r.Body, f.cfg.MaxBody))
 	*buf = body.b
 	if err != nil {
 		PutBuf(buf)
+		f.calls.put(r.RemoteAddr)
 		if errors.As(err, new(*http.MaxBytesError)) {
 			f.error(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", f.cfg.MaxBody))
 			return
 		}
-		f.error(w, CodeBadRequest, "kiev: reading the request body: "+err.Error())
+		f.error(w, codes.BadRequest, "kiev: reading the request body: "+err.Error())
 		return
 	}
 	if len(*buf) == 0 {
 		*buf = append(*buf, "null"...)
 	}
 
-	if f.cfg.Closed() {
-		PutBuf(buf)
-		f.error(w, CodeShutdown, "kiev: the server is shutting down; retry on another server")
-		return
-	}
 	hd.Owned = buf
 	hd.Deadline = time.Now().Add(timeout)
 	base := hh.base
@@ -169,15 +178,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hs := &httpSink{f: f, peer: r.RemoteAddr, end: make(chan struct{})}
 	c, code, msg := f.cfg.Handler.Open(&hd, base, hs)
 	if c == nil {
-		f.error(w, code, msg)
-		return
-	}
-	// An HTTP connection is the caller's connection (FastCGI passes on
-	// the caller's address and port): MaxCalls holds for it as for a TCP
-	// connection.
-	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
-		c.Release()
-		code, msg := f.cfg.Handler.Refuse(c, "on this connection")
+		f.calls.put(r.RemoteAddr)
 		f.error(w, code, msg)
 		return
 	}
@@ -198,10 +199,10 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !hs.sent {
 		// The handler ran past the deadline, so no reply was made.
-		f.error(w, CodeDeadlineExceeded, fmt.Sprintf("kiev: %s ran past its deadline (%v)", c.Name(), timeout))
+		f.error(w, codes.DeadlineExceeded, fmt.Sprintf("kiev: %s ran past its deadline (%v)", c.Name(), timeout))
 		return
 	}
-	if hs.code != CodeOK {
+	if hs.code != codes.OK {
 		f.error(w, hs.code, hs.msg)
 		return
 	}
@@ -211,7 +212,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // error answers an HTTP call that failed with code.
-func (f *HTTPFront) error(w http.ResponseWriter, code uint32, msg string) {
+func (f *HTTPFront) error(w http.ResponseWriter, code codes.Code, msg string) {
 	status := httpStatus(code)
 	var name string
 	switch code {
@@ -220,9 +221,9 @@ func (f *HTTPFront) error(w http.ResponseWriter, code uint32, msg string) {
 	case codeUnsupportedMediaType:
 		name = "UnsupportedMediaType"
 	case codeBodyTooLarge:
-		name = f.cfg.CodeName(CodeTooLarge)
+		name = codes.TooLarge.String()
 	default:
-		name = f.cfg.CodeName(code)
+		name = code.String()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -252,21 +253,21 @@ func jsonContentType(ct string) bool {
 	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-func httpStatus(c uint32) int {
+func httpStatus(c codes.Code) int {
 	switch c {
-	case CodeOK:
+	case codes.OK:
 		return http.StatusOK
-	case CodeNotFound:
+	case codes.NotFound:
 		return http.StatusNotFound
-	case CodeBadRequest:
+	case codes.BadRequest:
 		return http.StatusBadRequest
-	case CodeOverloaded, CodeShutdown:
+	case codes.Overloaded, codes.Shutdown:
 		return http.StatusServiceUnavailable
-	case CodeDeadlineExceeded:
+	case codes.DeadlineExceeded:
 		return http.StatusGatewayTimeout
-	case CodeCanceled:
+	case codes.Canceled:
 		return 499 // client closed request, as nginx names it
-	case CodeUnauthenticated:
+	case codes.Unauthenticated:
 		return http.StatusUnauthorized
 	}
 	if c >= 400 && c <= 599 {
@@ -289,7 +290,7 @@ type httpSink struct {
 	f    *HTTPFront
 	peer string     // the request's RemoteAddr, its count in HTTPFront.calls
 	mu   sync.Mutex // guards the fields below
-	code uint32
+	code codes.Code
 	msg  string
 	body []byte
 	sent bool          // an answer was made
@@ -307,11 +308,11 @@ func (hs *httpSink) Reply(_ Call, cd codec.Codec, v any) error {
 	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	hs.sent, hs.code, hs.body = true, CodeOK, body
+	hs.sent, hs.code, hs.body = true, codes.OK, body
 	return nil
 }
 
-func (hs *httpSink) Fail(_ Call, code uint32, msg string, limited bool) error {
+func (hs *httpSink) Fail(_ Call, code codes.Code, msg string, limited bool) error {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	hs.sent, hs.code, hs.msg = true, code, msg
@@ -325,6 +326,9 @@ func (hs *httpSink) Done(Call) {
 
 // Backlogged: an HTTP reply is written by its own request goroutine.
 func (hs *httpSink) Backlogged() (int, bool) { return 0, false }
+
+// Flow: HTTP calls are not shared fairly by connection.
+func (hs *httpSink) Flow() *shed.Flow { return nil }
 
 // peerCalls counts the calls in flight of each HTTP caller's connection,
 // for MaxCalls.

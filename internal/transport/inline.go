@@ -35,8 +35,9 @@ import (
 // it by two ticks at most, and never the heartbeat.
 const inlineTick = time.Millisecond // the watchdog's period
 
-// InlineTuning bounds what a server runs on its readers (see above).
-// Tests raise the bounds, as the race detector slows calls.
+// InlineTuning bounds what a server runs on its readers (see above). Its
+// zero fields take the defaults (defaultInline). Tests raise the bounds,
+// as the race detector slows calls.
 type InlineTuning struct {
 	// MaxCost is the average run time under which a method's calls may
 	// run on the reader when alone, and BurstMaxCost in a burst, about
@@ -48,11 +49,25 @@ type InlineTuning struct {
 	BurstBudget time.Duration
 }
 
-// DefaultInlineTuning is every server's.
-var DefaultInlineTuning = InlineTuning{
+// defaultInline is the tuning of a server that sets none.
+var defaultInline = InlineTuning{
 	MaxCost:      100 * time.Microsecond,
 	BurstMaxCost: 5 * time.Microsecond,
 	BurstBudget:  inlineTick,
+}
+
+// filled returns t with its zero fields set to defaultInline's.
+func (t InlineTuning) filled() InlineTuning {
+	if t.MaxCost <= 0 {
+		t.MaxCost = defaultInline.MaxCost
+	}
+	if t.BurstMaxCost <= 0 {
+		t.BurstMaxCost = defaultInline.BurstMaxCost
+	}
+	if t.BurstBudget <= 0 {
+		t.BurstBudget = defaultInline.BurstBudget
+	}
+	return t
 }
 
 // burst is a reader's account of the calls it runs between two waits for
@@ -94,7 +109,7 @@ func (c *ServerConn) runInline(sc Call, more bool, b *burst) (ran, taken bool) {
 	if est <= 0 {
 		return false, false // unknown yet: a worker runs it
 	}
-	tune := &c.cfg.Inline
+	tune := &c.inline
 	if !more && b.spent == 0 && c.active.Load() == 1 { // alone
 		if est > tune.MaxCost {
 			return false, false // slow: a worker runs it

@@ -103,8 +103,6 @@ type Config struct {
 	// have waiting; the writer keeps no spare buffer larger than that.
 	// nil on a client.
 	Share func() int
-	// Closed is what Send returns once the link is closing.
-	Closed error
 	// OnDead is called once, from the writer, when the link fails.
 	OnDead func(error)
 }
@@ -186,7 +184,7 @@ func (l *Link) SendAlone(frame []byte, alone bool) error {
 		err := l.err
 		l.mu.Unlock()
 		if err == nil {
-			err = l.cfg.Closed
+			err = ErrShutdown
 		}
 		return err
 	}

@@ -44,7 +44,7 @@ func tcpPair(t *testing.T) (local *net.TCPConn, peer net.Conn) {
 func testLink(nc net.Conn) *Link {
 	return NewLink(nc, Config{
 		HeartbeatInterval: time.Second, HeartbeatTimeout: 4 * time.Second, MaxFrame: 16 << 20,
-		Closed: errClosed, OnDead: func(error) {},
+		OnDead: func(error) {},
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -15,10 +16,10 @@ import (
 // the bytes of its request, and holds a larger answer for a Retry with a
 // ticket, which the client sends back to show it receives.
 
-// sendWithin sends the answer b, of error code code (CodeOK for a reply),
+// sendWithin sends the answer b, of error code code (codes.OK for a reply),
 // to call id if it takes no more than allow bytes (-1: any), and a Retry
 // instead if it does.
-func (ps *PacketServer) sendWithin(b []byte, code uint32, allow int, id, session uint64, peer PeerKey, addr net.Addr) {
+func (ps *PacketServer) sendWithin(b []byte, code codes.Code, allow int, id, session uint64, peer PeerKey, addr net.Addr) {
 	if allow < 0 || len(b) <= allow {
 		ps.send(b, peer, addr)
 		return
@@ -36,13 +37,13 @@ const retryMsg = "kiev: answer held until this address shows it receives (Packet
 // such a client acts on it as on the answer: it retries elsewhere a call
 // refused unrun (Overloaded, Shutdown), and fails one that ran, or that
 // no server would run, with the code it ended with; a held reply, whose
-// call ran and must not run again, is CodeTooLarge. A call refused for
-// the duplicate-request cache, held nowhere, is CodeOverloaded. The Retry
+// call ran and must not run again, is codes.TooLarge. A call refused for
+// the duplicate-request cache, held nowhere, is codes.Overloaded. The Retry
 // is sent only if it takes no more than allow bytes.
-func (ps *PacketServer) sendRetry(id, session uint64, peer PeerKey, addr net.Addr, allow int, code uint32) {
+func (ps *PacketServer) sendRetry(id, session uint64, peer PeerKey, addr net.Addr, allow int, code codes.Code) {
 	msg := retryMsg
-	if code == CodeOK {
-		code = CodeTooLarge
+	if code == codes.OK {
+		code = codes.TooLarge
 	}
 	buf := GetBuf(0)
 	defer PutBuf(buf)

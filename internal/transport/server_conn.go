@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 	"github.com/kievrpc/kiev/shed"
 )
@@ -21,6 +22,9 @@ import (
 // connection uses it.
 type ServerConfig struct {
 	Handler ServerHandler
+	// Compress is the server's compression (WithCompression); nil for
+	// none.
+	Compress *Compressor
 
 	HeartbeatInterval, HeartbeatTimeout time.Duration
 	MaxFrame                            int
@@ -45,16 +49,13 @@ type ServerConfig struct {
 	// Warn logs what went wrong with a connection, within the server's
 	// rate limit.
 	Warn func(msg string, args ...any)
-	// Inline bounds what runs on a connection's reader; Watch is the
+	// Inline bounds what runs on a connection's reader, its zero fields
+	// the defaults; Watch is the
 	// server's watchdog over its readers lent to calls (inline.go).
 	Inline InlineTuning
 	Watch  *InlineWatch
 	// Readers counts the goroutines that take a reader over.
 	Readers *sync.WaitGroup
-	// Shutdown is the error of a call on a closing connection
-	// (kiev.ErrShutdown); ServerClosed, the error a connection is closed
-	// with by the server (kiev.c.cfg.ServerClosed), which is not warned of.
-	Shutdown, ServerClosed error
 }
 
 // Bounds of a connection's share of ServerConfig.MaxQueued.
@@ -89,7 +90,8 @@ type ServerConn struct {
 	watched    atomic.Bool   // the server's InlineWatch watches this connection
 	readerDone chan struct{} // closed when the last reader has closed the connection
 
-	flow shed.Flow // the connection's calls, for the scheduler's fairness
+	flow   shed.Flow    // the connection's calls, for the scheduler's fairness
+	inline InlineTuning // cfg.Inline, filled
 
 	// From the client's Settings: the first of the server's compression
 	// algorithms that the client accepts, a kiev.Compression.
@@ -103,6 +105,7 @@ type ServerConn struct {
 	// may linger in calls until its handler's goroutine is done, and
 	// the client, which has its answer, may send the next already.
 	unanswered atomic.Int32
+	closing    atomic.Bool          // draining || dead, read without mu
 	draining   bool                 // GoAway sent: refuse new calls, close when idle
 	tls        *tls.ConnectionState // set once the TLS handshake is done; nil without TLS
 	dead       bool
@@ -114,18 +117,19 @@ type ServerConn struct {
 // NewServerConn returns the connection of nc, not yet served; its calls'
 // contexts take their values from base, and are canceled when it ends.
 func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *ServerConn {
-	c := &ServerConn{cfg: cfg, nc: nc, base: base, calls: make(map[uint64]Call), readerDone: make(chan struct{})}
+	c := &ServerConn{cfg: cfg, nc: nc, base: base, calls: make(map[uint64]Call), readerDone: make(chan struct{}), inline: cfg.Inline.filled()}
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
 	c.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
 		Share:  cfg.Share,
-		Closed: cfg.Shutdown,
 		OnDead: c.Close,
 	})
 	return c
 }
 
-// Flow is the connection's calls, for the scheduler's fairness.
+// Flow is the connection's calls, for the scheduler's fairness; it makes
+// a ServerConn the Sink of its calls, with Reply, Fail, Done and
+// Backlogged.
 func (c *ServerConn) Flow() *shed.Flow { return &c.flow }
 
 // Serve runs the connection until it ends, then waits for its writer.
@@ -177,6 +181,7 @@ func (c *ServerConn) handshakeFailed(msg string, err error) {
 	c.mu.Lock()
 	dead := c.dead
 	c.dead = true
+	c.closing.Store(true)
 	c.mu.Unlock()
 	if !dead && !errors.Is(err, io.EOF) {
 		c.cfg.Warn(msg, "peer", c.nc.RemoteAddr(), "err", err)
@@ -215,6 +220,7 @@ func (c *ServerConn) peerDone() {
 		return
 	}
 	c.draining = true
+	c.closing.Store(true)
 	idle := len(c.calls) == 0
 	c.mu.Unlock()
 	if idle {
@@ -278,7 +284,9 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 			if err := wire.ParseHeader(f.Header, &h); err != nil {
 				return err
 			}
-			c.replyAlg.Store(c.cfg.Handler.Negotiate(h.Accept))
+			if cp := c.cfg.Compress; cp != nil {
+				c.replyAlg.Store(uint32(cp.First(SetOf(h.Accept))))
+			}
 		case wire.TypeCancel:
 			c.mu.Lock()
 			sc := c.calls[f.ID]
@@ -305,24 +313,42 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 // protocol error, which closes the connection: answering it would leave
 // the first call running with no way to cancel it, and let one connection
 // start calls past WithMaxConcurrentCalls.
+//
+// Admission comes first: a call refused as the connection drains, or at
+// WithMaxConcurrentCalls, is refused before Open copies or decompresses
+// its args. Only this goroutine adds to unanswered, so the limit read
+// here holds until the call is taken; draining is checked again under
+// mu, where the call is taken.
 func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err error) {
+	if c.closing.Load() {
+		c.replyError(hd.ID, codes.Shutdown, errDraining)
+		return false, nil
+	}
+	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
+		code, msg := c.cfg.Handler.Refuse(hd.Method, "on this connection")
+		c.replyError(hd.ID, code, msg)
+		return false, nil
+	}
+	if hd.Compression != 0 {
+		if code, msg := c.cfg.Compress.decompressArgs(hd, c.cfg.MaxFrame); code != codes.OK {
+			c.replyError(hd.ID, code, msg)
+			return false, nil
+		}
+	}
 	sc, code, msg := c.cfg.Handler.Open(hd, c.base, c)
 	if sc == nil {
 		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
+	if hd.ReplyAsked {
+		st := sc.State()
+		st.ReplyAsk, st.ReplyAsked = hd.ReplyAsk, true
+	}
 	c.mu.Lock()
 	if c.draining || c.dead {
 		c.mu.Unlock()
 		sc.Release()
-		c.replyError(hd.ID, CodeShutdown, "kiev: server is shutting down; retry on another connection")
-		return false, nil
-	}
-	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
-		c.mu.Unlock()
-		sc.Release()
-		code, msg := c.cfg.Handler.Refuse(sc, "on this connection")
-		c.replyError(hd.ID, code, msg)
+		c.replyError(hd.ID, codes.Shutdown, errDraining)
 		return false, nil
 	}
 	// An answered call (its Response queued) or one the client canceled
@@ -349,7 +375,10 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	return false, nil
 }
 
-func (c *ServerConn) replyError(id uint64, code uint32, msg string) {
+// errDraining answers a call on a connection that is closing.
+const errDraining = "kiev: server is shutting down; retry on another connection"
+
+func (c *ServerConn) replyError(id uint64, code codes.Code, msg string) {
 	buf := GetBuf(0)
 	b := AppendError((*buf)[:0], id, code, msg, false)
 	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err == nil {
@@ -401,10 +430,11 @@ func (c *ServerConn) Drain() {
 	}
 	if !c.started { // still handshaking: nothing to drain
 		c.mu.Unlock()
-		c.Close(c.cfg.ServerClosed)
+		c.Close(ErrServerClosed)
 		return
 	}
 	c.draining = true
+	c.closing.Store(true)
 	idle := len(c.calls) == 0
 	c.mu.Unlock()
 	b := wire.BeginFrame(nil, wire.TypeGoAway, 0)
@@ -432,7 +462,7 @@ func (c *ServerConn) Drain() {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.HeartbeatInterval))
 			return
 		}
-		c.Close(c.cfg.ServerClosed)
+		c.Close(ErrServerClosed)
 	}()
 }
 
@@ -444,10 +474,11 @@ func (c *ServerConn) Close(err error) {
 		return
 	}
 	c.dead = true
+	c.closing.Store(true)
 	lingering := c.lingering
 	nc := c.nc // the socket, or its TLS conn once Serve has it
 	c.mu.Unlock()
-	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, c.cfg.ServerClosed) {
+	if err != nil && !lingering && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
 		c.cfg.Warn("kiev: closing connection", "peer", nc.RemoteAddr(), "err", err)
 	}
 	c.link.Stop(err)
@@ -475,30 +506,33 @@ func (c *ServerConn) cancelCalls(err error, callerGone bool) {
 // Reply, Fail, Done and Backlogged make a ServerConn the Sink of its
 // calls.
 func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
+	st := sc.State()
 	buf := GetBuf(0)
 	defer PutBuf(buf)
-	b, err := AppendResponse((*buf)[:0], sc.State().ID, cd, v)
-	if err == nil {
-		b = c.cfg.Handler.CompressReply(sc, b, c.replyAlg.Load())
+	b, err := AppendResponse((*buf)[:0], st.ID, cd, v)
+	if cp, alg := c.cfg.Compress, uint8(c.replyAlg.Load()); err == nil && cp != nil && (alg != NoCompression || st.ReplyAsked) {
+		b = cp.compressReply(st, b, alg, c.cfg.MaxFrame)
 	}
 	*buf = b
 	if err != nil {
 		return err
 	}
-	return c.answer(sc, b)
+	return c.answer(st, b)
 }
 
-func (c *ServerConn) Fail(sc Call, code uint32, msg string, limited bool) error {
+func (c *ServerConn) Fail(sc Call, code codes.Code, msg string, limited bool) error {
+	st := sc.State()
 	buf := GetBuf(0)
 	defer PutBuf(buf)
-	b := AppendError((*buf)[:0], sc.State().ID, code, msg, limited)
+	b := AppendError((*buf)[:0], st.ID, code, msg, limited)
 	*buf = b
-	return c.answer(sc, b)
+	return c.answer(st, b)
 }
 
-// answer sends sc's Response frame b, unless it is too large, or too
-// large to add to the replies the client has left unread.
-func (c *ServerConn) answer(sc Call, b []byte) error {
+// answer sends the Response frame b of the call st is of, unless it is
+// too large, or too large to add to the replies the client has left
+// unread.
+func (c *ServerConn) answer(st *CallState, b []byte) error {
 	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err != nil {
 		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
 	}
@@ -507,7 +541,7 @@ func (c *ServerConn) answer(sc Call, b []byte) error {
 			return &BacklogError{Queued: n}
 		}
 	}
-	c.answered(sc.State())
+	c.answered(st)
 	_ = c.link.SendAlone(b, c.active.Load() == 1)
 	return nil
 }

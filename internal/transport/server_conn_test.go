@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -41,20 +42,20 @@ func (c *fakeCall) Release() { c.released = true }
 // and answers it when the test says so.
 type fakeHandler struct {
 	mu      sync.Mutex
-	heads   []Head                             // copies of what Open was given
-	meta    []map[string]string                // each call's metadata
-	sinks   map[uint64]Sink                    // by call id
-	calls   map[uint64]*fakeCall               // by call id
-	opened  chan *fakeCall                     // each call submitted
-	refused int                                // calls refused at MaxCalls
-	notRun  func(name string) (uint32, string) // answer for a name, if not 0
+	heads   []Head                                 // copies of what Open was given
+	meta    []map[string]string                    // each call's metadata
+	sinks   map[uint64]Sink                        // by call id
+	calls   map[uint64]*fakeCall                   // by call id
+	opened  chan *fakeCall                         // each call submitted
+	refused int                                    // calls refused at MaxCalls
+	notRun  func(name string) (codes.Code, string) // answer for a name, if not 0
 }
 
 func newFakeHandler() *fakeHandler {
 	return &fakeHandler{sinks: map[uint64]Sink{}, calls: map[uint64]*fakeCall{}, opened: make(chan *fakeCall, 16)}
 }
 
-func (h *fakeHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, uint32, string) {
+func (h *fakeHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, codes.Code, string) {
 	name := string(hd.Method)
 	if h.notRun != nil {
 		if code, msg := h.notRun(name); code != 0 {
@@ -74,19 +75,15 @@ func (h *fakeHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, uint32
 	return c, 0, ""
 }
 
-func (h *fakeHandler) Refuse(c Call, where string) (uint32, string) {
+func (h *fakeHandler) Refuse(_ []byte, where string) (codes.Code, string) {
 	h.mu.Lock()
 	h.refused++
 	h.mu.Unlock()
-	return CodeOverloaded, "refused " + where
+	return codes.Overloaded, "refused " + where
 }
 
 func (h *fakeHandler) Submit(c Call, _ context.Context) { h.opened <- c.(*fakeCall) }
 func (h *fakeHandler) RunInline(Call) bool              { return false }
-func (h *fakeHandler) Negotiate([]byte) uint32          { return 0 }
-func (h *fakeHandler) CompressReply(_ Call, b []byte, _ uint32) []byte {
-	return b
-}
 
 // answer replies to call c with v, as a handler's return would.
 func (h *fakeHandler) answer(t *testing.T, c *fakeCall, v any) {
@@ -110,9 +107,8 @@ func serverConnPair(t *testing.T, h *fakeHandler, maxCalls int) (*ServerConn, ne
 		Handler: h, HeartbeatInterval: time.Minute, HeartbeatTimeout: time.Minute,
 		MaxFrame: 1 << 20, MaxCalls: maxCalls, Partial: &Budget{Max: 1 << 20},
 		MaxQueued: 64 << 20, Conns: new(atomic.Int64),
-		Warn:   func(string, ...any) {},
-		Inline: DefaultInlineTuning, Watch: &InlineWatch{}, Readers: &readers,
-		Shutdown: errors.New("shut down"), ServerClosed: errors.New("server closed"),
+		Warn:  func(string, ...any) {},
+		Watch: &InlineWatch{}, Readers: &readers,
 	}
 	c := NewServerConn(cfg, peer, context.Background())
 	served := make(chan struct{})
@@ -209,16 +205,16 @@ func TestServerConnHandsTheHandlerWhatTheRequestSays(t *testing.T) {
 
 func TestServerConnAnswersWhatTheHandlerRefuses(t *testing.T) {
 	h := newFakeHandler()
-	h.notRun = func(name string) (uint32, string) {
+	h.notRun = func(name string) (codes.Code, string) {
 		if name == "No.Such" {
-			return CodeNotFound, "no such method"
+			return codes.NotFound, "no such method"
 		}
 		return 0, ""
 	}
 	_, w, r := serverConnPair(t, h, 0)
 	request(t, w, 3, "No.Such")
 	f, rh := response(t, r)
-	if f.ID != 3 || rh.ErrCode != uint64(CodeNotFound) || string(rh.ErrMsg) != "no such method" {
+	if f.ID != 3 || rh.ErrCode != uint64(codes.NotFound) || string(rh.ErrMsg) != "no such method" {
 		t.Fatalf("Response id %d, code %d %q; want id 3, NotFound", f.ID, rh.ErrCode, rh.ErrMsg)
 	}
 }
@@ -230,7 +226,7 @@ func TestServerConnMaxCalls(t *testing.T) {
 	first := <-h.opened
 	request(t, w, 2, "Slow.Call") // past the limit of 1
 	f, rh := response(t, r)
-	if f.ID != 2 || rh.ErrCode != uint64(CodeOverloaded) || !strings.Contains(string(rh.ErrMsg), "on this connection") {
+	if f.ID != 2 || rh.ErrCode != uint64(codes.Overloaded) || !strings.Contains(string(rh.ErrMsg), "on this connection") {
 		t.Fatalf("Response id %d, code %d %q; want id 2 refused on this connection", f.ID, rh.ErrCode, rh.ErrMsg)
 	}
 	h.answer(t, first, 1)
@@ -243,8 +239,13 @@ func TestServerConnMaxCalls(t *testing.T) {
 	if f, rh := response(t, r); f.ID != 3 || rh.ErrCode != 0 {
 		t.Fatalf("Response id %d, code %d; want a reply to 3", f.ID, rh.ErrCode)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.refused != 1 {
 		t.Errorf("Refuse called %d times, want 1", h.refused)
+	}
+	if len(h.heads) != 2 {
+		t.Errorf("Open called %d times, want 2: a call refused at the limit must not be opened (its args copied or decompressed)", len(h.heads))
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // maxPayload is the largest UDP payload over IPv4 (kiev.MaxDatagram): the
@@ -43,13 +45,12 @@ type PacketServerConfig struct {
 	// MaxCalls bounds the calls unanswered from one client address
 	// (WithMaxConcurrentCalls); 0: no bound.
 	MaxCalls int
-	// Verify, if not nil, checks the signature of datagram b, whose
-	// header is h, at now (WithPacketKeys): it returns the id of the key
-	// that signed it and when it goes stale, or why it is refused. It may
-	// zero the MAC in b.
-	Verify func(b []byte, h *wire.Header, now time.Time) (keyID string, until time.Time, err error)
+	// Keys, if not nil, are the keys the signatures of datagrams are
+	// checked with (WithPacketKeys): a datagram without a good one is
+	// refused.
+	Keys *PacketKeys
 	// Unserved, if not nil, is the start of the names of methods not
-	// served over datagrams: a call of one is refused with CodeNotFound
+	// served over datagrams: a call of one is refused with codes.NotFound
 	// and UnservedMsg, before it is made (kiev.Reflection, unless
 	// Packet.ServeReflection).
 	Unserved    []byte
@@ -129,15 +130,16 @@ type packetCall struct {
 	allow   int       // bytes the reply may take to an address not shown to receive; -1: any
 	keep    time.Time // a signed call is remembered until its request goes stale
 
-	answer  []byte    // the answer datagram, once sent
-	code    uint32    // the answer's error code, CodeOK for a reply
-	counted bool      // in ps.byPeer: neither answered nor done
-	resends int       // times the reply was sent again (MaxResends)
-	expires time.Time // when it may be forgotten, once done; zero while running
-	sc      Call      // the call, while it is not done
+	answer  []byte     // the answer datagram, once sent
+	code    codes.Code // the answer's error code, codes.OK for a reply
+	counted bool       // in ps.byPeer: neither answered nor done
+	resends int        // times the reply was sent again (MaxResends)
+	expires time.Time  // when it may be forgotten, once done; zero while running
+	sc      Call       // the call, while it is not done
+	gone    bool       // abandoned while it was opened: cancel it once it is
 }
 
-// signer is what a datagram's signature says (Verify): the key its
+// signer is what a datagram's signature says (Keys): the key its
 // session is known by, the key id and until when it is fresh, or why it
 // is refused.
 type signer struct {
@@ -148,8 +150,8 @@ type signer struct {
 }
 
 // verify checks the signature of datagram b, whose header is h.
-func (a *signer) verify(verify func([]byte, *wire.Header, time.Time) (string, time.Time, error), b []byte, h *wire.Header, now time.Time) {
-	a.id, a.until, a.err = verify(b, h, now)
+func (a *signer) verify(ks *PacketKeys, b []byte, h *wire.Header, now time.Time) {
+	a.id, a.until, a.err = ks.verify(b, h, now)
 	if a.err == nil {
 		// Known by the key, not the address: a replay from elsewhere
 		// finds the call it repeats.
@@ -222,8 +224,8 @@ func (ps *PacketServer) readLoop() error {
 			continue
 		}
 		a := signer{key: sessionKey{peer, h.Session}}
-		if ps.cfg.Verify != nil {
-			a.verify(ps.cfg.Verify, buf[:n], &h, time.Now())
+		if ps.cfg.Keys != nil {
+			a.verify(ps.cfg.Keys, buf[:n], &h, time.Now())
 		}
 		if f.Type == wire.TypeCancel {
 			if h.Session == 0 {
@@ -254,7 +256,7 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	}
 	if a.err != nil {
 		stats.Dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeUnauthenticated, a.err.Error(), allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.Unauthenticated, a.err.Error(), allow, h.Session)
 		return
 	}
 	ps.mu.Lock()
@@ -296,19 +298,19 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	if ps.cfg.Unserved != nil && bytes.HasPrefix(h.Method, ps.cfg.Unserved) {
 		ps.mu.Unlock()
 		stats.Dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeNotFound, ps.cfg.UnservedMsg, allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.NotFound, ps.cfg.UnservedMsg, allow, h.Session)
 		return
 	}
 	switch {
 	case ps.draining || ps.closed:
 		ps.mu.Unlock()
 		stats.Dropped.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeShutdown, "kiev: server is shutting down; retry on another server", allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.Shutdown, "kiev: server is shutting down; retry on another server", allow, h.Session)
 		return
 	case ps.entries >= ps.cfg.DedupEntries:
 		ps.mu.Unlock()
 		stats.CacheFull.Add(1)
-		ps.replyError(f.ID, peer, addr, CodeOverloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server", allow, h.Session)
+		ps.replyError(f.ID, peer, addr, codes.Overloaded, "kiev: the server's duplicate-request cache is full; retry later or on another server", allow, h.Session)
 		return
 	case allow >= 0 && 2*ps.unproven >= ps.cfg.DedupEntries:
 		// Calls of addresses not shown to receive, which a flood with
@@ -317,32 +319,26 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 		// did not yet gets a ticket.
 		ps.mu.Unlock()
 		stats.CacheFull.Add(1)
-		ps.sendRetry(f.ID, h.Session, peer, addr, allow, CodeOverloaded)
-		return
-	}
-	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
-	if addr == nil {
-		addr = peer.Addr()
-	}
-	hd.Read(f, h)
-	hd.Origin = Origin{Addr: addr, KeyID: a.id}
-	sc, code, msg := ps.cfg.Handler.Open(hd, ps.base, pc)
-	if sc == nil {
-		ps.mu.Unlock()
-		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
+		ps.sendRetry(f.ID, h.Session, peer, addr, allow, codes.Overloaded)
 		return
 	}
 	if ps.cfg.MaxCalls > 0 && ps.byPeer[peer] >= ps.cfg.MaxCalls {
 		// A client address is a UDP client's connection: its sessions
-		// are the client's to choose.
+		// are the client's to choose. Refused before the call is opened.
 		ps.mu.Unlock()
-		sc.Release()
 		stats.Dropped.Add(1)
-		code, msg := ps.cfg.Handler.Refuse(sc, "from this address")
-		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
+		code, msg := ps.cfg.Handler.Refuse(h.Method, "from this address")
+		ps.replyError(f.ID, peer, addr, code, msg, allow, h.Session)
 		return
 	}
-	pc.sc = sc
+	if h.Compression != 0 {
+		ps.mu.Unlock()
+		ps.replyError(f.ID, peer, addr, codes.BadRequest, ErrCompressedDatagram.Error(), allow, h.Session)
+		return
+	}
+	// The call's place is taken under mu, so that its retransmissions
+	// find it; it is opened outside, as nothing calls up under a lock.
+	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
 	st.calls[f.ID] = pc
 	ps.entries++
 	if !pc.proven() {
@@ -352,6 +348,29 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	ps.byPeer[peer]++
 	pc.counted = true
 	ps.mu.Unlock()
+	if addr == nil {
+		addr = peer.Addr()
+	}
+	hd.Read(f, h)
+	hd.Origin = Origin{Addr: addr, KeyID: a.id}
+	sc, code, msg := ps.cfg.Handler.Open(hd, ps.base, pc)
+	if sc == nil {
+		pc.unopen()
+		ps.replyError(f.ID, peer, pc.addr, code, msg, allow, h.Session)
+		return
+	}
+	ps.mu.Lock()
+	gone := pc.gone
+	if !gone {
+		pc.sc = sc
+	}
+	ps.mu.Unlock()
+	if gone {
+		// Abandoned while it was opened: below the session's new ack
+		// floor, canceled, or the socket aborted.
+		sc.State().CallerGone.Store(true)
+		sc.Cancel(context.Canceled)
+	}
 	ps.cfg.Handler.Submit(sc, ps.base)
 }
 
@@ -380,6 +399,8 @@ func (ps *PacketServer) session(k sessionKey, now time.Time, floor uint64) *peer
 				// the floor.
 				pc.sc.State().CallerGone.Store(true)
 				pc.sc.Cancel(context.Canceled)
+			} else {
+				pc.gone = true // being opened
 			}
 			ps.forget(st, id)
 		}
@@ -403,6 +424,7 @@ func (ps *PacketServer) cancel(k sessionKey, id uint64) {
 	if st := ps.peers[k]; st != nil {
 		if pc := st.calls[id]; pc != nil {
 			sc = pc.sc
+			pc.gone = sc == nil && pc.expires.IsZero() // being opened
 		}
 	}
 	ps.mu.Unlock()
@@ -414,7 +436,7 @@ func (ps *PacketServer) cancel(k sessionKey, id uint64) {
 
 // replyError answers a request with an error, within allow bytes (-1:
 // any), or else with a Retry.
-func (ps *PacketServer) replyError(id uint64, peer PeerKey, addr net.Addr, code uint32, msg string, allow int, session uint64) {
+func (ps *PacketServer) replyError(id uint64, peer PeerKey, addr net.Addr, code codes.Code, msg string, allow int, session uint64) {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b := AppendError(wire.AppendPreface((*buf)[:0], wire.Version), id, code, msg, false)
@@ -444,10 +466,10 @@ func (pc *packetCall) Reply(_ Call, cd codec.Codec, v any) error {
 	if err != nil {
 		return err
 	}
-	return pc.send(b, CodeOK)
+	return pc.send(b, codes.OK)
 }
 
-func (pc *packetCall) Fail(_ Call, code uint32, msg string, limited bool) error {
+func (pc *packetCall) Fail(_ Call, code codes.Code, msg string, limited bool) error {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b := AppendError(wire.AppendPreface((*buf)[:0], wire.Version), pc.id, code, msg, limited)
@@ -456,9 +478,9 @@ func (pc *packetCall) Fail(_ Call, code uint32, msg string, limited bool) error 
 }
 
 // send sends the datagram b, a Response after the preface of error code
-// code (CodeOK for a reply), and keeps it to answer the call's
+// code (codes.OK for a reply), and keeps it to answer the call's
 // retransmissions.
-func (pc *packetCall) send(b []byte, code uint32) error {
+func (pc *packetCall) send(b []byte, code codes.Code) error {
 	limit := pc.ps.cfg.MaxDatagram
 	if err := wire.EndFrame(b, wire.PrefaceLen, limit-wire.PrefaceLen-4); err != nil {
 		return fmt.Errorf("%d bytes, over the %d-byte datagram limit; return less, raise Packet.MaxDatagram on both sides, or call over TCP", len(b), limit)
@@ -486,8 +508,27 @@ func (pc *packetCall) uncount() {
 	}
 }
 
+// unopen gives up the place of a call that could not be opened: its
+// retransmissions are answered as it was, by opening them again.
+func (pc *packetCall) unopen() {
+	ps := pc.ps
+	ps.mu.Lock()
+	if pc.st.calls[pc.id] == pc {
+		ps.forget(pc.st, pc.id)
+	}
+	ps.running--
+	pc.uncount()
+	if ps.running == 0 && ps.idle != nil {
+		ps.idle.Broadcast()
+	}
+	ps.mu.Unlock()
+}
+
 // Backlogged: a datagram reply is sent at once or lost, never queued.
 func (pc *packetCall) Backlogged() (int, bool) { return 0, false }
+
+// Flow: a socket's calls are not shared fairly by address.
+func (pc *packetCall) Flow() *shed.Flow { return nil }
 
 func (pc *packetCall) Done(Call) {
 	ps := pc.ps
@@ -581,6 +622,8 @@ func (ps *PacketServer) Abort() {
 		for _, pc := range st.calls {
 			if pc.sc != nil {
 				running = append(running, pc.sc)
+			} else if pc.expires.IsZero() {
+				pc.gone = true // being opened
 			}
 		}
 	}

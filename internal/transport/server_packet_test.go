@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -55,19 +56,15 @@ type echoHandler struct {
 	submitted chan *echoCall
 }
 
-func (h *echoHandler) Open(hd *Head, base context.Context, sink Sink) (Call, uint32, string) {
+func (h *echoHandler) Open(hd *Head, base context.Context, sink Sink) (Call, codes.Code, string) {
 	h.opened.Add(1)
 	c := &echoCall{sink: sink, args: append([]byte(nil), hd.Body...), canceled: make(chan struct{})}
 	c.st.ID = hd.ID
 	return c, 0, ""
 }
-func (h *echoHandler) Refuse(Call, string) (uint32, string) { return CodeOverloaded, "refused" }
-func (h *echoHandler) Submit(c Call, _ context.Context)     { h.submitted <- c.(*echoCall) }
-func (h *echoHandler) RunInline(Call) bool                  { return false }
-func (h *echoHandler) Negotiate([]byte) uint32              { return 0 }
-func (h *echoHandler) CompressReply(_ Call, b []byte, _ uint32) []byte {
-	return b
-}
+func (h *echoHandler) Refuse([]byte, string) (codes.Code, string) { return codes.Overloaded, "refused" }
+func (h *echoHandler) Submit(c Call, _ context.Context)           { h.submitted <- c.(*echoCall) }
+func (h *echoHandler) RunInline(Call) bool                        { return false }
 
 // packetTest is a PacketServer on a loopback socket, served until the
 // test ends, and a client socket to call it from. The test fails if the
@@ -239,7 +236,7 @@ func TestPacketServerRetry(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), 1000)
 	pt.next(t).reply(t, big)
 	a := pt.read(t)
-	if a.id != 1 || a.code != uint64(CodeTooLarge) || a.msg != retryMsg || len(a.ticket) != ticketLen {
+	if a.id != 1 || a.code != uint64(codes.TooLarge) || a.msg != retryMsg || len(a.ticket) != ticketLen {
 		t.Fatalf("answer %+v, want a Retry with a ticket", a)
 	}
 	pt.send(t, 1, 0, args, a.ticket)
@@ -260,8 +257,8 @@ func TestPacketServerDrain(t *testing.T) {
 	c := pt.next(t)
 	pt.ps.Drain()
 	pt.send(t, 2, 0, nil, nil)
-	if a := pt.read(t); a.id != 2 || a.code != uint64(CodeShutdown) {
-		t.Fatalf("answer %+v, want call 2 refused with CodeShutdown", a)
+	if a := pt.read(t); a.id != 2 || a.code != uint64(codes.Shutdown) {
+		t.Fatalf("answer %+v, want call 2 refused with codes.Shutdown", a)
 	}
 	select {
 	case err := <-pt.served:

@@ -1,4 +1,4 @@
-package kiev
+package transport
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
@@ -25,18 +24,18 @@ func compressible(n int) []byte {
 
 // frameOf returns a Response frame with body, compressed with alg if
 // that makes it smaller.
-func frameOf(body []byte, alg Compression) []byte {
+func frameOf(body []byte, alg uint8) []byte {
 	b := wire.BeginFrame(nil, wire.TypeResponse, 1)
 	b = wire.AppendString(b, wire.KeyCodec, "msgpack")
 	_ = wire.EndHeader(b, 0)
 	b = append(b, body...)
-	b = compressFrame(b, 0, alg, 0)
+	b = CompressFrame(b, 0, alg, 0)
 	_ = wire.EndFrame(b, 0, 1<<30)
 	return b
 }
 
 // readBack parses a frame of frameOf and returns its body, decompressed.
-func readBack(o *compressOptions, frame []byte, limit int) ([]byte, bool, error) {
+func readBack(o *Compressor, frame []byte, limit int) ([]byte, bool, error) {
 	f, err := wire.Parse(frame[4:])
 	if err != nil {
 		return nil, false, err
@@ -51,25 +50,23 @@ func readBack(o *compressOptions, frame []byte, limit int) ([]byte, bool, error)
 	if h.Compression == 0 {
 		return f.Body, false, nil
 	}
-	buf, err := o.decompress(Compression(h.Compression), h.Decoded, f.Body, limit)
+	buf, err := o.Decompress(h.Compression, h.Decoded, f.Body, limit)
 	if err != nil {
 		return nil, true, err
 	}
-	defer transport.PutBuf(buf)
+	defer PutBuf(buf)
 	return bytes.Clone(*buf), true, nil
 }
 
-func newCompressOptions(limit int, algs ...Compression) *compressOptions {
-	o := &compressOptions{algs: algs}
-	o.fill(limit)
-	return o
+func newCompressor(limit int, algs ...uint8) *Compressor {
+	return NewCompressor(algs, 1<<10, limit)
 }
 
 // TestCompressFrame compresses frames with each algorithm and reads them
 // back; an incompressible or empty body is left as it is.
 func TestCompressFrame(t *testing.T) {
-	o := newCompressOptions(1<<20, Zstd, S2)
-	for _, alg := range []Compression{Zstd, S2} {
+	o := newCompressor(1<<20, Zstd, S2)
+	for _, alg := range []uint8{Zstd, S2} {
 		for _, tc := range []struct {
 			body       []byte
 			compressed bool
@@ -84,7 +81,7 @@ func TestCompressFrame(t *testing.T) {
 			frame := frameOf(tc.body, alg)
 			got, compressed, err := readBack(o, frame, 1<<20)
 			if err != nil || !bytes.Equal(got, tc.body) || compressed != tc.compressed {
-				t.Fatalf("%v, %d bytes: read back %d bytes, compressed %v, %v; want compressed %v", alg, len(tc.body), len(got), compressed, err, tc.compressed)
+				t.Fatalf("%s, %d bytes: read back %d bytes, compressed %v, %v; want compressed %v", AlgName(alg), len(tc.body), len(got), compressed, err, tc.compressed)
 			}
 		}
 	}
@@ -97,7 +94,7 @@ func TestCompressFrame(t *testing.T) {
 // its pool gives) stops reading one byte past it.
 func TestDecompressAllocation(t *testing.T) {
 	const limit = 1 << 20
-	o := newCompressOptions(limit, Zstd, S2)
+	o := newCompressor(limit, Zstd, S2)
 	zeros := make([]byte, 64<<20)
 	zbomb := zstdEncoder().EncodeAll(zeros, nil) // windowed at zstdWindow
 	sbomb := s2.Encode(nil, zeros[:16<<20])
@@ -115,7 +112,7 @@ func TestDecompressAllocation(t *testing.T) {
 	o.zstd = &sync.Pool{New: func() any { return warm }}
 	for _, tc := range []struct {
 		name   string
-		alg    Compression
+		alg    uint8
 		n      uint64
 		src    []byte
 		is     error
@@ -132,10 +129,10 @@ func TestDecompressAllocation(t *testing.T) {
 			var before, after runtime.MemStats
 			for range 2 { // the first may fill a pool
 				runtime.ReadMemStats(&before)
-				buf, err := o.decompress(tc.alg, tc.n, tc.src, limit)
+				buf, err := o.Decompress(tc.alg, tc.n, tc.src, limit)
 				runtime.ReadMemStats(&after)
 				if err == nil {
-					transport.PutBuf(buf)
+					PutBuf(buf)
 					t.Fatal("a bomb was decompressed")
 				}
 				if !errors.Is(err, tc.is) {
@@ -157,23 +154,23 @@ func TestDecompressAllocation(t *testing.T) {
 // short and concatenated frames, garbage, and an unknown algorithm.
 func FuzzDecompress(f *testing.F) {
 	const limit = 64 << 10
-	o := newCompressOptions(limit, Zstd, S2)
+	o := newCompressor(limit, Zstd, S2)
 	f.Fuzz(func(t *testing.T, alg uint8, n uint32, src []byte) {
-		buf, err := o.decompress(Compression(alg), uint64(n), src, limit)
+		buf, err := o.Decompress(alg, uint64(n), src, limit)
 		switch {
 		case err == nil && (len(*buf) != int(n) || n > limit):
 			t.Fatalf("decompressed %d bytes, said %d, limit %d", len(*buf), n, limit)
 		case err == nil:
-			transport.PutBuf(buf)
+			PutBuf(buf)
 		case n > limit && !errors.Is(err, ErrTooLarge):
 			t.Fatalf("a length over the limit gave %v, not ErrTooLarge", err)
 		case n <= limit && !errors.Is(err, ErrBadRequest):
 			t.Fatalf("a bad body gave %v, not ErrBadRequest", err)
 		}
-		if c := Compression(alg); c.known() && len(src) <= limit {
+		if c := alg; KnownAlg(c) && len(src) <= limit {
 			got, _, err := readBack(o, frameOf(src, c), limit)
 			if err != nil || !bytes.Equal(got, src) {
-				t.Fatalf("%v round trip of %d bytes: got %d bytes, %v", c, len(src), len(got), err)
+				t.Fatalf("%s round trip of %d bytes: got %d bytes, %v", AlgName(c), len(src), len(got), err)
 			}
 		}
 	})
@@ -184,33 +181,33 @@ func FuzzDecompress(f *testing.F) {
 // on the wire (saved-B/op): what WithCompressionThreshold weighs against
 // the time.
 func BenchmarkCompressFrame(b *testing.B) {
-	o := newCompressOptions(1<<20, Zstd, S2)
-	for _, alg := range []Compression{Zstd, S2} {
+	o := newCompressor(1<<20, Zstd, S2)
+	for _, alg := range []uint8{Zstd, S2} {
 		for _, n := range []int{256, 1 << 10, 4 << 10, 16 << 10} {
 			body := compressible(n)
 			plain := frameOf(body, NoCompression)
 			small := frameOf(body, alg)
-			b.Run(fmt.Sprintf("enc/%v/%d", alg, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("enc/%s/%d", AlgName(alg), n), func(b *testing.B) {
 				var frame []byte
 				b.SetBytes(int64(n))
 				for b.Loop() {
-					frame = compressFrame(append(frame[:0], plain...), 0, alg, 0)
+					frame = CompressFrame(append(frame[:0], plain...), 0, alg, 0)
 				}
 				b.ReportMetric(float64(len(plain)-len(frame)), "saved-B/op")
 			})
-			b.Run(fmt.Sprintf("dec/%v/%d", alg, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dec/%s/%d", AlgName(alg), n), func(b *testing.B) {
 				f, _ := wire.Parse(small[4:])
 				var h wire.Header
-				if err := wire.ParseHeader(f.Header, &h); err != nil || h.Compression != uint8(alg) {
+				if err := wire.ParseHeader(f.Header, &h); err != nil || h.Compression != alg {
 					b.Fatalf("not compressed: %v", err)
 				}
 				b.SetBytes(int64(n))
 				for b.Loop() {
-					buf, err := o.decompress(alg, h.Decoded, f.Body, 1<<20)
+					buf, err := o.Decompress(alg, h.Decoded, f.Body, 1<<20)
 					if err != nil {
 						b.Fatal(err)
 					}
-					transport.PutBuf(buf)
+					PutBuf(buf)
 				}
 			})
 		}
