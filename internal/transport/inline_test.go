@@ -113,12 +113,17 @@ func inlinePair(t *testing.T, h *inlineHandler) (*ServerConfig, func(uint64, str
 func TestQuickCallAloneRunsOnTheReader(t *testing.T) {
 	h := &inlineHandler{submitted: make(chan *inlineCall, 4)}
 	cfg, send, answer := inlinePair(t, h)
-	send(1, "Fast.Call")
-	if id := answer(); id != 1 {
-		t.Fatalf("answered %d, want 1", id)
+	// The watch counts a call once it has run, which is after its reply
+	// is sent; the reader reads the second call only after counting the
+	// first, so once the second is answered the first is counted.
+	for id := uint64(1); id <= 2; id++ {
+		send(id, "Fast.Call")
+		if got := answer(); got != id {
+			t.Fatalf("answered %d, want %d", got, id)
+		}
 	}
-	if runs, _ := cfg.Watch.Counts(); runs != 1 || h.inlined.Load() != 1 || len(h.submitted) != 0 {
-		t.Errorf("%d calls ran on the reader (the watch counts %d), %d were submitted; want the one on the reader", h.inlined.Load(), runs, len(h.submitted))
+	if runs, _ := cfg.Watch.Counts(); runs < 1 || h.inlined.Load() != 2 || len(h.submitted) != 0 {
+		t.Errorf("%d calls ran on the reader (the watch counts %d), %d were submitted; want both on the reader", h.inlined.Load(), runs, len(h.submitted))
 	}
 }
 
