@@ -27,11 +27,11 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 		}
 		ss := admin.ServiceStatus{Name: name}
 		for mname, m := range methods {
-			w := m.stats.Summary(now)
+			w := m.stats.Summary(now, s.started)
 			lim := m.cost.Limit()
 			ss.Methods = append(ss.Methods, admin.MethodStatus{
 				Name: mname, Calls: m.stats.Calls.Load(), Errors: m.stats.Errors.Load(),
-				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
+				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate, ErrRate: w.ErrRate, WindowSec: w.Span.Seconds(),
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
 				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
 			})

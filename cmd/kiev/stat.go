@@ -165,13 +165,13 @@ func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
 
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tCALLS\tERRORS\tCALLS/MIN\tERRORS/MIN\tRATE/S\tP50 MS\tP99 MS")
+	fmt.Fprintln(tw, "METHOD\tCALLS\tERRORS\tRATE/S\tERRORS/S\tOVER S\tP50 MS\tP99 MS")
 	n := 0
 	for _, s := range st.Services {
 		for _, m := range s.Methods {
 			n++
-			fmt.Fprintf(tw, "%s.%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Name, m.Name, m.Calls, m.Errors,
-				m.MinuteCalls, m.MinuteErrs, figure.Format(m.Rate), figure.Format(m.P50Ms), figure.Format(m.P99Ms))
+			fmt.Fprintf(tw, "%s.%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Name, m.Name, m.Calls, m.Errors,
+				figure.Format(m.Rate), figure.Format(m.ErrRate), figure.Format(m.WindowSec), figure.Format(m.P50Ms), figure.Format(m.P99Ms))
 		}
 	}
 	if n == 0 {

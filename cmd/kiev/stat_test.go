@@ -19,8 +19,8 @@ const statusJSON = `{
   "in_flight": 2,
   "services": [
     {"name": "Shop", "methods": [
-      {"name": "Place", "calls": 1200, "errors": 3, "minute_calls": 600, "minute_errors": 1, "rate": 10, "p50_ms": 0.25, "p99_ms": 12.5},
-      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "rate": 0, "p50_ms": 0, "p99_ms": 0}
+      {"name": "Place", "calls": 1200, "errors": 3, "minute_calls": 600, "minute_errors": 1, "window_sec": 60, "rate": 10, "error_rate": 0.02, "p50_ms": 0.25, "p99_ms": 12.5},
+      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "window_sec": 60, "rate": 0, "error_rate": 0, "p50_ms": 0, "p99_ms": 0}
     ]}
   ],
   "scheduler": {"workers": 8, "running": 2, "queued": [0,0,0,0,0,1,0,0,0,0], "overloaded": true, "ran": 123456,
@@ -68,7 +68,7 @@ func TestStatOnce(t *testing.T) {
 	addr, requests := adminServer(t)
 	stdout, stderr := wantRun(t, exitOK, []string{
 		"up 1h2m3s   connections 4   in flight 2",
-		"Shop.Place  1200   3       600        1           10      0.25    12.5\n",
+		"Shop.Place  1200   3       10      0.02      60      0.25    12.5\n",
 		"Shop.Wait",
 		"scheduler: workers 8   running 2   queued by priority [0 0 0 0 0 1 0 0 0 0]   ran 123456   OVERLOADED",
 		"dropped: queue_full 5\n",
