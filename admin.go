@@ -45,9 +45,12 @@ type adminSource struct{ s *Server }
 
 func (a adminSource) Status(ctx context.Context) admin.Status    { return a.s.Status(ctx) }
 func (a adminSource) Ready(ctx context.Context) (bool, []string) { return a.s.readiness(ctx) }
+func (a adminSource) History() *admin.History                    { return &a.s.hist.History }
 
 // startAdmin starts the admin HTTP server of WithAdmin, once.
+// It also starts sampling the server's history.
 func (s *Server) startAdmin() {
+	s.startHistory()
 	if s.opts.admin == "" {
 		return
 	}
@@ -63,8 +66,10 @@ func (s *Server) startAdmin() {
 	})
 }
 
-// stopAdmin stops the admin HTTP server.
+// stopAdmin stops the admin HTTP server, and the sampling of the
+// server's history.
 func (s *Server) stopAdmin(ctx context.Context) {
+	s.stopHistory()
 	s.adminOnce.Do(func() {}) // none may start after this
 	s.mu.Lock()
 	hs := s.adminSrv

@@ -64,3 +64,7 @@ func BurstMaxCost(d time.Duration) ServerOption {
 func BurstBudget(d time.Duration) ServerOption {
 	return serverOption(func(o *serverOptions) { o.inline.BurstBudget = d })
 }
+
+// SampleHistory takes a sample of srv's counters into the history its
+// status page charts, as its sampler does every admin.HistoryEvery.
+func SampleHistory(srv *Server) { srv.hist.Add(srv.counters(time.Now())) }

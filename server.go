@@ -78,6 +78,7 @@ type Server struct {
 	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
 	adminOnce sync.Once
 	adminSrv  *admin.HTTPServer // WithAdmin's, once started
+	hist      history           // the status page's charts
 }
 
 // NewServer returns a Server with the given options and no services. It

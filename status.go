@@ -52,6 +52,10 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 	for _, r := range shed.Reasons() {
 		st.Scheduler.Dropped[r.String()] = sched.DroppedFor(r)
 	}
+	st.Scheduler.DroppedByPriority = make([]uint64, len(s.hist.droppedAt))
+	for p := range s.hist.droppedAt {
+		st.Scheduler.DroppedByPriority[p] = s.hist.droppedAt[p].Load()
+	}
 	st.Clients = clientStatuses()
 	st.Health = []admin.HealthStatus{}
 	for _, h := range s.hooks.checks.Cached(ctx) {

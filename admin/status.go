@@ -73,6 +73,9 @@ type SchedulerStatus struct {
 	Overloaded bool              `json:"overloaded"`
 	Ran        uint64            `json:"ran"`
 	Dropped    map[string]uint64 `json:"dropped"` // by reason
+	// DroppedByPriority counts the calls the scheduler dropped (for any
+	// reason but the server's WithMaxConcurrentCalls), by priority, 0 to 9.
+	DroppedByPriority []uint64 `json:"dropped_by_priority"`
 }
 
 // ClientStatus is one kiev.Client of the process and the providers it sees.

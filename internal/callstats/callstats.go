@@ -226,3 +226,32 @@ func (s *Totals) Add(o *Totals) {
 	}
 	s.LatSum.Add(o.LatSum.Load())
 }
+
+// Buckets are latency counts by bucket, as Totals.Lat holds them.
+type Buckets [latBuckets]int64
+
+// Read copies s's latency counts into b.
+func (s *Totals) Read(b *Buckets) {
+	for i := range b {
+		b[i] = s.Lat[i].Load()
+	}
+}
+
+// Sub subtracts o's counts from b's: b then counts the calls between the
+// reading o and the reading b.
+func (b *Buckets) Sub(o *Buckets) {
+	for i := range b {
+		b[i] -= o[i]
+	}
+}
+
+// Add adds o's counts to b's.
+func (b *Buckets) Add(o *Buckets) {
+	for i := range b {
+		b[i] += o[i]
+	}
+}
+
+// Percentile estimates the q-quantile of the latencies b counts, as
+// Summary does; 0 if b counts none.
+func (b *Buckets) Percentile(q float64) time.Duration { return percentile(b[:], q) }

@@ -1,0 +1,93 @@
+package kiev
+
+import (
+	"cmp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/admin"
+	"github.com/kievrpc/kiev/shed"
+)
+
+// history samples a Server's counters into an admin.History every
+// admin.HistoryEvery, from its first Serve until Shutdown or Close, for
+// the status page's charts.
+type history struct {
+	admin.History
+	droppedAt [shed.Levels]atomic.Uint64 // calls the scheduler dropped, by priority
+	every     time.Duration              // admin.HistoryEvery if zero; tests shorten it
+
+	mu      sync.Mutex    // guards the fields below
+	stop    chan struct{} // closed to stop the sampler; nil until it starts
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// startHistory starts sampling the server's counters, once, unless
+// stopHistory came first.
+func (s *Server) startHistory() {
+	h := &s.hist
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stop != nil || h.stopped {
+		return
+	}
+	stop := make(chan struct{})
+	h.stop = stop
+	h.Add(s.counters(time.Now()))
+	h.wg.Go(func() {
+		t := time.NewTicker(cmp.Or(h.every, admin.HistoryEvery))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				h.Add(s.counters(now))
+			}
+		}
+	})
+}
+
+// stopHistory stops the sampling for good, and returns once its
+// goroutine has.
+func (s *Server) stopHistory() {
+	h := &s.hist
+	h.mu.Lock()
+	if !h.stopped && h.stop != nil {
+		close(h.stop)
+	}
+	h.stopped = true
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// counters reads the server's counters for its history.
+func (s *Server) counters(now time.Time) admin.Counters {
+	c := admin.Counters{Time: now, Dropped: make(map[string]uint64, len(shed.Reasons()))}
+	s.mu.Lock()
+	for name, methods := range s.services {
+		if isBuiltin(name) {
+			continue
+		}
+		for mname, m := range methods {
+			lim := m.cost.Limit()
+			mc := admin.MethodCounters{
+				Name: name + "." + mname, Calls: m.stats.Calls.Load(), Errors: m.stats.Errors.Load(),
+				Limit: lim.Limit, InFlight: lim.InFlight,
+			}
+			m.stats.Read(&mc.Latency)
+			c.Methods = append(c.Methods, mc)
+		}
+	}
+	s.mu.Unlock()
+	sched := s.sched.Stats()
+	for _, r := range shed.Reasons() {
+		c.Dropped[r.String()] = sched.DroppedFor(r)
+	}
+	for p := range c.DroppedByPriority {
+		c.DroppedByPriority[p] = s.hist.droppedAt[p].Load()
+	}
+	return c
+}
