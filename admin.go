@@ -40,6 +40,18 @@ func (s *Server) AdminHandler() http.Handler {
 	return admin.NewHandler(adminSource{s}, g, s.opts.adminAuth)
 }
 
+// registerAdminService adds the admin service (admin.ServiceName) to a
+// new server, as registerReflection adds the reflection service, so that
+// its status can be read on its RPC addresses (kiev stat host:port),
+// unless WithAdminAuth guards it.
+func (s *Server) registerAdminService() {
+	var refuse error
+	if s.opts.adminAuth != nil {
+		refuse = &ServerError{Code: CodeUnauthenticated, Message: "kiev: the status is guarded by WithAdminAuth; read it at the admin address, with credentials"}
+	}
+	s.registerBuiltin(admin.ServiceName, "Admin", admin.NewService(adminSource{s}, refuse))
+}
+
 // adminSource is what the admin pages read of a Server.
 type adminSource struct{ s *Server }
 

@@ -148,6 +148,7 @@ func NewServer(opts ...ServerOption) *Server {
 	s.methods.Store(&empty)
 	s.registerReflection()
 	s.registerHealthService()
+	s.registerAdminService()
 	s.registerMetrics()
 	return s
 }

@@ -18,7 +18,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // than health.CacheTTL old is at hand.
 func (s *Server) Status(ctx context.Context) admin.Status {
 	now := time.Now()
-	st := admin.Status{Time: now, UptimeSec: now.Sub(s.started).Seconds(), InFlight: s.inFlight.Load()}
+	st := admin.Status{Time: now, UptimeSec: now.Sub(s.started).Seconds(), InFlight: s.inFlight.Load(), AdminAddr: s.AdminAddr()}
 	s.mu.Lock()
 	st.Connections = len(s.conns)
 	for name, methods := range s.services {

@@ -13,6 +13,7 @@ import "time"
 type Status struct {
 	Time        time.Time       `json:"time"`
 	UptimeSec   float64         `json:"uptime_sec"`
+	AdminAddr   string          `json:"admin_addr,omitempty"` // where kiev.WithAdmin serves the admin pages, if it does
 	Connections int             `json:"connections"`
 	InFlight    int64           `json:"in_flight"`
 	Services    []ServiceStatus `json:"services"`

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kievrpc/kiev"
 )
 
 // statusJSON is a status page as a server serves it.
@@ -91,7 +94,7 @@ func TestStatErrors(t *testing.T) {
 	addr, _ := adminServer(t)
 	wantRun(t, exitFailed, nil, []string{"kiev stat: GET http://" + addr + "/elsewhere?format=json: 404 Not Found; is this the admin address of a kiev server?"},
 		"stat", "--once", "http://"+addr+"/elsewhere")
-	wantRun(t, exitFailed, nil, []string{"kiev stat: cannot read the status page", "is the admin address right?"},
+	wantRun(t, exitFailed, nil, []string{"kiev stat: cannot read the status page", "is the address right?"},
 		"stat", "--once", "127.0.0.1:1")
 	notJSON := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>")) }))
 	defer notJSON.Close()
@@ -132,4 +135,30 @@ func TestStatusURL(t *testing.T) {
 			t.Errorf("statusURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
+}
+
+// TestStatOnEitherAddress reads a live server's status at its RPC
+// address, which once failed with "cannot read the status page: EOF",
+// and at its admin address.
+func TestStatOnEitherAddress(t *testing.T) {
+	srv, addr := serveShop(t, kiev.WithAdmin("127.0.0.1:0"))
+	wantRun(t, exitOK, []string{`"order_id": 7`}, nil, "call", addr, "Shop.Place", `{"id": 7}`)
+	for deadline := time.Now().Add(5 * time.Second); srv.AdminAddr() == "" && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // Serve starts the admin listener on its goroutine
+	}
+	if srv.AdminAddr() == "" {
+		t.Fatal("no admin address after Serve")
+	}
+	for _, at := range []string{addr, "tcp://" + addr, srv.AdminAddr()} {
+		stdout, _ := wantRun(t, exitOK, []string{"admin http://" + srv.AdminAddr(), "\nShop.Place  1      0       "}, nil, "stat", "--once", at)
+		if strings.Contains(stdout, "kiev.") {
+			t.Errorf("stat at %s shows kiev's own services:\n%s", at, stdout)
+		}
+	}
+
+	// A server whose admin pages need credentials does not show its
+	// status on its RPC address.
+	_, guarded := serveShop(t, kiev.WithAdminAuth(func(*http.Request) error { return errors.New("no") }))
+	wantRun(t, exitFailed, nil, []string{"kiev stat: " + guarded + ": the status is guarded by WithAdminAuth; read it at the admin address, with credentials"},
+		"stat", "--once", guarded)
 }
