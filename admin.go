@@ -18,11 +18,14 @@ import (
 //     kiev's database clients unless told otherwise);
 //   - /debug/kiev: the status page, rendered on the server with no
 //     external assets (its script only refreshes it every 2 seconds):
-//     health checks (see RegisterHealth); services and methods with
-//     calls, errors, rate and p50/p99 latency over the last minute, and
-//     each method's adaptive limit; the scheduler's queue by priority and
-//     drops by reason; the providers of every dialed service with their
-//     balancer's view;
+//     health checks (see RegisterHealth); charts of the last 15 minutes
+//     (calls and errors per second, p50/p99, drops by reason and by
+//     priority, each method's adaptive limit and calls in flight),
+//     sampled every 5 seconds from the first Serve; services and methods
+//     with calls, errors, rates over the last minute (or the time since
+//     start, if shorter) and p50/p99 latency, and each method's adaptive
+//     limit; the scheduler's queue by priority and drops by reason; the
+//     providers of every dialed service with their balancer's view;
 //   - /debug/kiev?format=json: the same as JSON (see admin.Status), for
 //     tools such as the kiev command's stat;
 //   - /healthz: a liveness probe, 200 "ok" while the admin server answers;

@@ -169,14 +169,15 @@ func draw(id, title, unit string, times []time.Time, now time.Time, span time.Du
 	return c
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten, so the axis's
-// top reads well; 1 for an empty chart.
+// niceCeil rounds v up to 1, 1.5, 2, 3, 4, 5, 6 or 8 times a power of
+// ten, so the axis's top reads well and the lines fill most of the
+// height; 1 for an empty chart.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 3, 4, 5, 6, 8, 10} {
 		if v <= m*p {
 			return m * p
 		}
