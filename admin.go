@@ -63,7 +63,8 @@ func (a adminSource) Ready(ctx context.Context) (bool, []string) { return a.s.re
 func (a adminSource) History() *admin.History                    { return &a.s.hist.History }
 
 // startAdmin starts the admin HTTP server of WithAdmin, once.
-// It also starts sampling the server's history.
+// It also starts sampling the server's history, until the Serve call
+// that calls it calls doneServing.
 func (s *Server) startAdmin() {
 	s.startHistory()
 	if s.opts.admin == "" {

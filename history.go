@@ -10,26 +10,32 @@ import (
 )
 
 // history samples a Server's counters into an admin.History every
-// admin.HistoryEvery, from its first Serve until Shutdown or Close, for
-// the status page's charts. It takes about 20 KiB a Server, and 5 KiB
-// more a method once sampled (see admin.HistoryLen).
+// admin.HistoryEvery while it serves (from a Serve, ServePacket or
+// ServeFastCGI until the last of them returns, or Shutdown or Close),
+// for the status page's charts. It takes about 20 KiB a Server, and 5
+// KiB more a method once sampled (see admin.HistoryLen).
 type history struct {
 	admin.History
 	droppedAt [shed.Levels]atomic.Uint64 // calls the scheduler dropped, by priority
 
 	mu      sync.Mutex    // guards the fields below
-	stop    chan struct{} // closed to stop the sampler; nil until it starts
-	stopped bool
+	serving int           // Serve calls running
+	stop    chan struct{} // closed to stop the sampler; nil while none runs
+	closed  bool          // the server is closed: no sampler starts again
 	wg      sync.WaitGroup
 }
 
-// startHistory starts sampling the server's counters, once, unless
-// stopHistory came first.
+// startHistory counts a Serve call that starts, and starts sampling the
+// server's counters if no sampler runs.
 func (s *Server) startHistory() {
 	h := &s.hist
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.stop != nil || h.stopped {
+	if h.closed {
+		return
+	}
+	h.serving++
+	if h.stop != nil {
 		return
 	}
 	stop := make(chan struct{})
@@ -49,15 +55,34 @@ func (s *Server) startHistory() {
 	})
 }
 
+// doneServing counts a Serve call that returned: after the last, the
+// sampling stops until the next.
+func (s *Server) doneServing() {
+	h := &s.hist
+	h.mu.Lock()
+	if h.serving > 0 {
+		h.serving--
+	}
+	if h.serving > 0 || h.stop == nil {
+		h.mu.Unlock()
+		return
+	}
+	close(h.stop)
+	h.stop = nil
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
 // stopHistory stops the sampling for good, and returns once its
 // goroutine has.
 func (s *Server) stopHistory() {
 	h := &s.hist
 	h.mu.Lock()
-	if !h.stopped && h.stop != nil {
+	h.closed = true
+	if h.stop != nil {
 		close(h.stop)
+		h.stop = nil
 	}
-	h.stopped = true
 	h.mu.Unlock()
 	h.wg.Wait()
 }

@@ -302,6 +302,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	s.startAdmin()
+	defer s.doneServing()
 	s.publish(l, l.Addr())
 	s.logServing("", l.Addr())
 	defer func() {
