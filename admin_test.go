@@ -31,7 +31,7 @@ func TestStatusPageRendersOnServer(t *testing.T) {
 	for _, path := range []string{"/", "/debug/kiev"} {
 		page := get(t, hs.URL+path)
 		for _, re := range []string{
-			`<tr data-method="Arith.Add"><td>Arith.Add</td><td class="calls">3</td><td class="errors">0</td><td class="rate">0.05</td><td class="minute-errors">0</td><td class="p50">[0-9.]+</td><td class="p99">[0-9.]+</td><td class="in-flight">0</td><td class="queued">0</td><td class="limit">off</td>`,
+			`<tr data-method="Arith.Add"><td>Arith.Add</td><td class="calls">3</td><td class="errors">0</td><td class="rate">[0-9.]+</td><td class="error-rate">0</td><td class="window">[0-9.]+ s</td><td class="p50">[0-9.]+</td><td class="p99">[0-9.]+</td><td class="in-flight">0</td><td class="queued">0</td><td class="limit">off</td>`,
 			`<tr data-method="Arith.Div"><td>Arith.Div</td><td class="calls">1</td><td class="errors bad">1</td>`,
 			`<tr data-method="Arith.Mul"><td>Arith.Mul</td><td class="calls">0</td>`,
 			`<h2>Health: <span id="health-state" class="bad">FAILING</span></h2>`,

@@ -215,6 +215,7 @@ func (sc *serverCall) Drop(r shed.Reason) {
 		code = CodeDeadlineExceeded
 	}
 	sc.m.stats.record(time.Now(), -1, code)
+	sc.srv.hist.droppedAt[sc.ctx.priority].Add(1)
 	transport.PutBuf(sc.body)
 	sc.body = nil
 	if h := sc.srv.opts.dropHook; h != nil {

@@ -337,9 +337,11 @@ Server.AdminHandler serves them at /metrics, a status page at
 by its script, and its JSON twin (package admin's Status) at
 /debug/kiev?format=json; WithAdmin
 serves them on an address of their own, and WithMetrics registers the
-metrics with a registry of yours. The page shows each method's p50 and
-p99 latency over the last minute, interpolated within buckets an eighth
-of a doubling wide. RegisterHealth adds dependency checks that the page
+metrics with a registry of yours. The page shows each method's rates
+over the last minute (or the time since start, if shorter) and its p50
+and p99 latency, interpolated within buckets an eighth of a doubling
+wide, and charts of the last 15 minutes drawn on the server (package
+admin's History, a sample every 5 seconds). RegisterHealth adds dependency checks that the page
 shows, and OnShutdown closes dependencies once the calls in flight have
 ended.
 
@@ -355,8 +357,11 @@ asks from the shell.
 Every Server also serves kiev.Reflection (package reflection), which lists
 its services and describes each method's argument and reply types; the
 kiev command (cmd/kiev) uses it: `kiev describe host:port`, `kiev call
-host:port Arith.Mul '{"A":7,"B":8}'`, `kiev list zookeeper://host:2181`,
-and `kiev stat` on a WithAdmin address.
+host:port Arith.Mul '{"A":7,"B":8}'`, `kiev list zookeeper://host:2181`.
+And every Server serves kiev.Admin (package admin), whose Status answers
+with what the status page shows, so that `kiev stat` works on the
+address clients dial as well as on the WithAdmin address; WithAdminAuth
+makes it refuse, as the pages then want credentials.
 
 # Metadata and interceptors
 

@@ -64,3 +64,14 @@ func BurstMaxCost(d time.Duration) ServerOption {
 func BurstBudget(d time.Duration) ServerOption {
 	return serverOption(func(o *serverOptions) { o.inline.BurstBudget = d })
 }
+
+// SampleHistory takes a sample of srv's counters into the history its
+// status page charts, as its sampler does every admin.HistoryEvery.
+func SampleHistory(srv *Server) { srv.hist.Add(srv.counters(time.Now())) }
+
+// HistorySampling reports whether srv's history sampler runs.
+func HistorySampling(srv *Server) bool {
+	srv.hist.mu.Lock()
+	defer srv.hist.mu.Unlock()
+	return srv.hist.stop != nil
+}

@@ -88,6 +88,7 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	s.startAdmin()
+	defer s.doneServing()
 	s.logServing(" FastCGI", l.Addr())
 	defer func() {
 		s.mu.Lock()

@@ -288,6 +288,11 @@ func TestStatusJSON(t *testing.T) {
 	if add == nil || add.Calls != 3 || add.MinuteCalls != 3 || add.Errors != 0 || add.P50Ms <= 0 || div == nil || div.Errors != 1 {
 		t.Fatalf("status of Arith: Add %+v, Div %+v; want 3 calls, 1 error", add, div)
 	}
+	// A server up for less than a minute shows its rates over its
+	// uptime (at least a second), not over a minute.
+	if add.WindowSec < 1 || add.WindowSec > max(st.UptimeSec, 1) || add.Rate != float64(add.MinuteCalls)/add.WindowSec {
+		t.Errorf("Arith.Add's rate is %v over %v s, for %d calls in %v s up; want the calls over the uptime", add.Rate, add.WindowSec, add.MinuteCalls, st.UptimeSec)
+	}
 	// The scheduler counts a call as run once its handler's goroutine is
 	// done with it, a moment after the reply has left: poll for the last.
 	for deadline := time.Now().Add(5 * time.Second); st.Scheduler.Ran < 4 && time.Now().Before(deadline); {

@@ -78,6 +78,7 @@ type Server struct {
 	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
 	adminOnce sync.Once
 	adminSrv  *admin.HTTPServer // WithAdmin's, once started
+	hist      history           // the status page's charts
 }
 
 // NewServer returns a Server with the given options and no services. It
@@ -145,6 +146,7 @@ func NewServer(opts ...ServerOption) *Server {
 	s.methods.Store(&empty)
 	s.registerReflection()
 	s.registerHealthService()
+	s.registerAdminService()
 	s.registerMetrics()
 	return s
 }
@@ -298,6 +300,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	s.startAdmin()
+	defer s.doneServing()
 	s.publish(l, l.Addr())
 	s.logServing("", l.Addr())
 	defer func() {

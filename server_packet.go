@@ -53,6 +53,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	s.startAdmin()
+	defer s.doneServing()
 	defer s.connWG.Done()
 	s.publish(pc, pc.LocalAddr())
 	s.logServing("", pc.LocalAddr())

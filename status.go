@@ -18,7 +18,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // than health.CacheTTL old is at hand.
 func (s *Server) Status(ctx context.Context) admin.Status {
 	now := time.Now()
-	st := admin.Status{Time: now, UptimeSec: now.Sub(s.started).Seconds(), InFlight: s.inFlight.Load()}
+	st := admin.Status{Time: now, UptimeSec: now.Sub(s.started).Seconds(), InFlight: s.inFlight.Load(), AdminAddr: s.AdminAddr()}
 	s.mu.Lock()
 	st.Connections = len(s.conns)
 	for name, methods := range s.services {
@@ -27,11 +27,11 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 		}
 		ss := admin.ServiceStatus{Name: name}
 		for mname, m := range methods {
-			w := m.stats.Summary(now)
+			w := m.stats.Summary(now, s.started)
 			lim := m.cost.Limit()
 			ss.Methods = append(ss.Methods, admin.MethodStatus{
 				Name: mname, Calls: m.stats.Calls.Load(), Errors: m.stats.Errors.Load(),
-				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate,
+				MinuteCalls: w.Calls, MinuteErrs: w.Errors, Rate: w.Rate, ErrRate: w.ErrRate, WindowSec: w.Span.Seconds(),
 				P50Ms: ms(w.P50), P99Ms: ms(w.P99),
 				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
 				LimitDecisions: lim.Decisions,
@@ -52,6 +52,10 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 	}
 	for _, r := range shed.Reasons() {
 		st.Scheduler.Dropped[r.String()] = sched.DroppedFor(r)
+	}
+	st.Scheduler.DroppedByPriority = make([]uint64, len(s.hist.droppedAt))
+	for p := range s.hist.droppedAt {
+		st.Scheduler.DroppedByPriority[p] = s.hist.droppedAt[p].Load()
 	}
 	st.Clients = clientStatuses()
 	st.Health = []admin.HealthStatus{}

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ type Server interface {
 	// Ready reports whether the server is ready for calls and, if not,
 	// why not, one reason a line.
 	Ready(ctx context.Context) (ok bool, why []string)
+	// History returns the server's recent history, which the status
+	// page charts, or nil if it keeps none.
+	History() *History
 }
 
 // NewHandler returns the admin pages of srv:
@@ -34,7 +38,8 @@ type Server interface {
 //     Prometheus registry (the Go runtime, and kiev's database clients
 //     unless told otherwise);
 //   - /debug/kiev: the status page, rendered on the server with no
-//     external assets (its script only refreshes it every 2 seconds);
+//     external assets (its script only refreshes it every 2 seconds),
+//     with charts of srv's History drawn as inline SVG;
 //   - /debug/kiev?format=json: the same as JSON (see Status), for tools
 //     such as the kiev command's stat;
 //   - /healthz: a liveness probe, 200 "ok" while the admin server
@@ -125,7 +130,7 @@ func (h statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b bytes.Buffer
-	if err := statusPage.Execute(&b, statusPageData{st, h.base, healthOK(st.Health)}); err != nil {
+	if err := statusPage.Execute(&b, statusPageData{st, h.base, healthOK(st.Health), buildCharts(h.srv.History(), st.Time)}); err != nil {
 		http.Error(w, "kiev: rendering the status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -138,6 +143,7 @@ type statusPageData struct {
 	Status
 	Base     string // the admin root, relative to the page
 	HealthOK bool   // every health check passes, as with none
+	Charts   charts // the last 15 minutes
 }
 
 // healthOK tells whether every check passed.
@@ -154,7 +160,12 @@ func healthOK(checks []HealthStatus) bool {
 var statusPageHTML string
 
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
-	"num":    figure.Format,
-	"uptime": func(sec float64) string { return (time.Duration(sec) * time.Second).String() },
-	"clock":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") },
+	"num":     figure.Format,
+	"uptime":  func(sec float64) string { return (time.Duration(sec) * time.Second).String() },
+	"clock":   func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") },
+	"chartW":  func() int { return chartW },
+	"chartH":  func() int { return chartH },
+	"half":    func(v int) int { return v / 2 },
+	"minutes": func(d time.Duration) string { return strconv.Itoa(int(d.Minutes())) + " min" },
+	"minus":   func(a, b int) int { return a - b },
 }).Parse(statusPageHTML))

@@ -9,12 +9,15 @@ import (
 // Status is a snapshot of a kiev.Server and of the Clients of its
 // process, as the status page (/debug/kiev, see NewHandler) shows it and its
 // JSON twin serves it. Latencies are in milliseconds. Rates cover the
-// last minute, and the latency percentiles its last 55 to 60 seconds:
+// last minute, or the time since the server started if that is shorter
+// (a method's WindowSec says which), and the latency percentiles the
+// last 55 to 60 seconds:
 // they are interpolated within buckets at most an eighth of their lower
 // bound wide, so up to 42s they are off by less than an eighth.
 type Status struct {
 	Time        time.Time       `json:"time"`
 	UptimeSec   float64         `json:"uptime_sec"`
+	AdminAddr   string          `json:"admin_addr,omitempty"` // where kiev.WithAdmin serves the admin pages, if it does
 	Connections int             `json:"connections"`
 	InFlight    int64           `json:"in_flight"`
 	Services    []ServiceStatus `json:"services"`
@@ -30,14 +33,18 @@ type ServiceStatus struct {
 }
 
 // MethodStatus is one method's calls: totals since the server started,
-// and the last minute's.
+// and the last minute's. The minute's counts and rates cover WindowSec
+// seconds: the last minute, or the time since the server started if that
+// is shorter.
 type MethodStatus struct {
 	Name        string  `json:"name"`
 	Calls       int64   `json:"calls"`
 	Errors      int64   `json:"errors"`
 	MinuteCalls int64   `json:"minute_calls"`
 	MinuteErrs  int64   `json:"minute_errors"`
-	Rate        float64 `json:"rate"` // calls per second over the last minute
+	WindowSec   float64 `json:"window_sec"` // the seconds MinuteCalls, Rate and ErrRate cover
+	Rate        float64 `json:"rate"`       // calls per second over WindowSec
+	ErrRate     float64 `json:"error_rate"` // errors per second over WindowSec
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
 	// InFlight is how many of its calls are past its limit (waiting for
@@ -75,6 +82,9 @@ type SchedulerStatus struct {
 	Overloaded bool              `json:"overloaded"`
 	Ran        uint64            `json:"ran"`
 	Dropped    map[string]uint64 `json:"dropped"` // by reason
+	// DroppedByPriority counts the calls the scheduler dropped (for any
+	// reason but the server's WithMaxConcurrentCalls), by priority, 0 to 9.
+	DroppedByPriority []uint64 `json:"dropped_by_priority"`
 }
 
 // ClientStatus is one kiev.Client of the process and the providers it sees.

@@ -175,9 +175,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"describe"}, []string{"kiev describe: missing <target>"}},
 		{[]string{"list", "127.0.0.1:2181"}, []string{"not a ZooKeeper URL; write zookeeper://host:2181"}},
 		{[]string{"list", "zookeeper:///kiev"}, []string{"names no ZooKeeper server"}},
-		{[]string{"stat"}, []string{"kiev stat: missing <admin-addr>"}},
+		{[]string{"stat"}, []string{"kiev stat: missing <addr>"}},
 		{[]string{"stat", "--interval", "0s", "127.0.0.1:1"}, []string{"--interval 0s is not positive"}},
-		{[]string{"stat", "ftp://x"}, []string{"neither host:port nor an http(s) URL"}},
+		{[]string{"stat", "ftp://x"}, []string{`unknown scheme "ftp"`}},
 	} {
 		_, stderr := wantRun(t, exitUsage, nil, tc.want, tc.args...)
 		if n := strings.Count(stderr, "\n"); len(tc.args) > 0 && n > 2 {

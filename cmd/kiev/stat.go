@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,25 +14,35 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/admin"
 	"github.com/kievrpc/kiev/internal/figure"
 )
 
 var statCommand = &command{
 	name:     "stat",
-	synopsis: "[flags] <admin-addr>",
+	synopsis: "[flags] <addr>",
 	summary:  "show a server's live status: calls, latencies, scheduler, clients, health",
 	help: `
-Stat reads the status page of a kiev server (its JSON form,
-/debug/kiev?format=json, served by the server's admin handler) and shows
-it, refreshed every --interval until interrupted. On a terminal each view
-replaces the last; otherwise views follow one another. <admin-addr> is
-host:port, or a URL if the page is elsewhere.
+Stat reads the status of a kiev server and shows it, refreshed every
+--interval until interrupted. On a terminal each view replaces the last;
+otherwise views follow one another. Rates are per second over the last
+minute, or over the time since the server started if that is shorter
+(OVER S).
+
+<addr> is the server's RPC address, where clients dial it (host:port or
+a target such as tcp://host:port), whose admin service (kiev.Admin)
+answers with the status; or its admin address (host:port, or a URL if
+the page is elsewhere), whose status page has a JSON form,
+/debug/kiev?format=json. For host:port, stat tries the admin page first,
+then the RPC service.
 
 Examples:
+  kiev stat 127.0.0.1:7000
   kiev stat 127.0.0.1:7001
   kiev stat --once http://10.0.0.7:7001/debug/kiev`,
 	newRunner: func() runner { return &statCmd{} },
@@ -48,24 +59,20 @@ func (c *statCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *statCmd) run(ctx context.Context, cl *cli, args []string) error {
-	if err := wantArgs("stat", args, 1, 1, "<admin-addr>"); err != nil {
+	if err := wantArgs("stat", args, 1, 1, "<addr>"); err != nil {
 		return err
 	}
 	if c.interval <= 0 {
 		return usagef("stat", "--interval %v is not positive; use a duration such as 1s", c.interval)
 	}
-	u, err := statusURL(args[0])
-	if err != nil {
-		return usagef("stat", "%v", err)
-	}
-	client := &http.Client{Timeout: max(c.interval, 5*time.Second)}
-	st, err := fetchStatus(ctx, client, u)
+	fetch, st, err := c.source(ctx, cl, args[0])
 	if err != nil {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
 		return err
 	}
+	defer fetch.close()
 	if c.once {
 		return renderStatus(cl.stdout, st, nil)
 	}
@@ -90,13 +97,105 @@ func (c *statCmd) run(ctx context.Context, cl *cli, args []string) error {
 		case <-t.C:
 		}
 		var next admin.Status
-		if next, err = fetchStatus(ctx, client, u); err == nil {
+		if next, err = fetch.status(ctx); err == nil {
 			st = next
 		} else if ctx.Err() != nil {
 			return nil
 		}
 	}
 }
+
+// statusSource reads a server's status, over HTTP or RPC.
+type statusSource interface {
+	status(ctx context.Context) (admin.Status, error)
+	close()
+}
+
+// source finds where addr serves its status and reads it once: at an
+// http(s) URL, over HTTP; at a target that is not host:port, over RPC;
+// at host:port, over HTTP if an HTTP server answers there, else over
+// RPC. (HTTP goes first: a kiev server closes a connection that does
+// not speak kiev at once, while an HTTP server would keep a kiev
+// handshake waiting.)
+func (c *statCmd) source(ctx context.Context, cl *cli, addr string) (statusSource, admin.Status, error) {
+	timeout := max(c.interval, 5*time.Second)
+	hostPort := !strings.Contains(addr, "://")
+	if hostPort || strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		u, err := statusURL(addr)
+		if err != nil {
+			return nil, admin.Status{}, usagef("stat", "%v", err)
+		}
+		src := httpStatus{&http.Client{Timeout: timeout}, u}
+		st, err := src.status(ctx)
+		if err == nil || !hostPort || !notHTTP(err) || ctx.Err() != nil {
+			return src, st, err
+		}
+		// No HTTP server there: perhaps the RPC address.
+	}
+	return rpcSource(ctx, cl, addr, timeout)
+}
+
+// rpcSource dials target and reads its status once.
+func rpcSource(ctx context.Context, cl *cli, target string, timeout time.Duration) (statusSource, admin.Status, error) {
+	client, err := cl.dial("stat", target, timeout)
+	if err != nil {
+		return nil, admin.Status{}, err
+	}
+	src := rpcStatus{client, target, timeout}
+	st, err := src.status(ctx)
+	if err != nil {
+		client.Close()
+		return nil, st, err
+	}
+	return src, st, nil
+}
+
+// httpStatus reads the status page's JSON form.
+type httpStatus struct {
+	client *http.Client
+	url    string
+}
+
+func (h httpStatus) status(ctx context.Context) (admin.Status, error) {
+	return fetchStatus(ctx, h.client, h.url)
+}
+
+func (h httpStatus) close() {}
+
+// rpcStatus calls the server's admin service.
+type rpcStatus struct {
+	client  *kiev.Client
+	target  string
+	timeout time.Duration
+}
+
+func (r rpcStatus) status(ctx context.Context) (admin.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	var st admin.Status
+	method := admin.ServiceName + ".Status"
+	err := r.client.Call(kiev.WithPriority(ctx, kiev.MaxPriority), method, struct{}{}, &st)
+	if err == nil {
+		return st, nil
+	}
+	var se *kiev.ServerError
+	if errors.As(err, &se) && se.Code == kiev.CodeNotFound {
+		return st, fmt.Errorf("%s has no admin service (%s); its kiev is too old: give stat its admin address", r.target, admin.ServiceName)
+	}
+	if errors.As(err, &se) {
+		return st, fmt.Errorf("%s: %s", r.target, strings.TrimPrefix(se.Message, "kiev: "))
+	}
+	return st, callFailed(ctx, r.target, method, r.timeout, err)
+}
+
+func (r rpcStatus) close() { r.client.Close() }
+
+// errNotHTTP marks an answer that is not HTTP's.
+var errNotHTTP = errors.New("no HTTP server answers there")
+
+// notHTTP reports whether err says the address answered, but not with
+// HTTP, as a kiev server's RPC address does.
+func notHTTP(err error) bool { return errors.Is(err, errNotHTTP) }
 
 // statusURL turns an admin address into the URL of the status JSON.
 func statusURL(addr string) (string, error) {
@@ -126,7 +225,12 @@ func fetchStatus(ctx context.Context, client *http.Client, u string) (admin.Stat
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return st, fmt.Errorf("cannot read the status page: %v; is the admin address right?", err)
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, context.Canceled) {
+			// Connected, but the answer was not HTTP (EOF, a malformed
+			// response, or none in time).
+			err = fmt.Errorf("%w: %w", errNotHTTP, err)
+		}
+		return st, fmt.Errorf("cannot read the status page: %w; is the address right?", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
@@ -157,21 +261,25 @@ func isTerminal(w io.Writer) bool {
 func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
 	var b bytes.Buffer
 	at := st.Time.Local().Format("15:04:05")
-	fmt.Fprintf(&b, "kiev status at %s   up %s   connections %d   in flight %d\n",
+	fmt.Fprintf(&b, "kiev status at %s   up %s   connections %d   in flight %d",
 		at, (time.Duration(st.UptimeSec) * time.Second).String(), st.Connections, st.InFlight)
+	if st.AdminAddr != "" {
+		fmt.Fprintf(&b, "   admin http://%s", st.AdminAddr)
+	}
+	b.WriteString("\n")
 	if fetchErr != nil {
 		fmt.Fprintf(&b, "stale: %v\n", fetchErr)
 	}
 
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tCALLS\tERRORS\tCALLS/MIN\tERRORS/MIN\tRATE/S\tP50 MS\tP99 MS")
+	fmt.Fprintln(tw, "METHOD\tCALLS\tERRORS\tRATE/S\tERRORS/S\tOVER S\tP50 MS\tP99 MS")
 	n := 0
 	for _, s := range st.Services {
 		for _, m := range s.Methods {
 			n++
-			fmt.Fprintf(tw, "%s.%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Name, m.Name, m.Calls, m.Errors,
-				m.MinuteCalls, m.MinuteErrs, figure.Format(m.Rate), figure.Format(m.P50Ms), figure.Format(m.P99Ms))
+			fmt.Fprintf(tw, "%s.%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Name, m.Name, m.Calls, m.Errors,
+				figure.Format(m.Rate), figure.Format(m.ErrRate), figure.Format(m.WindowSec), figure.Format(m.P50Ms), figure.Format(m.P99Ms))
 		}
 	}
 	if n == 0 {

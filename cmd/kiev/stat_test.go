@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kievrpc/kiev"
 )
 
 // statusJSON is a status page as a server serves it.
@@ -19,8 +22,8 @@ const statusJSON = `{
   "in_flight": 2,
   "services": [
     {"name": "Shop", "methods": [
-      {"name": "Place", "calls": 1200, "errors": 3, "minute_calls": 600, "minute_errors": 1, "rate": 10, "p50_ms": 0.25, "p99_ms": 12.5},
-      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "rate": 0, "p50_ms": 0, "p99_ms": 0}
+      {"name": "Place", "calls": 1200, "errors": 3, "minute_calls": 600, "minute_errors": 1, "window_sec": 60, "rate": 10, "error_rate": 0.02, "p50_ms": 0.25, "p99_ms": 12.5},
+      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "window_sec": 60, "rate": 0, "error_rate": 0, "p50_ms": 0, "p99_ms": 0}
     ]}
   ],
   "scheduler": {"workers": 8, "running": 2, "queued": [0,0,0,0,0,1,0,0,0,0], "overloaded": true, "ran": 123456,
@@ -68,7 +71,7 @@ func TestStatOnce(t *testing.T) {
 	addr, requests := adminServer(t)
 	stdout, stderr := wantRun(t, exitOK, []string{
 		"up 1h2m3s   connections 4   in flight 2",
-		"Shop.Place  1200   3       600        1           10      0.25    12.5\n",
+		"Shop.Place  1200   3       10      0.02      60      0.25    12.5\n",
 		"Shop.Wait",
 		"scheduler: workers 8   running 2   queued by priority [0 0 0 0 0 1 0 0 0 0]   ran 123456   OVERLOADED",
 		"dropped: queue_full 5\n",
@@ -91,7 +94,7 @@ func TestStatErrors(t *testing.T) {
 	addr, _ := adminServer(t)
 	wantRun(t, exitFailed, nil, []string{"kiev stat: GET http://" + addr + "/elsewhere?format=json: 404 Not Found; is this the admin address of a kiev server?"},
 		"stat", "--once", "http://"+addr+"/elsewhere")
-	wantRun(t, exitFailed, nil, []string{"kiev stat: cannot read the status page", "is the admin address right?"},
+	wantRun(t, exitFailed, nil, []string{"kiev stat: cannot read the status page", "is the address right?"},
 		"stat", "--once", "127.0.0.1:1")
 	notJSON := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>")) }))
 	defer notJSON.Close()
@@ -132,4 +135,30 @@ func TestStatusURL(t *testing.T) {
 			t.Errorf("statusURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
+}
+
+// TestStatOnEitherAddress reads a live server's status at its RPC
+// address, which once failed with "cannot read the status page: EOF",
+// and at its admin address.
+func TestStatOnEitherAddress(t *testing.T) {
+	srv, addr := serveShop(t, kiev.WithAdmin("127.0.0.1:0"))
+	wantRun(t, exitOK, []string{`"order_id": 7`}, nil, "call", addr, "Shop.Place", `{"id": 7}`)
+	for deadline := time.Now().Add(5 * time.Second); srv.AdminAddr() == "" && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // Serve starts the admin listener on its goroutine
+	}
+	if srv.AdminAddr() == "" {
+		t.Fatal("no admin address after Serve")
+	}
+	for _, at := range []string{addr, "tcp://" + addr, srv.AdminAddr()} {
+		stdout, _ := wantRun(t, exitOK, []string{"admin http://" + srv.AdminAddr(), "\nShop.Place  1      0       "}, nil, "stat", "--once", at)
+		if strings.Contains(stdout, "kiev.") {
+			t.Errorf("stat at %s shows kiev's own services:\n%s", at, stdout)
+		}
+	}
+
+	// A server whose admin pages need credentials does not show its
+	// status on its RPC address.
+	_, guarded := serveShop(t, kiev.WithAdminAuth(func(*http.Request) error { return errors.New("no") }))
+	wantRun(t, exitFailed, nil, []string{"kiev stat: " + guarded + ": the status is guarded by WithAdminAuth; read it at the admin address, with credentials"},
+		"stat", "--once", guarded)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"sort"
 	"sync"
@@ -26,8 +27,8 @@ func (s Shard) Owner(ctx context.Context, key string, reply *string) error {
 // startShard serves Shard as name. With no registry option, the server
 // registers in kiev.DefaultRegistry(), in memory: clients of this process
 // find it by name.
-func startShard(name string) *kiev.Server {
-	srv := kiev.NewServer()
+func startShard(name string, logger *slog.Logger) *kiev.Server {
+	srv := kiev.NewServer(kiev.WithLogger(logger))
 	if err := srv.RegisterName("Shard", Shard{name}); err != nil {
 		log.Fatal(err)
 	}
@@ -41,8 +42,8 @@ func startShard(name string) *kiev.Server {
 
 // discovery dials a service by name before any server of it exists,
 // balances over three, and shuts one down under load.
-func discovery(ctx context.Context) {
-	c, err := kiev.Dial("Shard") // no server yet: Dial of a name does not wait
+func discovery(ctx context.Context, logger *slog.Logger) {
+	c, err := kiev.Dial("Shard", kiev.WithLogger(logger)) // no server yet: Dial of a name does not wait
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func discovery(ctx context.Context) {
 	}()
 	servers := map[string]*kiev.Server{}
 	for _, name := range []string{"east", "north", "west"} {
-		servers[name] = startShard(name)
+		servers[name] = startShard(name, logger)
 		defer servers[name].Close()
 	}
 	fmt.Println("discovery: a call made before any Shard server started was answered by", <-first)
@@ -75,7 +76,7 @@ func discovery(ctx context.Context) {
 	}
 	fmt.Println("discovery: 300 calls, round robin:", sorted(counts))
 
-	hc, err := kiev.Dial("Shard", kiev.WithBalancer(balance.ConsistentHash()))
+	hc, err := kiev.Dial("Shard", kiev.WithBalancer(balance.ConsistentHash()), kiev.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -51,8 +52,8 @@ func (Arith) Work(ctx context.Context, args Args, reply *int) error {
 // overload floods a server that can do 4 calls at a time with 400 calls
 // at once, 1 in 25 of them at priority 9, and shows that every call gets
 // a fast answer and the important ones get through.
-func overload(ctx context.Context) {
-	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 4, QueueSize: 16}))
+func overload(ctx context.Context, logger *slog.Logger) {
+	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 4, QueueSize: 16}), kiev.WithLogger(logger))
 	if err := srv.Register(Arith{}); err != nil {
 		log.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func overload(ctx context.Context) {
 	}
 	go srv.Serve(l)
 	defer srv.Close()
-	c, err := kiev.Dial(l.Addr().String())
+	c, err := kiev.Dial(l.Addr().String(), kiev.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -118,7 +119,15 @@ func (Arith) Slow(ctx context.Context, args Args, reply *int) error {
 
 func main() {
 	log.SetFlags(0)
-	srv := kiev.NewServer()
+	// kiev logs what a server's operator needs (serving, providers
+	// changed, connections lost); here that goes to a file, summarised
+	// at the end, so the story below reads on its own.
+	dl, err := newDemoLog()
+	if err != nil {
+		log.Fatal(err)
+	}
+	logger := slog.New(dl)
+	srv := kiev.NewServer(kiev.WithLogger(logger))
 	if err := srv.Register(Arith{}); err != nil {
 		log.Fatal(err)
 	}
@@ -130,7 +139,7 @@ func main() {
 	go func() { served <- srv.Serve(l) }()
 	fmt.Println("server: serving Arith on", l.Addr())
 
-	c, err := kiev.Dial(l.Addr().String())
+	c, err := kiev.Dial(l.Addr().String(), kiev.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -176,9 +185,9 @@ func main() {
 	err = c.Call(dctx, "Arith.Slow", Args{}, &product)
 	fmt.Printf("client: Arith.Slow with a 100ms deadline: deadline exceeded = %v\n", errors.Is(err, context.DeadlineExceeded))
 
-	overload(ctx)
-	discovery(ctx)
-	overUDP(ctx)
+	overload(ctx, logger)
+	discovery(ctx, logger)
+	overUDP(ctx, logger)
 
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Fatal(err)
@@ -186,11 +195,12 @@ func main() {
 	fmt.Println("server: shut down gracefully; Serve returned:", <-served)
 	err = c.Call(ctx, "Arith.Mul", Args{1, 1}, &product)
 	fmt.Printf("client: call after shutdown fails fast: %v\n", err)
+	fmt.Println(dl.summary())
 }
 
 // overUDP serves Arith over UDP too and calls it, one datagram each way.
-func overUDP(ctx context.Context) {
-	srv := kiev.NewServer()
+func overUDP(ctx context.Context, logger *slog.Logger) {
+	srv := kiev.NewServer(kiev.WithLogger(logger))
 	if err := srv.Register(Arith{}); err != nil {
 		log.Fatal(err)
 	}
@@ -200,7 +210,7 @@ func overUDP(ctx context.Context) {
 	}
 	go srv.ServePacket(pc)
 	defer srv.Close()
-	c, err := kiev.Dial("udp://" + pc.LocalAddr().String())
+	c, err := kiev.Dial("udp://"+pc.LocalAddr().String(), kiev.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}

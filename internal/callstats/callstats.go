@@ -131,15 +131,22 @@ func (s *Stats) Record(now time.Time, d time.Duration, code uint32) {
 	ls.lat[b].Add(1)
 }
 
-// Window is what the last minute of calls looked like.
+// Window is what the last minute of calls looked like, or the time since
+// counting started if that is shorter.
 type Window struct {
 	Calls, Errors int64
-	Rate          float64 // calls per second
+	Span          time.Duration // the time the window covers
+	Rate, ErrRate float64       // calls and errors per second over Span
 	P50, P99      time.Duration
 }
 
-// Summary sums the slots of the last minute, the current second included.
-func (s *Stats) Summary(now time.Time) Window {
+// Summary sums the slots of the last minute, the current second included,
+// for the calls counted since start. Its rates divide by the time the
+// slots cover: the 59 seconds before the current one and the part of the
+// current one gone by, or the time since start if that is shorter (at
+// least a second), so that a server up for 5 seconds shows its true rate
+// and not a twelfth of it.
+func (s *Stats) Summary(now, start time.Time) Window {
 	var w Window
 	cur := now.Unix()
 	for i := range s.slots {
@@ -150,7 +157,9 @@ func (s *Stats) Summary(now time.Time) Window {
 		w.Calls += sl.calls.Load()
 		w.Errors += sl.errors.Load()
 	}
-	w.Rate = float64(w.Calls) / windowLen
+	w.Span = WindowSpan(now, start)
+	w.Rate = float64(w.Calls) / w.Span.Seconds()
+	w.ErrRate = float64(w.Errors) / w.Span.Seconds()
 	var lat [latBuckets]int64
 	for i := range s.latSlots {
 		ls := &s.latSlots[i]
@@ -163,6 +172,17 @@ func (s *Stats) Summary(now time.Time) Window {
 	}
 	w.P50, w.P99 = percentile(lat[:], 0.50), percentile(lat[:], 0.99)
 	return w
+}
+
+// WindowSpan is the time a Summary at now covers, for counts that began
+// at start: from the start of the oldest second in the window, or from
+// start if later, to now; at least a second.
+func WindowSpan(now, start time.Time) time.Duration {
+	from := time.Unix(now.Unix()-windowLen+1, 0)
+	if start.After(from) {
+		from = start
+	}
+	return max(now.Sub(from), time.Second)
 }
 
 // percentile estimates the q-quantile of the bucketed latencies: it finds
@@ -206,3 +226,32 @@ func (s *Totals) Add(o *Totals) {
 	}
 	s.LatSum.Add(o.LatSum.Load())
 }
+
+// Buckets are latency counts by bucket, as Totals.Lat holds them.
+type Buckets [latBuckets]int64
+
+// Read copies s's latency counts into b.
+func (s *Totals) Read(b *Buckets) {
+	for i := range b {
+		b[i] = s.Lat[i].Load()
+	}
+}
+
+// Sub subtracts o's counts from b's: b then counts the calls between the
+// reading o and the reading b.
+func (b *Buckets) Sub(o *Buckets) {
+	for i := range b {
+		b[i] -= o[i]
+	}
+}
+
+// Add adds o's counts to b's.
+func (b *Buckets) Add(o *Buckets) {
+	for i := range b {
+		b[i] += o[i]
+	}
+}
+
+// Percentile estimates the q-quantile of the latencies b counts, as
+// Summary does; 0 if b counts none.
+func (b *Buckets) Percentile(q float64) time.Duration { return percentile(b[:], q) }

@@ -13,7 +13,7 @@ func TestCallStatsWindow(t *testing.T) {
 		s.Record(now.Add(time.Duration(i)*time.Millisecond), 100*time.Microsecond, codeOK)
 	}
 	s.Record(now, 50*time.Millisecond, codeApplication)
-	w := s.Summary(now.Add(time.Second))
+	w := s.Summary(now.Add(time.Second), now)
 	if w.Calls != 100 || w.Errors != 1 {
 		t.Fatalf("summary = %+v; want 100 calls, 1 error", w)
 	}
@@ -23,16 +23,56 @@ func TestCallStatsWindow(t *testing.T) {
 		t.Errorf("p50, p99 = %v, %v; want 100µs for both", w.P50, w.P99)
 	}
 	s.Record(now, 50*time.Millisecond, codeApplication)
-	if w := s.Summary(now); !near(w.P99, 50*time.Millisecond) {
+	if w := s.Summary(now, now); !near(w.P99, 50*time.Millisecond) {
 		t.Errorf("p99 with two slow calls in 101 = %v; want 50ms", w.P99)
 	}
 	// A minute later the window is empty; totals stay.
-	if w := s.Summary(now.Add(61 * time.Second)); w.Calls != 0 || w.P99 != 0 {
+	if w := s.Summary(now.Add(61*time.Second), now); w.Calls != 0 || w.P99 != 0 {
 		t.Errorf("a minute later the window holds %d calls, p99 %v", w.Calls, w.P99)
 	}
 	s.Record(now.Add(61*time.Second), time.Millisecond, codeOK)
-	if w := s.Summary(now.Add(61 * time.Second)); w.Calls != 1 || s.Calls.Load() != 102 || !near(w.P99, time.Millisecond) {
+	if w := s.Summary(now.Add(61*time.Second), now); w.Calls != 1 || s.Calls.Load() != 102 || !near(w.P99, time.Millisecond) {
 		t.Errorf("after the slot was reused: window %d calls, p99 %v, total %d; want 1, 1ms and 102", w.Calls, w.P99, s.Calls.Load())
+	}
+}
+
+// TestRateIsOverTheTimeCovered checks the rates of a server that takes
+// 350 calls a second, 5 and 90 seconds after it started. The rates once
+// divided the last minute's count by 60 seconds, so 5 seconds after a
+// start the page showed 29 calls a second.
+func TestRateIsOverTheTimeCovered(t *testing.T) {
+	const perSec = 350
+	start := time.Unix(1_000_000, 300_000_000) // mid-second, as a real start
+	for _, tc := range []struct {
+		up       time.Duration
+		wantSpan time.Duration
+	}{
+		{5 * time.Second, 5 * time.Second},
+		{90 * time.Second, 59*time.Second + 300*time.Millisecond}, // 59 whole seconds and the current one's part
+	} {
+		var s Stats
+		now := start.Add(tc.up)
+		// The clock is the time each call is recorded at: one every
+		// 1/350 s, with one call in 20 failing.
+		n := 0
+		for at := start; at.Before(now); at = at.Add(time.Second / perSec) {
+			code := codeOK
+			if n%20 == 0 {
+				code = codeApplication
+			}
+			s.Record(at, time.Millisecond, code)
+			n++
+		}
+		w := s.Summary(now, start)
+		if w.Span != tc.wantSpan {
+			t.Errorf("after %v: the window spans %v; want %v", tc.up, w.Span, tc.wantSpan)
+		}
+		if w.Rate < perSec*0.995 || w.Rate > perSec*1.005 {
+			t.Errorf("after %v: rate %.1f calls/s; want %d within 0.5%%", tc.up, w.Rate, perSec)
+		}
+		if want := perSec / 20.0; w.ErrRate < want*0.98 || w.ErrRate > want*1.02 {
+			t.Errorf("after %v: error rate %.2f/s; want %.1f within 2%%", tc.up, w.ErrRate, want)
+		}
 	}
 }
 
@@ -70,7 +110,7 @@ func TestPercentiles(t *testing.T) {
 					s.Record(now, d, codeOK)
 				}
 			}
-			w := s.Summary(now)
+			w := s.Summary(now, now)
 			if !near(w.P50, tc.p50) || !near(w.P99, tc.p99) {
 				t.Errorf("p50, p99 = %v, %v; want %v, %v within 10%%", w.P50, w.P99, tc.p50, tc.p99)
 			}
