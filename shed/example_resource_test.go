@@ -17,13 +17,13 @@ func ExampleResource() {
 	db := shed.NewResource("orders-db", 64) // the pool's 64 connections
 
 	lookup := func(ctx context.Context, id int) (string, error) {
-		release, err := db.Acquire(ctx)
+		slot, err := db.Acquire(ctx)
 		if errors.Is(err, shed.ErrResourceBusy) {
 			return "", err // answer now: the caller can retry elsewhere
 		} else if err != nil {
 			return "", err
 		}
-		defer release()
+		defer slot.Release()
 		return fmt.Sprintf("order %d", id), nil // the query, on a connection
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -102,13 +103,13 @@ func (r *Resource) Stats() ResourceStats {
 }
 
 // Acquire takes a slot for the call ctx belongs to, waiting in priority
-// order, and returns the function that gives it back, to be called once
-// the slot is no longer used. It returns ErrResourceBusy if no slot can
+// order, and returns it, to be released (Slot.Release) once it is no
+// longer used. It returns ErrResourceBusy if no slot can
 // be had in time to use it before ctx's deadline, ctx's error if ctx
 // ends first, and ErrResourceClosed after Close.
-func (r *Resource) Acquire(ctx context.Context) (release func(), err error) {
+func (r *Resource) Acquire(ctx context.Context) (Slot, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return Slot{}, err
 	}
 	p, deadline, hasDeadline := DefaultResourcePriority, time.Time{}, false
 	if t := taskFrom(ctx); t != nil {
@@ -122,16 +123,16 @@ func (r *Resource) Acquire(ctx context.Context) (release func(), err error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, ErrResourceClosed
+		return Slot{}, ErrResourceClosed
 	}
 	if r.used < r.capacity && r.n == 0 {
 		r.used++
 		r.mu.Unlock()
-		return r.releaser(now), nil
+		return r.slot(now), nil
 	}
 	if hasDeadline && now.Add(r.predict(p)).After(deadline) {
 		r.mu.Unlock()
-		return nil, ErrResourceBusy
+		return Slot{}, ErrResourceBusy
 	}
 	w := &waiter{ready: make(chan error, 1), deadline: deadline}
 	r.waiting[p] = append(r.waiting[p], w)
@@ -145,25 +146,26 @@ func (r *Resource) Acquire(ctx context.Context) (release func(), err error) {
 		defer timer.Stop()
 		expire = timer.C
 	}
+	var err error
 	select {
-	case err := <-w.ready:
+	case err = <-w.ready:
 		if err != nil {
-			return nil, err
+			return Slot{}, err
 		}
-		return r.releaser(time.Now()), nil
+		return r.slot(time.Now()), nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-expire:
 		err = ErrResourceBusy
 	}
 	if r.leave(p, w) {
-		return nil, err
+		return Slot{}, err
 	}
 	// Granted meanwhile: pass the slot on.
 	if e := <-w.ready; e == nil {
 		r.release(0)
 	}
-	return nil, err
+	return Slot{}, err
 }
 
 // DefaultResourcePriority is the priority a ctx without a Task acquires
@@ -200,10 +202,43 @@ func (r *Resource) leave(p int, w *waiter) bool {
 	return false
 }
 
-// releaser returns the function that gives back a slot taken at start.
-func (r *Resource) releaser(start time.Time) func() {
-	var once sync.Once
-	return func() { once.Do(func() { r.release(time.Since(start)) }) }
+// A Slot is one of a Resource's slots, held from Acquire until its
+// Release. Holding one costs no allocation, and Release is idempotent: a
+// second call, or one on the zero Slot that Acquire returns with an
+// error, does nothing.
+type Slot struct {
+	t   *slotToken
+	gen uint64 // t's generation when the slot was taken
+}
+
+// slotToken is a held slot's state, pooled: each Release moves its
+// generation on, so that a stale Slot of an earlier holder releases
+// nothing.
+type slotToken struct {
+	gen   atomic.Uint64
+	r     *Resource
+	start time.Time
+}
+
+var slotTokens = sync.Pool{New: func() any { return new(slotToken) }}
+
+// slot returns a Slot of r taken at start.
+func (r *Resource) slot(start time.Time) Slot {
+	t := slotTokens.Get().(*slotToken)
+	t.r, t.start = r, start
+	return Slot{t, t.gen.Load()}
+}
+
+// Release gives the slot back, to the most important waiting call that
+// can still use it in time.
+func (s Slot) Release() {
+	if s.t == nil || !s.t.gen.CompareAndSwap(s.gen, s.gen+1) {
+		return
+	}
+	r, held := s.t.r, time.Since(s.t.start)
+	s.t.r = nil
+	slotTokens.Put(s.t)
+	r.release(held)
 }
 
 // release gives back a slot held for held (0: not used), granting it to

@@ -44,11 +44,11 @@ func TestResourceGrantsInPriorityOrder(t *testing.T) {
 				return
 			}
 			got <- p*10 + i
-			rel()
+			rel.Release()
 		})
 		waitQueued(t, r, i+1)
 	}
-	release()
+	release.Release()
 	for _, want := range []int{91, 93, 52, 0} {
 		if g := <-got; g != want {
 			t.Fatalf("granted %d, want %d (priority × 10 + arrival)", g, want)
@@ -72,7 +72,7 @@ func TestResourceRefusesWhatCannotFinishInTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	defer release.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -101,7 +101,7 @@ func TestResourceSkipsWaitersPastTheirTime(t *testing.T) {
 	go func() {
 		rel, err := r.Acquire(short)
 		if err == nil {
-			rel()
+			rel.Release()
 		}
 		first <- err
 	}()
@@ -109,7 +109,7 @@ func TestResourceSkipsWaitersPastTheirTime(t *testing.T) {
 	go func() {
 		rel, err := r.Acquire(taskCtx(0, nil))
 		if err == nil {
-			rel()
+			rel.Release()
 		}
 		second <- err
 	}()
@@ -117,7 +117,7 @@ func TestResourceSkipsWaitersPastTheirTime(t *testing.T) {
 	for range minObservations {
 		r.hold.Observe(4 * time.Hour) // the slots slowed: the first waiter cannot finish in time
 	}
-	release()
+	release.Release()
 	if err := <-first; !errors.Is(err, ErrResourceBusy) {
 		t.Fatalf("the waiter that can no longer finish: %v, want ErrResourceBusy", err)
 	}
@@ -135,7 +135,7 @@ func TestResourceBoundsItsMethods(t *testing.T) {
 	if got := c.Limit().Bound; got != initialBound {
 		t.Fatalf("bound %d before any acquire, want %d", got, initialBound)
 	}
-	var held []func()
+	var held []Slot
 	for range 10 {
 		rel, err := r.Acquire(taskCtx(5, c))
 		if err != nil {
@@ -158,8 +158,8 @@ func TestResourceBoundsItsMethods(t *testing.T) {
 		t.Fatalf("canceled waiter: %v", err)
 	}
 	for _, rel := range held {
-		rel()
-		rel() // a second call does nothing
+		rel.Release()
+		rel.Release() // a second call does nothing
 	}
 	if st := r.Stats(); st.InUse != 0 || st.Waiting != 0 {
 		t.Fatalf("after every release: %+v", st)

@@ -178,11 +178,11 @@ type KievWork struct {
 // its deadline.
 func (s *KievWork) Work(ctx context.Context, a Args, r *Reply) error {
 	if s.res != nil {
-		release, err := s.res.Acquire(ctx)
+		slot, err := s.res.Acquire(ctx)
 		if err != nil {
 			return kiev.ErrOverloaded
 		}
-		defer release()
+		defer slot.Release()
 	}
 	r.ID = s.h.work(a.ID, a.Deadline)
 	return nil

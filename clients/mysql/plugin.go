@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"gorm.io/gorm"
+
+	"github.com/kievrpc/kiev/shed"
 )
 
 // maxLoggedSQL is how many bytes of a statement the log shows.
@@ -64,12 +66,12 @@ func (p plugin) before(tx *gorm.DB) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	release, err := p.db.res.Acquire(ctx)
+	slot, err := p.db.res.Acquire(ctx)
 	if err != nil {
 		tx.AddError(err)
 		return
 	}
-	tx.Statement.Settings.Store(releaseKey{}, release)
+	tx.Statement.Settings.Store(releaseKey{}, slot)
 }
 
 // after returns the callback that ends an operation of gorm's processor
@@ -77,7 +79,7 @@ func (p plugin) before(tx *gorm.DB) {
 func (p plugin) after(op string) func(*gorm.DB) {
 	return func(tx *gorm.DB) {
 		if r, ok := tx.Statement.Settings.LoadAndDelete(releaseKey{}); ok {
-			r.(func())()
+			r.(shed.Slot).Release()
 		}
 		v, ok := tx.Statement.Settings.LoadAndDelete(startKey{})
 		if !ok || tx.DryRun {

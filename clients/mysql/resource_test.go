@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/clients/mysql"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Every statement takes a slot of the DB's Resource, its pools, before a
@@ -20,7 +21,7 @@ func TestStatementsAcquireThePool(t *testing.T) {
 		t.Fatalf("resource %+v, want the pool's 2 connections", st)
 	}
 	ctx := context.Background()
-	var held []func()
+	var held []shed.Slot
 	for range 2 {
 		rel, err := r.Acquire(ctx)
 		if err != nil {
@@ -55,9 +56,9 @@ func TestStatementsAcquireThePool(t *testing.T) {
 	if err := <-failed; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the statement whose caller left: %v, want context.Canceled", err)
 	}
-	held[0]()
+	held[0].Release()
 	if err := <-done; err != nil {
 		t.Fatalf("the statement that waited: %v", err)
 	}
-	held[1]()
+	held[1].Release()
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kievrpc/kiev/shed"
 )
 
 // hook is the go-redis Hook through which a Client sees every command,
@@ -47,14 +49,14 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		start := time.Now()
-		release, err := h.c.acquire(ctx)
+		slot, err := h.c.acquire(ctx)
 		if err != nil {
 			// The caller has gone, or could not be served in time: send
 			// nothing.
 			cmd.SetErr(err)
 		} else {
 			err = next(context.WithValue(ctx, inCommand{}, true), cmd)
-			release()
+			slot.Release()
 		}
 		return h.c.finish(ctx, cmd, time.Since(start), err)
 	}
@@ -66,14 +68,14 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 			return next(ctx, cmds)
 		}
 		start := time.Now()
-		release, err := h.c.acquire(ctx)
+		slot, err := h.c.acquire(ctx)
 		if err != nil {
 			for _, cmd := range cmds {
 				cmd.SetErr(err)
 			}
 		} else {
 			err = next(context.WithValue(ctx, inCommand{}, true), cmds)
-			release()
+			slot.Release()
 		}
 		return h.c.finishPipeline(ctx, cmds, time.Since(start), err)
 	}
@@ -81,12 +83,12 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 
 // acquire takes a slot of the Client's Resource for a command or a
 // pipeline of ctx, or fails with ctx's error or shed.ErrResourceBusy.
-func (c *Client) acquire(ctx context.Context) (release func(), err error) {
+func (c *Client) acquire(ctx context.Context) (shed.Slot, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return shed.Slot{}, err
 	}
 	if c.res == nil {
-		return func() {}, nil
+		return shed.Slot{}, nil // the zero Slot's Release does nothing
 	}
 	return c.res.Acquire(ctx)
 }

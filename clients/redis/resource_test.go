@@ -33,7 +33,7 @@ func TestCommandsAcquireThePool(t *testing.T) {
 		t.Fatalf("resource %+v, want the pool's 2 connections", st)
 	}
 	ctx := context.Background()
-	var held []func()
+	var held []shed.Slot
 	for range 2 {
 		rel, err := r.Acquire(ctx)
 		if err != nil {
@@ -53,11 +53,11 @@ func TestCommandsAcquireThePool(t *testing.T) {
 	if err := <-failed; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the command whose caller left: %v, want context.Canceled", err)
 	}
-	held[0]()
+	held[0].Release()
 	if err := <-done; err != nil {
 		t.Fatalf("the command that waited: %v", err)
 	}
-	held[1]()
+	held[1].Release()
 	if v, err := c.Get(ctx, k).Result(); err != nil || v != "v" {
 		t.Fatalf("Get = %q, %v; want the first command's value alone", v, err)
 	}
