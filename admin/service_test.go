@@ -3,8 +3,12 @@ package admin
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // statusOnly is a Server whose status is st.
@@ -47,5 +51,27 @@ func TestServiceRefuses(t *testing.T) {
 	err := NewService(statusOnly{}, refuse).Status(context.Background(), struct{}{}, new(Status))
 	if !errors.Is(err, refuse) {
 		t.Fatalf("Status = %v; want %v", err, refuse)
+	}
+}
+
+// The status page says when a client's discovery fails, and what its
+// hedges did, as its JSON twin does.
+func TestPageShowsDiscoveryAndHedges(t *testing.T) {
+	failing := time.Date(2026, 12, 4, 21, 30, 5, 0, time.UTC)
+	srv := statusOnly{Status{Clients: []ClientStatus{{
+		Target:    "dns:///feed.test:7000",
+		Discovery: &DiscoveryStatus{Resolved: true, Error: "lookup feed.test: no such host", FailingSince: failing},
+		Hedges:    &HedgeStatus{Sent: 12, Won: 3, NoBudget: 4, Overload: 5},
+	}}}}
+	rec := httptest.NewRecorder()
+	NewHandler(srv, prometheus.NewRegistry(), nil).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/kiev", nil))
+	page := rec.Body.String()
+	for _, want := range []string{
+		"discovery failing since 21:30:05: lookup feed.test: no such host",
+		"hedges sent 12, won 3; held back 4 for want of budget, 5 for overload",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the status page lacks %q", want)
+		}
 	}
 }
