@@ -26,7 +26,7 @@ WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 # too, have steps of their own (test-etcd, test-otelkiev). make test builds
 # and vets every module; go.work lists them all.
 SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
-INTEGRATIONS = registry/etcd otelkiev codec/internal/codecbench
+INTEGRATIONS = registry/etcd otelkiev
 
 .PHONY: demo test check vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
 	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev test-modules test-end
@@ -268,7 +268,6 @@ test-xversion:
 test-bench:
 	@$(PROGRESS); step "go test in bench/"
 	cd bench && $(GO) test -count=1 ./...
-	$(GO) -C codec/internal/codecbench test -count=1 ./...
 	@$(PROGRESS); done_step
 
 # otelkiev/ is a module of its own, so that kiev's go.mod does not require

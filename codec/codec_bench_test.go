@@ -8,8 +8,8 @@ import (
 	"github.com/kievrpc/kiev/internal/testpb"
 )
 
-// The benchmarks here measure kiev's codecs alone; codec/internal/codecbench,
-// a module of its own, compares them with msgpack v5, tinylib/msgp's
+// The benchmarks here measure kiev's codecs alone; bench/codecbench,
+// in the bench module, compares them with msgpack v5, tinylib/msgp's
 // generated code and proto on the same payloads.
 
 func BenchmarkMarshal(b *testing.B) {

@@ -7,9 +7,9 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kievrpc/kiev/bench/codecbench/msgpgen"
+	"github.com/kievrpc/kiev/bench/internal/echopb"
 	"github.com/kievrpc/kiev/codec"
-	"github.com/kievrpc/kiev/codec/internal/codecbench/echopb"
-	"github.com/kievrpc/kiev/codec/internal/codecbench/msgpgen"
 )
 
 // kievSmall and kievMessage are the payloads without msgp's generated

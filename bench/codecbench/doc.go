@@ -3,8 +3,8 @@
 // the payloads of bench/compare: the small struct and rpcx-benchmark's
 // 581-byte message (BenchmarkMessage; 581 bytes in protobuf).
 //
-// It is a module of its own so that tinylib/msgp stays out of kiev's
-// go.mod. Run it from this directory:
+// It lives in the bench module, beside the peers, so that tinylib/msgp
+// stays out of kiev's go.mod. Run it from this directory:
 //
 //	go test -run '^$' -bench . -benchmem -count 10
 //
