@@ -438,16 +438,30 @@ func (s *Stream) grantLocked() credit {
 	return s.creditLocked()
 }
 
-// growForPart grants a message larger than the window the credit it
-// lacks, once the application waits for it: otherwise its sender could
-// never finish it. REQUIRES s.mu is held.
+// growForPart is the grant of a stream whose application waits for a
+// message while its peer has no credit left: a message larger than the
+// window is granted the rest of it, or else its sender could never
+// finish it; and a stream the budget starves (stalled streams took it)
+// is granted a chunk all the same, since its application takes what
+// comes at once. So a stream whose application reads always moves, and
+// what is held past the budget is held by readers that wait, never by
+// stalled streams. REQUIRES s.mu is held.
 func (s *Stream) growForPart() credit {
-	if s.part == nil || s.err != nil || s.released || s.recvd < s.granted {
+	if s.err != nil || s.released || s.peerEnd || s.recvd < s.granted {
 		return s.grantLocked()
 	}
-	need := s.recvd + s.partLeft - s.granted
-	s.owner.budget.force(int64(need))
-	s.granted += need
+	if s.part != nil {
+		need := s.recvd + s.partLeft - s.granted
+		s.owner.budget.force(int64(need))
+		s.granted += need
+		return s.creditLocked()
+	}
+	if c := s.grantLocked(); c.ok {
+		return c
+	}
+	n := min(s.window, ChunkSize)
+	s.owner.budget.force(int64(n))
+	s.granted += n
 	return s.creditLocked()
 }
 
@@ -491,12 +505,14 @@ func (s *Stream) Grant(window int) {
 	s.sendCredit(c)
 }
 
-// grantInitial grants up to window bytes as the budget allows, and sets
-// the stream's window. REQUIRES s.mu is held.
+// grantInitial sets the stream's window and grants up to window bytes
+// as the budget allows: no more than a sixteenth of the room left, so
+// that streams opened and never read cannot take the whole budget from
+// those opened after them. REQUIRES s.mu is held.
 func (s *Stream) grantInitial(window int) {
 	if window > 0 {
 		s.window = uint64(window)
-		s.granted += uint64(max(s.owner.budget.take(s, int64(window)), 0))
+		s.granted += uint64(max(s.owner.budget.takeShare(s, int64(window), 16), 0))
 	}
 }
 
@@ -783,6 +799,15 @@ func (b *streamBudget) take(s *Stream, n int64) int64 {
 	}
 	b.used += n
 	return n
+}
+
+// takeShare grants s up to n bytes and no more than 1/part of the room
+// left, and returns how many.
+func (b *streamBudget) takeShare(s *Stream, n int64, part int64) int64 {
+	b.mu.Lock()
+	room := b.max - b.used - b.reserve(s.prio)
+	b.mu.Unlock()
+	return b.take(s, min(n, room/part))
 }
 
 // force takes n bytes whatever the budget says: a message larger than a
