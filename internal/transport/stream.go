@@ -222,6 +222,7 @@ type Stream struct {
 	outHead   int
 	queued    uint64 // messages queued, in all
 	peerTaken uint64 // of ours, the messages the peer's application took
+	first     []byte // the server's first Credit, which accepts the stream: sent before anything
 	last      []byte // End, or the server's Response, or both: sent once out is empty
 	sendEnded bool   // End or the Response is queued: Send fails
 	finished  bool   // the Response is queued, or came: nothing more is sent
@@ -272,6 +273,7 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
 	}
 	s.recvd += n
+	s.accepted = true // a server's first frame is its Credit; be lenient all the same
 	if s.part == nil {
 		if h.Size > uint64(s.owner.maxFrame) {
 			return fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
@@ -321,7 +323,7 @@ func (s *Stream) credited(offset, taken uint64) {
 // peerEnded takes the peer's End: it sends no more messages.
 func (s *Stream) peerEnded() {
 	s.mu.Lock()
-	s.peerEnd = true
+	s.peerEnd, s.accepted = true, true
 	s.mu.Unlock()
 	wake(s.recvWake)
 }
@@ -477,12 +479,18 @@ func (s *Stream) sendCredit(c credit) {
 		return
 	}
 	var tmp [wire.HeaderSize + 2*(2+10)]byte
-	b := wire.BeginFrame(tmp[:0], wire.TypeCredit, s.ID)
+	_ = s.owner.link.Send(appendCredit(tmp[:0], s.ID, c, s.owner.maxFrame))
+}
+
+// appendCredit appends the Credit frame c of stream id to b.
+func appendCredit(b []byte, id uint64, c credit, maxFrame int) []byte {
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeCredit, id)
 	b = wire.AppendUvarint(b, wire.KeyCredit, c.granted)
 	b = wire.AppendUvarint(b, wire.KeyConsumed, c.taken)
-	_ = wire.EndHeader(b, 0)
-	_ = wire.EndFrame(b, 0, s.owner.maxFrame)
-	_ = s.owner.link.Send(b)
+	_ = wire.EndHeader(b, start)
+	_ = wire.EndFrame(b, start, maxFrame)
+	return b
 }
 
 // regrant tries again a grant the budget refused.
@@ -497,12 +505,16 @@ func (s *Stream) regrant() {
 // the budget allows, and sends it: on a server, this is also how the
 // client learns that its stream was accepted (window 0 for a stream that
 // receives nothing).
+//
+// The Credit goes out through the stream's own queue, ahead of its
+// messages, so that the client sees the acceptance first.
 func (s *Stream) Grant(window int) {
 	s.mu.Lock()
 	s.grantInitial(window)
 	c := s.creditLocked()
+	s.first = appendCredit(s.first[:0], s.ID, c, s.owner.maxFrame)
+	s.readyLocked()
 	s.mu.Unlock()
-	s.sendCredit(c)
 }
 
 // grantInitial sets the stream's window and grants up to window bytes
@@ -648,7 +660,7 @@ func (s *Stream) Reset(frame []byte, done func()) error {
 // dropOut forgets the messages queued. REQUIRES s.mu is held.
 func (s *Stream) dropOut() {
 	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, fifo[int]{}, 0
-	s.last = nil
+	s.first, s.last = nil, nil
 }
 
 // Abort ends s on this side with err, sending nothing more: the client
@@ -707,6 +719,9 @@ func (s *Stream) readyLocked() {
 // sendable reports whether the writer may send a frame of s now.
 // REQUIRES s.mu is held.
 func (s *Stream) sendable() bool {
+	if len(s.first) > 0 {
+		return true
+	}
 	if s.outSizes.len() > 0 {
 		return s.credit > s.sent || s.outSizes.peek() == 0
 	}
@@ -718,6 +733,10 @@ func (s *Stream) sendable() bool {
 func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	s.mu.Lock()
 	freed := false
+	if len(s.first) > 0 {
+		b = append(b, s.first...)
+		s.first = nil
+	}
 	for ; chunks > 0 && s.sendable(); chunks-- {
 		if s.outSizes.len() == 0 {
 			b = append(b, s.last...)
