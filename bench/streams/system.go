@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+)
+
+// The systems under test, in the order the tables list them.
+const (
+	sysKiev = "kiev"    // kiev streams on defaults (msgpack), one connection
+	sysGRPC = "grpc"    // grpc-go streams on defaults (protobuf), one connection
+	sysRaw  = "raw-tcp" // a length-prefixed message stream on a connection of its own
+)
+
+var allSystems = []string{sysKiev, sysGRPC, sysRaw}
+
+func checkSystem(s string) error {
+	if !slices.Contains(allSystems, s) {
+		return fmt.Errorf("unknown system %q; the systems are %s", s, strings.Join(allSystems, ", "))
+	}
+	if s == sysKiev && dialKiev == nil {
+		return errors.New("kiev: this build has no kiev streams (kiev.go needs the streams API; build with -tags kievstreams)")
+	}
+	return nil
+}
+
+// errUnsupported is what a system returns for what it cannot do: raw TCP
+// has no unary calls, no bidirectional streams and one stream per
+// connection.
+var errUnsupported = errors.New("not supported by this system")
+
+// client is one system's client on one connection (raw TCP: a connection
+// per stream), shared by every goroutine of a cell.
+type client interface {
+	// get makes one unary call whose reply is blob(a.Size).
+	get(ctx context.Context, a watchArgs) error
+	// watch opens a server stream; it ends when ctx ends or on close.
+	watch(ctx context.Context, a watchArgs) (recvStream, error)
+	// chat opens a bidirectional echo stream; it ends when ctx ends or on
+	// close.
+	chat(ctx context.Context) (chatStream, error)
+	close()
+}
+
+// recvStream is a server stream.
+type recvStream interface {
+	// recv receives one message into fresh storage, as a consumer that
+	// keeps its messages would (raw TCP, the limit, reuses one buffer),
+	// and returns its payload's size; io.EOF at the stream's end.
+	recv(ctx context.Context) (int, error)
+	// close frees the stream, whether or not it ended.
+	close()
+}
+
+// chatStream is a bidirectional stream.
+type chatStream interface {
+	recvStream
+	send(ctx context.Context, data []byte) error
+}
+
+// dialKiev is set by kiev.go, when the build has kiev streams.
+var dialKiev func(addrs serverAddrs) (client, error)
+
+// startKiev is set by kiev.go: it serves kiev on l and returns its stop.
+var startKiev func(l net.Listener) (stop func(), err error)
+
+func dial(system string, addrs serverAddrs) (client, error) {
+	switch system {
+	case sysKiev:
+		if dialKiev != nil {
+			return dialKiev(addrs)
+		}
+	case sysGRPC:
+		return dialGRPC(addrs.GRPC)
+	case sysRaw:
+		return &rawClient{addr: addrs.Raw}, nil
+	}
+	return nil, checkSystem(system)
+}
