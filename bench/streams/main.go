@@ -102,19 +102,7 @@ func streamsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Warmup: *warmup, Duration: *duration, Callers: *callers,
 		Idle: *idle, Stalled: *stalled, Cancels: *cancels, Drop: *drop,
 	}}
-	var err error
-	if cfg.systems, err = list(*systems, checkSystem); err == nil {
-		cfg.cells, err = list(*cells, checkCell)
-	}
-	switch {
-	case err != nil:
-	case cfg.reps < 1:
-		err = errors.New("-reps must be at least 1")
-	case *callers < 1 || *idle < 1 || *cancels < 1 || *drop < 1 || *stalled < 0:
-		err = errors.New("-callers, -idle, -cancels and -drop must be at least 1, -stalled at least 0")
-	case *duration <= 0 || *warmup < 0:
-		err = errors.New("-duration must be positive and -warmup not negative")
-	}
+	cfg, err := cfg.check(*systems, *cells)
 	if err != nil {
 		fmt.Fprintln(stderr, "streams:", err)
 		return 2
@@ -136,6 +124,27 @@ func streamsMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// check fills in the systems and cells, and checks every knob.
+func (cfg config) check(systems, cells string) (config, error) {
+	var err error
+	if cfg.systems, err = list(systems, checkSystem); err != nil {
+		return cfg, err
+	}
+	if cfg.cells, err = list(cells, checkCell); err != nil {
+		return cfg, err
+	}
+	c := cfg.spec
+	switch {
+	case cfg.reps < 1:
+		return cfg, errors.New("-reps must be at least 1")
+	case c.Callers < 1 || c.Idle < 1 || c.Cancels < 1 || c.Drop < 1 || c.Stalled < 0:
+		return cfg, errors.New("-callers, -idle, -cancels and -drop must be at least 1, -stalled at least 0")
+	case c.Duration <= 0 || c.Warmup < 0:
+		return cfg, errors.New("-duration must be positive and -warmup not negative")
+	}
+	return cfg, nil
 }
 
 // availableSystems are the systems this build can run.
