@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
@@ -49,7 +50,7 @@ type callHead struct {
 func (s *Server) makeCall(in *callHead, base context.Context, sink transport.Sink) *serverCall {
 	sc := &serverCall{srv: s, sink: sink, m: in.m, codec: in.codec, body: in.body}
 	sc.st.ID = in.id
-	sc.req = Request{ServiceMethod: in.m.name, ID: in.id, Peer: in.peer, Codec: in.codec.Name(), Metadata: in.md, TLS: in.tls, call: sc}
+	sc.req = Request{ServiceMethod: in.m.name, ID: in.id, Peer: in.peer, Codec: in.codec.Name(), Metadata: in.md, TLS: in.tls, Stream: in.m.kind, call: sc}
 	if in.m == s.unknown {
 		sc.req.ServiceMethod = truncate(in.asked, maxUnknownName)
 	}
@@ -98,6 +99,10 @@ func (s *Server) open(hd *transport.Head, base context.Context, sink transport.S
 	if cd == nil {
 		transport.PutBuf(hd.Owned)
 		return nil, CodeBadRequest, fmt.Sprintf("kiev: unknown codec %q; this server knows %s", hd.Codec, s.codecNames())
+	}
+	if code, msg := streamMismatch(m, hd); code != CodeOK && m != s.unknown {
+		transport.PutBuf(hd.Owned)
+		return nil, code, msg
 	}
 	in := callHead{m: m, codec: cd, id: hd.ID, peer: hd.Addr, tls: hd.TLS, claimed: DefaultPriority, deadline: hd.Deadline, body: hd.Owned}
 	if m == s.unknown {
@@ -182,6 +187,7 @@ type serverCall struct {
 	body  *[]byte
 	ctx   callContext // the handler's context
 	req   Request
+	ended atomic.Pointer[error] // why a stream's handler was ended (endStream)
 }
 
 // State, Name, Estimate, Cancel and Release make a serverCall a
@@ -250,6 +256,9 @@ func (sc *serverCall) Run() { sc.RunTimed(time.Now()) }
 // ended, which makes a serverCall a shed.TimedTask: the scheduler takes
 // the handler's time from the clock reads the call's metrics make anyway.
 func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
+	if sc.st.Stream != nil {
+		return sc.openStream(start)
+	}
 	defer sc.sink.Done(sc)
 	if n, over := sc.sink.Backlogged(); over && !sc.st.CallerGone.Load() {
 		// Its reply would only add to the pile the caller does not read.
@@ -315,6 +324,9 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 			msg = err.Error()
 		}
 		return &ServerError{Code: CodeNotFound, Message: msg}
+	}
+	if sc.m.kind != Unary {
+		return s.invokeStream(ctx, req, sc)
 	}
 	argp := sc.m.newArg()
 	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {

@@ -31,6 +31,7 @@ type Call struct {
 	codec  codec.Codec
 	signal chan *Call  // internal completion channel of Client.Call
 	stop   func() bool // stops the context watch of Client.Go
+	stream bool        // it opens a stream (Client.Stream)
 }
 
 // complete delivers a finished call to whoever waits for it.
@@ -79,7 +80,11 @@ type Client struct {
 	packetStats packetCounters
 	stats       callStats    // calls made, for metrics and the status page
 	retries     atomic.Int64 // retries sent
-	hedge       hedgeState   // hedging's policies and counts (see Hedging)
+	streamStats streamStats  // streams opened, and their messages
+	// streamsLeaked counts streams dropped unclosed, which the garbage
+	// collector found.
+	streamsLeaked atomic.Int64
+	hedge         hedgeState // hedging's policies and counts (see Hedging)
 }
 
 // Dial returns a Client for target, which is one of:

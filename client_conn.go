@@ -36,8 +36,9 @@ func (ep *endpoint) connConfig() transport.ConnConfig {
 	o := &ep.c.opts
 	return transport.ConnConfig{
 		HeartbeatInterval: o.heartbeatInterval, HeartbeatTimeout: o.heartbeatTimeout, MaxFrame: o.maxFrame,
-		Settings:   o.compress.settings,
-		Goroutines: &ep.c.wg,
+		Settings:     o.compress.settings,
+		Goroutines:   &ep.c.wg,
+		StreamBudget: o.streamBudget,
 	}
 }
 

@@ -77,7 +77,8 @@ type compressOptions struct {
 	algs      []Compression // preferred first; empty: compression off
 	threshold int
 	c         *transport.Compressor
-	settings  []byte // the Settings frame this side sends; nil: none
+	settings  []byte  // the Settings frame a client sends; nil: none
+	accept    []uint8 // algs, as the Settings carry them
 }
 
 func (o *compressOptions) fill(maxFrame int) {
@@ -89,7 +90,8 @@ func (o *compressOptions) fill(maxFrame int) {
 		algs[i] = uint8(c)
 	}
 	o.c = transport.NewCompressor(algs, o.threshold, maxFrame)
-	o.settings = transport.SettingsFrame(algs, maxFrame)
+	o.accept = algs
+	o.settings = transport.SettingsFrame(algs, 0, maxFrame)
 }
 
 // replyAsks holds the values of a ReplyCompression field, so that a

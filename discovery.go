@@ -331,7 +331,7 @@ func (g *group) pick(ctx context.Context, call *Call, tried *triedSet) (*endpoin
 				return nil, nil, fmt.Errorf("%w: no provider of service %s registered within %v (WithProviderWait) %s%s; %s", ErrUnavailable, g.service, g.c.opts.providerWait, g.where(), g.watchFailure(), g.hint())
 			}
 		}
-		info := balance.Info{ServiceMethod: call.ServiceMethod}
+		info := balance.Info{ServiceMethod: call.ServiceMethod, Stream: call.stream}
 		info.HashKey, info.HasKey = HashKeyFrom(ctx)
 		res, err := st.picker.Pick(info)
 		if err != nil {

@@ -64,6 +64,50 @@ ErrUnauthenticated, ErrTooLarge, ErrBadRequest, ErrInternal,
 context.DeadlineExceeded and context.Canceled. A reply that is not a
 pointer is refused before the call is sent.
 
+# Streams
+
+A method that takes a kiev.In[M] or a kiev.Out[M] is a stream: many
+messages on one multiplexed connection, beside its calls.
+
+	func (f *Feed) Watch(ctx context.Context, q Query, out kiev.Out[Event]) error       // server stream
+	func (f *Feed) Upload(ctx context.Context, in kiev.In[Chunk], sum *Sum) error      // client stream
+	func (f *Feed) Chat(ctx context.Context, in kiev.In[Msg], out kiev.Out[Msg]) error // bidirectional
+
+Out.Send queues a whole message or none, waiting within its ctx for the
+client's credit; In.Recv returns io.EOF once the client has finished
+sending, and In.All ranges over the messages. Returning from the handler
+ends the stream with its status, after the messages sent before, as a
+call ends; Out.Close ends the sending side earlier, while the handler
+reads on. The client opens a stream with Client.Stream:
+
+	s, err := c.Stream(ctx, "Feed.Watch", Query{From: 1})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		var e Event
+		if err := s.Recv(ctx, &e); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+	}
+
+args is nil for client and bidirectional streams, which Send and then
+CloseSend; a client stream's reply is its one message. A stream is freed
+when Recv returns an error (io.EOF at its end), when its ctx ends, or on
+Close, which never blocks. A stream opened to a server from before
+streams fails with ErrStreamsUnsupported; one whose connection is lost
+fails with a *StreamError that says how many of the messages sent the
+peer's application took, so that a sender can resume.
+
+Each stream is flow-controlled on its own: a consumer that stops reading
+stops only its own stream, and what a connection's streams hold is
+bounded by WithStreamBudget. Opening a stream passes the server's
+overload scheduler as a call does; once open, it holds no worker. See
+docs/streams.md.
+
 # Typed calls
 
 A Method[A, R] calls one method with its own types: its Call takes an A

@@ -28,6 +28,7 @@ type endpoint struct {
 	methods  sync.Map    // ServiceMethod → *[MaxPriority + 1]throttler
 	limited  atomic.Bool // methods holds any
 	inflight atomic.Int64
+	streams  atomic.Int64 // streams open
 	weight   atomic.Int32 // inst.Weight, which the registry may change
 	stats    callStats    // calls sent to this server
 
@@ -78,6 +79,7 @@ func (ep *endpoint) methodThrottle(method string, p Priority, create bool) *thro
 func (ep *endpoint) ID() string    { return ep.id }
 func (ep *endpoint) Weight() int   { return max(int(ep.weight.Load()), 1) }
 func (ep *endpoint) InFlight() int { return int(ep.inflight.Load()) }
+func (ep *endpoint) Streams() int  { return int(ep.streams.Load()) }
 
 // open returns a usable transport, dialing a connection (or opening a
 // socket) if there is none. While a redial backoff runs it fails at once,

@@ -28,8 +28,13 @@ type Request struct {
 	// interceptor that refuses a call (for example, a failed auth check)
 	// costs no decoding.
 	Args any
-	// Reply is the method's reply, set by the final handler.
+	// Reply is the method's reply, set by the final handler. For a
+	// stream, interceptors run around the whole stream: Args is a server
+	// stream's args, Reply a client stream's reply, and the messages go
+	// through the handler's In and Out.
 	Reply any
+	// Stream says whether the call is a stream, and which way.
+	Stream StreamKind
 
 	call *serverCall
 }

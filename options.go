@@ -40,6 +40,7 @@ type connOptions struct {
 	heartbeatInterval time.Duration
 	heartbeatTimeout  time.Duration
 	compress          compressOptions // WithCompression
+	streamBudget      int             // WithStreamBudget
 }
 
 func (o *connOptions) fill() {
@@ -48,6 +49,9 @@ func (o *connOptions) fill() {
 	}
 	if o.maxFrame <= 0 {
 		o.maxFrame = DefaultMaxFrameSize
+	}
+	if o.streamBudget <= 0 {
+		o.streamBudget = DefaultStreamBudget
 	}
 	if o.heartbeatInterval <= 0 {
 		o.heartbeatInterval = DefaultHeartbeatInterval

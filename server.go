@@ -75,6 +75,10 @@ type Server struct {
 	inFlight atomic.Int64 // handlers running
 	started  time.Time
 
+	streamsOpen atomic.Int64 // streams whose handler runs (WithMaxServerStreams)
+	streamsMu   sync.Mutex   // guards streamCalls
+	streamCalls map[*serverCall]struct{}
+
 	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
 	adminOnce sync.Once
 	adminSrv  *admin.HTTPServer // WithAdmin's, once started
@@ -118,12 +122,14 @@ func NewServer(opts ...ServerOption) *Server {
 		MaxQueued:         s.opts.maxQueued,
 		Conns:             &s.connCount,
 		Compress:          s.opts.compress.c,
-		Settings:          s.opts.compress.settings,
 		Warn:              s.warn,
 		Inline:            s.opts.inline,
 		Watch:             &s.inline,
 		Readers:           &s.connWG,
+		MaxStreams:        s.opts.maxStreams,
+		StreamBudget:      s.opts.streamBudget,
 	}
+	s.tcp.Settings = transport.SettingsFrame(s.opts.compress.accept, s.opts.maxStreams, s.opts.maxFrame)
 	if s.opts.tls != nil {
 		s.tcp.TLS = s.tlsServer
 	}
@@ -483,16 +489,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.connWG.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		s.sched.Close()
-		s.sched.Wait() // every call has finished; workers are parked or leaving
-		s.stopAdmin(ctx)
-		return s.runShutdownHooks(ctx)
-	case <-ctx.Done():
-		s.Close()
-		<-done
-		return ctx.Err()
+	streams := time.NewTimer(s.opts.streamDrain)
+	defer streams.Stop()
+	for {
+		select {
+		case <-done:
+			s.sched.Close()
+			s.sched.Wait() // every call has finished; workers are parked or leaving
+			s.stopAdmin(ctx)
+			return s.runShutdownHooks(ctx)
+		case <-streams.C:
+			s.endStreams(errStreamDrained)
+		case <-ctx.Done():
+			s.Close()
+			<-done
+			return ctx.Err()
+		}
 	}
 }
 

@@ -48,6 +48,12 @@ type serverOptions struct {
 	fastCGIIdle   time.Duration          // FastCGIIdleTimeout; tests shorten it
 	maxQueued     int
 	maxPartial    int
+	// Streams: WithMaxStreams, WithMaxServerStreams, WithMaxStreamAge,
+	// WithStreamDrain.
+	maxStreams       int
+	maxServerStreams int
+	maxStreamAge     time.Duration
+	streamDrain      time.Duration
 
 	priorityPolicy func(req *Request, claimed Priority) Priority
 	dropHook       func(ctx context.Context, req *Request, reason shed.Reason)
@@ -70,6 +76,15 @@ func (o *serverOptions) fill() {
 	}
 	if o.maxQueued <= 0 {
 		o.maxQueued = DefaultMaxQueuedBytes
+	}
+	if o.maxStreams <= 0 {
+		o.maxStreams = DefaultMaxStreams
+	}
+	if o.maxServerStreams <= 0 {
+		o.maxServerStreams = DefaultMaxServerStreams
+	}
+	if o.streamDrain <= 0 {
+		o.streamDrain = DefaultStreamDrain
 	}
 }
 

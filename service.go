@@ -30,6 +30,13 @@ type method struct {
 	cost      shed.ServiceTime
 	stats     callStats
 	dropped   []string // the answers to calls the scheduler drops, by shed.Reason
+	// A stream method's kind, and its In and Out parameters' types (nil
+	// for the side it has not); argType is then the server stream's
+	// args, or nil, and replyType the client stream's reply, or nil.
+	kind    StreamKind
+	inType  reflect.Type
+	outType reflect.Type
+	streams streamStats
 }
 
 // newArg returns a pointer to a fresh argument, for the codec to decode
@@ -77,7 +84,7 @@ func (m *method) call(ctx context.Context, argp, replyp reflect.Value) error {
 }
 
 // methodContract is the text every registration error ends with.
-const methodContract = "a callable method looks like\n\tfunc (t *T) Method(ctx context.Context, args A, reply *R) error\nor, as in net/rpc,\n\tfunc (t *T) Method(args A, reply *R) error\nwhere T, A and R are exported (or builtin) types"
+const methodContract = "a callable method looks like\n\tfunc (t *T) Method(ctx context.Context, args A, reply *R) error\nor, as in net/rpc,\n\tfunc (t *T) Method(args A, reply *R) error\nwhere T, A and R are exported (or builtin) types; a stream method takes kiev.In[M] for the messages it receives, kiev.Out[M] for those it sends, or both:\n\tfunc (t *T) Watch(ctx context.Context, args A, out kiev.Out[M]) error\n\tfunc (t *T) Upload(ctx context.Context, in kiev.In[M], reply *R) error\n\tfunc (t *T) Chat(ctx context.Context, in kiev.In[M], out kiev.Out[N]) error"
 
 // buildService finds the callable methods of rcvr. It returns an error
 // that explains, method by method, why nothing is callable.
@@ -167,6 +174,9 @@ func suitable(m reflect.Method) (*method, string) {
 	mt := m.Type
 	if !m.IsExported() {
 		return nil, "not exported"
+	}
+	if isStreamMethod(mt) {
+		return suitableStream(m)
 	}
 	in := mt.NumIn() - 1 // without the receiver
 	withCtx := in == 3 && mt.In(1) == typeOfContext

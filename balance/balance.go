@@ -49,6 +49,30 @@ type Info struct {
 	// HashKey is the key set by kiev.WithHashKey, if HasKey.
 	HashKey string
 	HasKey  bool
+	// Stream says a stream is being opened: a balancer that weighs load
+	// counts the node's open streams (StreamNode), apart from its calls.
+	Stream bool
+}
+
+// StreamNode is a Node that counts the streams the client has open to
+// it; kiev's nodes are. A stream holds no call in flight once open, so
+// InFlight does not count it.
+type StreamNode interface {
+	Node
+	// Streams is the number of streams open to the node.
+	Streams() int
+}
+
+// load is what a balancer weighs of n: its open streams for a stream
+// (or its calls in flight, if n does not count streams), else its calls
+// in flight.
+func load(n Node, stream bool) int {
+	if stream {
+		if sn, ok := n.(StreamNode); ok {
+			return sn.Streams()
+		}
+	}
+	return n.InFlight()
 }
 
 // Result is a Picker's answer.

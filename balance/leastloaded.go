@@ -26,7 +26,7 @@ type llPicker struct {
 	nodes []Node
 }
 
-func (p *llPicker) Pick(Info) (Result, error) {
+func (p *llPicker) Pick(info Info) (Result, error) {
 	n := len(p.nodes)
 	if n == 1 {
 		return Result{Node: p.nodes[0]}, nil
@@ -37,6 +37,12 @@ func (p *llPicker) Pick(Info) (Result, error) {
 		j++ // j is drawn from the n-1 nodes other than i
 	}
 	a, b := p.nodes[i], p.nodes[j]
+	if info.Stream {
+		if load(b, true) < load(a, true) {
+			a = b
+		}
+		return Result{Node: a}, nil
+	}
 	if b.InFlight() < a.InFlight() {
 		a = b
 	}

@@ -36,6 +36,8 @@ type CallState struct {
 	// ReplyAsked (over a connection only).
 	ReplyAsk   uint8
 	ReplyAsked bool
+	// Stream is the call's stream, if it is one (over a connection).
+	Stream *Stream
 }
 
 // Call is a server call as a front sees it. Its methods are safe for
@@ -59,9 +61,9 @@ type Origin struct {
 	// KeyID is the name of the key that signed the call's datagram, if
 	// any.
 	KeyID string
-	// Stream says the call came over a connection, where bodies may be
-	// compressed; a datagram's never are.
-	Stream bool
+	// Conn says the call came over a connection, where bodies may be
+	// compressed, and streams open; a datagram's never are.
+	Conn bool
 }
 
 // Head is what a front read of a call: what its ServerHandler makes the call
@@ -89,6 +91,12 @@ type Head struct {
 	// ReplyAsked.
 	ReplyAsk   uint8
 	ReplyAsked bool
+	// IsStream says the Request opens a stream, whose messages the client
+	// lets the server send up to StreamCredit bytes from the start; the
+	// front that serves streams sets Stream, which the call takes.
+	IsStream     bool
+	StreamCredit uint64
+	Stream       *Stream
 	Origin
 
 	frame     []byte // the Request frame's header, whose metadata Metadata reads
@@ -110,6 +118,7 @@ func (hd *Head) Read(f *wire.Frame, h *wire.Header) {
 	hd.Body, hd.Owned = f.Body, nil
 	hd.Compression, hd.Decoded = h.Compression, h.Decoded
 	hd.ReplyAsk, hd.ReplyAsked = h.ReplyCompression, h.HasReplyCompression
+	hd.IsStream, hd.StreamCredit, hd.Stream = h.HasStream, h.Stream, nil
 }
 
 // maxMetaPresize bounds the room made for a call's metadata before it is
@@ -212,6 +221,10 @@ func (e *BacklogError) Error() string {
 func AppendResponse(b []byte, id uint64, cd codec.Codec, v any) ([]byte, error) {
 	start := len(b)
 	b = wire.BeginFrame(b, wire.TypeResponse, id)
+	if v == nil { // a stream that ends with success and no reply: no Codec, no body
+		_ = wire.EndHeader(b, start)
+		return b, nil
+	}
 	b = wire.AppendString(b, wire.KeyCodec, cd.Name())
 	_ = wire.EndHeader(b, start)
 	b, err := cd.Marshal(b, v)

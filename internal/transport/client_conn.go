@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,14 @@ type ClientConn[C any] struct {
 	ended    atomic.Bool   // a last GoAway said which Requests the server read
 	lastRead atomic.Uint64 // the highest Request id it read, every one answered
 
+	// Streams: the server's Settings said it serves them (streamsOK),
+	// and settled is closed once the first frame after the preface came,
+	// by when its Settings, if any, have.
+	streams   streamOwner
+	streamsOK atomic.Bool
+	settled   chan struct{}
+	settle    sync.Once
+
 	mu      sync.Mutex // guards the field below
 	pending Pending[C] // calls awaiting their Response; why the connection died or retires
 }
@@ -51,6 +60,9 @@ type ConnConfig struct {
 	// Goroutines counts the connection's two goroutines; the client
 	// waits on it as it closes.
 	Goroutines *sync.WaitGroup
+	// StreamBudget is what the connection's streams may hold received
+	// and not yet taken, in all; 0 for DefaultStreamBudget.
+	StreamBudget int
 }
 
 // ConnHandler is what a ClientConn asks of the protocol above it: a
@@ -122,12 +134,13 @@ func StartConn[C any](nc net.Conn, cfg ConnConfig, h ConnHandler[C]) *ClientConn
 
 // newClientConn makes the connection on nc, not yet running.
 func newClientConn[C any](nc net.Conn, cfg ConnConfig, h ConnHandler[C]) *ClientConn[C] {
-	cc := &ClientConn[C]{h: h, nc: nc, maxFrame: cfg.MaxFrame}
+	cc := &ClientConn[C]{h: h, nc: nc, maxFrame: cfg.MaxFrame, settled: make(chan struct{})}
 	cc.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
 		Blocking: true, // a caller waits for room
 		OnDead:   func(err error) { cc.fail(err, false) },
 	})
+	cc.streams.init(cc.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget))
 	return cc
 }
 
@@ -291,7 +304,7 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 	for {
 		var err error
 		f, err = r.Next()
-		if err == nil && (f.Type == wire.TypeResponse || f.Type == wire.TypeGoAway || f.Type == wire.TypeSettings) {
+		if err == nil && f.Type != wire.TypePing && f.Type != wire.TypePong {
 			err = wire.ParseHeader(f.Header, &h)
 		}
 		if err != nil {
@@ -301,11 +314,24 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 		cc.link.FrameRead()
 		switch f.Type {
 		case wire.TypeResponse:
+			if cc.streams.open.Load() > 0 {
+				if s, _ := cc.streams.get(f.ID); s != nil {
+					resp.read(&f, &h)
+					s.ended(&resp)
+					break
+				}
+			}
 			if call, ok := cc.take(f.ID); ok {
 				resp.read(&f, &h)
 				cc.h.Reply(call, &resp)
 			}
+		case wire.TypeMessage, wire.TypeCredit, wire.TypeEnd:
+			if err := cc.streams.frame(&f, &h); err != nil {
+				cc.fail(err, false)
+				return
+			}
 		case wire.TypeSettings:
+			cc.streamsOK.Store(h.HasStreams)
 			cc.h.Settings(SetOf(h.Accept))
 		case wire.TypeGoAway:
 			if h.HasLastID {
@@ -320,6 +346,7 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 			_ = wire.EndFrame(b, 0, cc.maxFrame)
 			_ = cc.link.Send(b)
 		}
+		cc.settle.Do(func() { close(cc.settled) })
 	}
 }
 
@@ -342,6 +369,7 @@ func (cc *ClientConn[C]) fail(cause error, cancel bool) {
 	}
 	cc.link.Stop(err)
 	cc.nc.Close()
+	cc.streams.failAll(err)
 	cc.h.Lost(Loss[C]{
 		Cause: cause, Err: err, Calls: pending, Draining: cc.draining.Load(),
 		// A server that drained sends, as it ends the stream, a last

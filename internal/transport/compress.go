@@ -94,13 +94,19 @@ func (c *Compressor) First(peer AlgSet) uint8 {
 }
 
 // SettingsFrame returns the Settings frame of a side that accepts
-// algs, nil if it accepts none.
-func SettingsFrame(algs []uint8, maxFrame int) []byte {
-	if len(algs) == 0 {
+// algs and, if streams > 0, serves that many streams on a connection at
+// once; nil if it has neither to announce.
+func SettingsFrame(algs []uint8, streams, maxFrame int) []byte {
+	if len(algs) == 0 && streams <= 0 {
 		return nil
 	}
 	b := wire.BeginFrame(nil, wire.TypeSettings, 0)
-	b = wire.AppendField(b, wire.KeyAccept, algs)
+	if len(algs) > 0 {
+		b = wire.AppendField(b, wire.KeyAccept, algs)
+	}
+	if streams > 0 {
+		b = wire.AppendUvarint(b, wire.KeyStreams, uint64(streams))
+	}
 	_ = wire.EndHeader(b, 0)
 	_ = wire.EndFrame(b, 0, maxFrame)
 	return b

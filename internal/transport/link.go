@@ -79,6 +79,11 @@ type Link struct {
 	// that an inline write allocates nothing.
 	inlineWrite func(fd uintptr) bool
 
+	// Streams with frames to send (stream.go), served in turn by the
+	// writer, a few chunks each, after the frames queued.
+	smu    sync.Mutex // guards sready
+	sready []*Stream
+
 	kick chan struct{} // a non-blocking nudge: the queue has frames
 	quit chan struct{} // closed by Stop
 	done chan struct{} // closed when the writer exits
@@ -233,6 +238,54 @@ func (l *Link) Release() {
 	if was && more {
 		l.nudge()
 	}
+}
+
+// ready puts s on the list of streams with frames to send, and wakes
+// the writer. s is on it once at most (Stream.inReady).
+func (l *Link) ready(s *Stream) {
+	l.smu.Lock()
+	l.sready = append(l.sready, s)
+	l.smu.Unlock()
+	l.nudge()
+}
+
+// Bounds of the stream frames the writer adds to one write: a write of
+// queued frames (replies, credits, pings) waits at most this long behind
+// streams.
+const maxStreamBatch = 128 << 10
+
+// streamFrames appends to b the frames of the streams that have some to
+// send, in turn, each a few chunks, weighted by priority (1 chunk a turn
+// at priority 0 to 4 at 9), up to maxStreamBatch bytes; it returns what
+// it added, and whether streams still have frames to send.
+func (l *Link) streamFrames(b []byte) ([]byte, bool) {
+	l.smu.Lock()
+	if len(l.sready) == 0 {
+		l.smu.Unlock()
+		return b, false
+	}
+	turn := l.sready
+	l.sready = nil
+	l.smu.Unlock()
+	start := len(b)
+	var again []*Stream
+	i := 0
+	for ; i < len(turn) && len(b)-start < maxStreamBatch; i++ {
+		s := turn[i]
+		var more bool
+		b, more = s.frames(b, 1+int(s.prio)/3)
+		if more {
+			again = append(again, s)
+		}
+	}
+	left := append(turn[i:], again...)
+	if len(left) == 0 {
+		return b, false
+	}
+	l.smu.Lock()
+	l.sready = append(left, l.sready...)
+	l.smu.Unlock()
+	return b, true
 }
 
 // nudge wakes the writer without waiting.
@@ -394,10 +447,13 @@ func (l *Link) Run() {
 		batch := l.queue
 		l.queue = l.spare[:0]
 		l.spare = nil
-		l.writing = len(batch) > 0
+		l.writing = true
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
+		queued := len(batch)
+		batch, streams := l.streamFrames(batch)
+		l.backlog.Add(int64(len(batch) - queued))
 		if len(batch) > 0 && !l.write(batch, &lastRead) {
 			return
 		}
@@ -416,7 +472,7 @@ func (l *Link) Run() {
 		if l.cfg.Share == nil || cap(batch) <= l.cfg.Share() {
 			l.spare = batch[:0]
 		}
-		empty := len(l.queue) == 0
+		empty := len(l.queue) == 0 && !streams
 		l.mu.Unlock()
 		if closing && empty {
 			return

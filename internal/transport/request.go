@@ -31,6 +31,10 @@ type Request struct {
 	// bytes up (connections only; NoCompression: none).
 	Compress uint8
 	Least    int
+	// Stream opens a stream, whose messages the server may send up to
+	// StreamCredit bytes from the start; its Args may be nil, for none.
+	Stream       bool
+	StreamCredit uint64
 
 	stamp *Stamp     // a datagram's; nil on a connection
 	key   *PacketKey // signs a datagram, if not nil
@@ -91,15 +95,20 @@ func appendRequest(b []byte, start int, id uint64, rq *Request, maxFrame int) ([
 	if rq.ReplyAsk != nil {
 		b = wire.AppendField(b, wire.KeyReplyCompression, rq.ReplyAsk)
 	}
+	if rq.Stream {
+		b = wire.AppendUvarint(b, wire.KeyStream, rq.StreamCredit)
+	}
 	if rq.key != nil {
 		b = rq.key.appendAuth(b, time.Now()) // the last fields: see sign
 	}
 	if err := wire.EndHeader(b, start); err != nil {
 		return b, fmt.Errorf("%w: metadata over 64 KiB", ErrTooLarge)
 	}
-	b, err := rq.Codec.Marshal(b, rq.Args)
-	if err != nil {
-		return b, fmt.Errorf("encoding args (codec %s): %w", rq.Codec.Name(), err)
+	if rq.Args != nil || !rq.Stream {
+		var err error
+		if b, err = rq.Codec.Marshal(b, rq.Args); err != nil {
+			return b, fmt.Errorf("encoding args (codec %s): %w", rq.Codec.Name(), err)
+		}
 	}
 	if err := wire.EndFrame(b, start, maxFrame); err != nil {
 		return b, fmt.Errorf("%w: request is %d bytes, over the %d-byte frame limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(b)-start-4, maxFrame)

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -56,6 +57,11 @@ type ServerConfig struct {
 	Watch  *InlineWatch
 	// Readers counts the goroutines that take a reader over.
 	Readers *sync.WaitGroup
+	// MaxStreams bounds the streams a connection has open at once, and
+	// StreamBudget what its streams may hold received and not yet taken
+	// by their handlers, in all; 0 for DefaultMaxStreams and
+	// DefaultStreamBudget.
+	MaxStreams, StreamBudget int
 }
 
 // Bounds of a connection's share of ServerConfig.MaxQueued.
@@ -90,8 +96,9 @@ type ServerConn struct {
 	watched    atomic.Bool   // the server's InlineWatch watches this connection
 	readerDone chan struct{} // closed when the last reader has closed the connection
 
-	flow   shed.Flow    // the connection's calls, for the scheduler's fairness
-	inline InlineTuning // cfg.Inline, filled
+	flow    shed.Flow    // the connection's calls, for the scheduler's fairness
+	inline  InlineTuning // cfg.Inline, filled
+	streams streamOwner  // the connection's streams
 
 	// From the client's Settings: the first of the server's compression
 	// algorithms that the client accepts, a kiev.Compression.
@@ -124,6 +131,7 @@ func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *Server
 		Share:  cfg.Share,
 		OnDead: c.Close,
 	})
+	c.streams.init(c.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget))
 	return c
 }
 
@@ -246,7 +254,7 @@ func (c *ServerConn) handshake(r *wire.Reader) error {
 func (c *ServerConn) readLoop(r *wire.Reader) error {
 	var (
 		h  wire.Header
-		hd = Head{Origin: Origin{Addr: c.nc.RemoteAddr(), TLS: c.tls, Stream: true}} // here, not in the loop: Open's pointer to it escapes
+		hd = Head{Origin: Origin{Addr: c.nc.RemoteAddr(), TLS: c.tls, Conn: true}} // here, not in the loop: Open's pointer to it escapes
 		b  burst
 	)
 	for {
@@ -295,6 +303,16 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 				sc.State().CallerGone.Store(true)
 				sc.Cancel(context.Canceled)
 			}
+			if s, _ := c.streams.get(f.ID); s != nil {
+				s.Abort(errStreamCanceled)
+			}
+		case wire.TypeMessage, wire.TypeCredit, wire.TypeEnd:
+			if err := wire.ParseHeader(f.Header, &h); err != nil {
+				return err
+			}
+			if err := c.streams.frame(&f, &h); err != nil {
+				return err
+			}
 		case wire.TypePing:
 			b := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.TypePong, f.ID)
 			_ = wire.EndFrame(b, 0, c.cfg.MaxFrame)
@@ -329,16 +347,29 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
+	if hd.IsStream {
+		if err := c.openStream(hd); err != nil {
+			return false, err
+		}
+		if hd.Stream == nil {
+			return false, nil // refused
+		}
+	}
 	if hd.Compression != 0 {
 		if code, msg := c.cfg.Compress.decompressArgs(hd, c.cfg.MaxFrame); code != codes.OK {
+			c.refuseStream(hd)
 			c.replyError(hd.ID, code, msg)
 			return false, nil
 		}
 	}
 	sc, code, msg := c.cfg.Handler.Open(hd, c.base, c)
 	if sc == nil {
+		c.refuseStream(hd)
 		c.replyError(hd.ID, code, msg)
 		return false, nil
+	}
+	if hd.Stream != nil {
+		sc.State().Stream = hd.Stream
 	}
 	if hd.ReplyAsked {
 		st := sc.State()
@@ -348,6 +379,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	if c.draining || c.dead {
 		c.mu.Unlock()
 		sc.Release()
+		c.refuseStream(hd)
 		c.replyError(hd.ID, codes.Shutdown, errDraining)
 		return false, nil
 	}
@@ -356,6 +388,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	if old := c.calls[hd.ID]; old != nil && !old.State().Answered.Load() && !old.State().CallerGone.Load() {
 		c.mu.Unlock()
 		sc.Release()
+		c.refuseStream(hd)
 		return false, fmt.Errorf("kiev: protocol error: the client sent a Request with id %d while its call %s of that id was in flight; an id must be unique among a connection's calls in flight (PROTOCOL.md)", hd.ID, old.Name())
 	}
 	// Only a call taken counts in the last GoAway's LastID: the answer
@@ -483,6 +516,7 @@ func (c *ServerConn) Close(err error) {
 	}
 	c.link.Stop(err)
 	nc.Close()
+	c.streams.failAll(connLost(err))
 	c.cancelCalls(context.Canceled, true)
 }
 
@@ -510,7 +544,7 @@ func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	b, err := AppendResponse((*buf)[:0], st.ID, cd, v)
-	if cp, alg := c.cfg.Compress, uint8(c.replyAlg.Load()); err == nil && cp != nil && (alg != NoCompression || st.ReplyAsked) {
+	if cp, alg := c.cfg.Compress, uint8(c.replyAlg.Load()); err == nil && cp != nil && st.Stream == nil && (alg != NoCompression || st.ReplyAsked) {
 		b = cp.compressReply(st, b, alg, c.cfg.MaxFrame)
 	}
 	*buf = b
@@ -542,6 +576,12 @@ func (c *ServerConn) answer(st *CallState, b []byte) error {
 		}
 	}
 	c.answered(st)
+	if s := st.Stream; s != nil {
+		// After the stream's messages; the stream is over once it is
+		// written.
+		_ = s.Finish(b, func() { c.streams.forget(s) })
+		return nil
+	}
 	_ = c.link.SendAlone(b, c.active.Load() == 1)
 	return nil
 }
@@ -563,4 +603,50 @@ func (c *ServerConn) Done(sc Call) { c.finish(sc) }
 func (c *ServerConn) Backlogged() (int, bool) {
 	n := int(c.link.Backlog())
 	return n, n > 2*c.cfg.Share()
+}
+
+// errStreamCanceled is what a stream's handler sees once its client
+// canceled the stream (Cancel), or closed it.
+var errStreamCanceled = errors.New("kiev: the client closed the stream (or its context ended); stop sending")
+
+// openStream makes the stream a Request opens, in hd.Stream; or refuses
+// it, answered, with hd.Stream nil, when the connection has its limit of
+// streams open. A Request that reuses the id of a stream still open is a
+// protocol error.
+func (c *ServerConn) openStream(hd *Head) error {
+	if old, _ := c.streams.get(hd.ID); old != nil {
+		return fmt.Errorf("kiev: protocol error: the client opened stream %d while its stream of that id was open; an id must be unique among a connection's calls and streams in flight (PROTOCOL.md)", hd.ID)
+	}
+	if max := cmp.Or(c.cfg.MaxStreams, DefaultMaxStreams); c.streams.count() >= max {
+		c.replyError(hd.ID, codes.Overloaded, fmt.Sprintf("kiev: %s refused: %d streams are already open on this connection, the server's limit (WithMaxStreams); close streams you no longer read, or open this one on another connection", hd.Method, max))
+		return nil
+	}
+	prio := uint8(5)
+	if hd.HasPriority {
+		prio = hd.Priority
+	}
+	s := newStream(&c.streams, hd.ID, prio)
+	s.credit = hd.StreamCredit
+	if err := c.streams.add(s); err != nil {
+		return err
+	}
+	hd.Stream = s
+	return nil
+}
+
+// refuseStream forgets the stream of a Request refused before it opened.
+func (c *ServerConn) refuseStream(hd *Head) {
+	if hd.Stream != nil {
+		hd.Stream.Abort(errStreamCanceled)
+		hd.Stream = nil
+	}
+}
+
+// connLost is the error a connection's streams fail with as it ends of
+// err.
+func connLost(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: the connection closed", ErrShutdown)
+	}
+	return fmt.Errorf("%w: %w", ErrShutdown, err)
 }

@@ -189,7 +189,7 @@ func TestServerConnHandsTheHandlerWhatTheRequestSays(t *testing.T) {
 	if left := hd.Deadline.Sub(before); left < 4*time.Second || left > 6*time.Second {
 		t.Errorf("Open got a deadline %v from now, want about 5s", left)
 	}
-	if !hd.Stream || hd.Addr == nil {
+	if !hd.Conn || hd.Addr == nil {
 		t.Errorf("Open got origin %+v; want a stream with the peer's address", hd.Origin)
 	}
 	if got := h.meta[0]; len(got) != 1 || got["trace"] != "abc" {

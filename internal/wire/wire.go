@@ -47,6 +47,11 @@ const (
 	TypePong     Type = 5 // answer to Ping
 	TypeGoAway   Type = 6 // the server drains: send no new calls on this connection
 	TypeSettings Type = 7 // what the sender accepts (KeyAccept), after its preface; peers that do not know it skip it
+	// Streams (negotiated: sent only to a peer whose Settings carry
+	// KeyStreams).
+	TypeMessage Type = 8  // a chunk of one message of stream id; the first chunk of a message carries KeySize
+	TypeCredit  Type = 9  // the receiver of stream id lets its peer send message bytes up to KeyCredit
+	TypeEnd     Type = 10 // the sender of stream id sends no more messages (a half-close)
 )
 
 // Key is a header field key.
@@ -76,6 +81,12 @@ const (
 	// KeyReplyCompression asks for the reply's compression: one byte, 0
 	// for none, else the algorithm, used whatever the reply's size.
 	KeyReplyCompression Key = 18 // Request: how to compress this call's reply
+	// Streams.
+	KeyStream   Key = 19 // Request: opens a stream; uvarint, the credit the client grants the server's messages from the start
+	KeyStreams  Key = 20 // Settings: uvarint, the streams the sender accepts open at once on the connection; present: it speaks streams
+	KeySize     Key = 21 // Message: uvarint, the size of the message this first chunk begins
+	KeyCredit   Key = 22 // Credit: uvarint, the absolute offset in the stream's message bytes up to which the peer may send
+	KeyConsumed Key = 23 // Credit: uvarint, the messages the receiving application has taken so far
 )
 
 // AuthMACLen is the length of a KeyAuthMAC value.
@@ -110,7 +121,7 @@ var (
 	errBadErrCode   = fmt.Errorf("%w: bad error code field", ErrMalformed)
 	errBadMeta      = fmt.Errorf("%w: bad metadata field", ErrMalformed)
 	errFieldOverrun = fmt.Errorf("%w: a header field runs past the header", ErrMalformed)
-	errBadUvarint   = fmt.Errorf("%w: bad session or ack field", ErrMalformed)
+	errBadUvarint   = fmt.Errorf("%w: a field that must be a uvarint is not one", ErrMalformed)
 	errBadCompress  = fmt.Errorf("%w: bad compression field", ErrMalformed)
 )
 
@@ -263,6 +274,18 @@ type Header struct {
 	// (0: none), valid if HasReplyCompression.
 	ReplyCompression    uint8
 	HasReplyCompression bool
+	// Streams. Stream is a Request's initial credit, if HasStream;
+	// Streams the Settings' stream limit, if HasStreams; Size a Message's,
+	// if HasSize; Credit and Consumed a Credit's, if HasCredit.
+	Stream     uint64
+	HasStream  bool
+	Streams    uint64
+	HasStreams bool
+	Size       uint64
+	HasSize    bool
+	Credit     uint64
+	HasCredit  bool
+	Consumed   uint64
 }
 
 // ParseHeader decodes raw header fields into h, skipping unknown keys.
@@ -319,6 +342,23 @@ func ParseHeader(raw []byte, h *Header) error {
 				return errBadCompress
 			}
 			h.ReplyCompression, h.HasReplyCompression = v[0], true
+		case KeyStream, KeyStreams, KeySize, KeyCredit, KeyConsumed:
+			x, n := binary.Uvarint(v)
+			if n <= 0 || n != len(v) {
+				return errBadUvarint
+			}
+			switch k {
+			case KeyStream:
+				h.Stream, h.HasStream = x, true
+			case KeyStreams:
+				h.Streams, h.HasStreams = x, true
+			case KeySize:
+				h.Size, h.HasSize = x, true
+			case KeyCredit:
+				h.Credit, h.HasCredit = x, true
+			default:
+				h.Consumed = x
+			}
 		case KeySession, KeyAckFloor, KeyLastID, KeyAuthTime:
 			x, n := binary.Uvarint(v)
 			if n <= 0 {

@@ -26,6 +26,9 @@ func TestConstants(t *testing.T) {
 		{"TypePong", int(TypePong), 5},
 		{"TypeGoAway", int(TypeGoAway), 6},
 		{"TypeSettings", int(TypeSettings), 7},
+		{"TypeMessage", int(TypeMessage), 8},
+		{"TypeCredit", int(TypeCredit), 9},
+		{"TypeEnd", int(TypeEnd), 10},
 		{"KeyMethod", int(KeyMethod), 1},
 		{"KeyCodec", int(KeyCodec), 2},
 		{"KeyTimeout", int(KeyTimeout), 3},
@@ -44,6 +47,11 @@ func TestConstants(t *testing.T) {
 		{"KeyCompression", int(KeyCompression), 16},
 		{"KeyAccept", int(KeyAccept), 17},
 		{"KeyReplyCompression", int(KeyReplyCompression), 18},
+		{"KeyStream", int(KeyStream), 19},
+		{"KeyStreams", int(KeyStreams), 20},
+		{"KeySize", int(KeySize), 21},
+		{"KeyCredit", int(KeyCredit), 22},
+		{"KeyConsumed", int(KeyConsumed), 23},
 		{"Version", Version, 1},
 		{"PrefaceLen", PrefaceLen, 5},
 		{"HeaderSize", HeaderSize, 16},
@@ -356,6 +364,9 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"compression trailing byte", []byte{byte(KeyCompression), 3, 1, 5, 0}},
 		{"reply compression empty", []byte{byte(KeyReplyCompression), 0}},
 		{"reply compression two bytes", []byte{byte(KeyReplyCompression), 2, 1, 2}},
+		{"stream credit cut off", []byte{byte(KeyStream), 1, 0x80}},
+		{"size with trailing bytes", []byte{byte(KeySize), 2, 1, 2}},
+		{"credit empty", []byte{byte(KeyCredit), 0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -185,7 +185,7 @@ func requestOverTCP(t *testing.T, addr string, c echoArgs) {
 		if err != nil {
 			t.Fatalf("reading the answer: %v", err)
 		}
-		if f.Type == wire.TypePing || f.Type == wire.TypePong {
+		if f.Type == wire.TypePing || f.Type == wire.TypePong || f.Type == wire.TypeSettings {
 			continue
 		}
 		if err := checkResponse(f, 1, c.check); err != nil {

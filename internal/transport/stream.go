@@ -1,0 +1,803 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// A stream is a call that carries many messages each way on one
+// connection (PROTOCOL.md, Streams). It opens with a Request that carries
+// KeyStream; then either side sends Messages, each split into chunks, and
+// the client ends its sending with End; the server ends the stream with
+// its Response, as it ends a call. The client may cancel it with Cancel.
+//
+// Each direction is flow-controlled by credit, counted in message bytes
+// from the stream's start: the receiver lets the sender send up to an
+// absolute offset (a Credit frame), which it moves forward as its
+// application takes messages. Offsets make a Credit idempotent, and what a
+// stream's receiver holds is bounded by what it granted. A connection's
+// receiver grants no more, over all its streams, than its budget
+// (streamBudget), so its memory is bounded by the budget, not by streams ×
+// window.
+//
+// The reader of a connection never blocks on a stream: it appends a
+// chunk to the stream's buffer (the credit bounds it) and goes on, so a
+// consumer that stops reading stops only its own stream. The sender's
+// messages wait in the stream until the connection's writer takes them,
+// a chunk at a time, stream after stream (Link.streamFrames).
+
+// Stream sizes and bounds.
+const (
+	// ChunkSize is the largest chunk a sender puts in one Message frame:
+	// a large message holds up the connection's other streams, replies
+	// and pings by at most this much.
+	ChunkSize = 16 << 10
+	// MaxChunk is the largest chunk a receiver takes; past it is a
+	// protocol error.
+	MaxChunk = 64 << 10
+	// InitialWindow is a stream's first window, each way.
+	InitialWindow = 64 << 10
+	// MaxWindow bounds how far a stream's window grows.
+	MaxWindow = 4 << 20
+	// DefaultStreamBudget is what a connection's streams may hold
+	// received and not yet taken by their application, in all.
+	DefaultStreamBudget = 16 << 20
+	// DefaultMaxStreams is how many streams a server lets a connection
+	// have open at once.
+	DefaultMaxStreams = 10000
+)
+
+// ErrStreamsUnsupported says the peer does not speak streams.
+var ErrStreamsUnsupported = errors.New("the server does not serve streams (it runs a kiev from before streams); upgrade it, or call its unary methods")
+
+// StreamError is how a stream failed with its connection (or as its peer
+// reset it): Err says why, and Sent and Taken say how many of the
+// messages this side sent the peer's application took, as far as this
+// side knows from the peer's last credit, so that a sender can resume
+// from message Taken on a new stream.
+type StreamError struct {
+	Err   error
+	Sent  uint64 // messages this side queued
+	Taken uint64 // of those, how many the peer's application had taken
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("kiev: stream lost: %v; the peer's application had taken %d of the %d messages this side sent (resume from message %d)", e.Err, e.Taken, e.Sent, e.Taken)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// streamOwner is what a Stream needs of its connection.
+type streamOwner struct {
+	link     *Link
+	maxFrame int
+	budget   streamBudget
+
+	open atomic.Int32 // len(streams), read without mu
+
+	mu      sync.Mutex         // guards the fields below
+	streams map[uint64]*Stream // open streams, by id
+	highest uint64             // the highest id a stream was opened with
+	err     error              // set once the connection is gone: streams fail with it
+}
+
+func (o *streamOwner) init(link *Link, maxFrame int, budget int) {
+	o.link, o.maxFrame = link, maxFrame
+	o.budget.max = int64(budget)
+	o.streams = make(map[uint64]*Stream)
+}
+
+// count is how many streams are open.
+func (o *streamOwner) count() int { return int(o.open.Load()) }
+
+// add opens a stream of id, or fails if the connection is gone.
+func (o *streamOwner) add(s *Stream) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	o.streams[s.ID] = s
+	o.open.Store(int32(len(o.streams)))
+	o.highest = max(o.highest, s.ID)
+	return nil
+}
+
+// get returns the open stream of id; known says id was once opened, so
+// that frames for a stream that has ended (which race its end) are
+// dropped, and frames for one never opened are a protocol error.
+func (o *streamOwner) get(id uint64) (s *Stream, known bool) {
+	o.mu.Lock()
+	s = o.streams[id]
+	known = id <= o.highest
+	o.mu.Unlock()
+	return s, known
+}
+
+// forget closes the book on s.
+func (o *streamOwner) forget(s *Stream) {
+	o.mu.Lock()
+	if o.streams[s.ID] == s {
+		delete(o.streams, s.ID)
+		o.open.Store(int32(len(o.streams)))
+	}
+	o.mu.Unlock()
+}
+
+// failAll fails every stream with err: the connection is gone.
+func (o *streamOwner) failAll(err error) {
+	o.mu.Lock()
+	if o.err == nil {
+		o.err = err
+	}
+	all := make([]*Stream, 0, len(o.streams))
+	for _, s := range o.streams {
+		all = append(all, s)
+	}
+	clear(o.streams)
+	o.open.Store(0)
+	o.mu.Unlock()
+	for _, s := range all {
+		s.fail(err, true)
+	}
+}
+
+// frame takes a Message, Credit or End frame f, with header h, from the
+// reader. It returns a protocol error, which closes the connection.
+func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
+	s, known := o.get(f.ID)
+	if s == nil {
+		if !known {
+			return fmt.Errorf("kiev: protocol error: a %s frame for stream %d, which was never opened", frameName(f.Type), f.ID)
+		}
+		return nil // the stream ended while the frame was on its way
+	}
+	switch f.Type {
+	case wire.TypeMessage:
+		return s.chunk(h, f.Body)
+	case wire.TypeCredit:
+		if !h.HasCredit {
+			return fmt.Errorf("kiev: protocol error: a Credit frame for stream %d without its Credit field", f.ID)
+		}
+		s.credited(h.Credit, h.Consumed)
+	case wire.TypeEnd:
+		s.peerEnded()
+	}
+	return nil
+}
+
+func frameName(t wire.Type) string {
+	switch t {
+	case wire.TypeMessage:
+		return "Message"
+	case wire.TypeCredit:
+		return "Credit"
+	case wire.TypeEnd:
+		return "End"
+	}
+	return fmt.Sprintf("type-%d", t)
+}
+
+// Stream is one stream of a connection, on either side: the messages it
+// has received, and those it sends, with the credit that bounds each.
+//
+// Send may be called from one goroutine at a time, and Recv from one
+// (the same or another); the rest are safe for concurrent use.
+type Stream struct {
+	ID    uint64
+	prio  uint8
+	owner *streamOwner
+	// recvWake and sendWake hold a token when the receiving, or the
+	// sending, side may proceed: one waiter each (see Stream).
+	recvWake chan struct{}
+	sendWake chan struct{}
+
+	mu sync.Mutex // guards the fields below
+	// Receiving.
+	msgs     []*[]byte // messages whole, oldest first
+	part     *[]byte   // the message in progress
+	partLeft uint64    // its bytes still to come
+	recvd    uint64    // message bytes received
+	consumed uint64    // message bytes the application took
+	granted  uint64    // the peer may send up to this offset
+	window   uint64    // the grant's reach past consumed
+	taken    uint64    // messages the application took
+	peerEnd  bool      // the peer sends no more: End, or the server's Response
+	final    *Final    // the server's Response (a client's stream)
+	released bool      // its budget is given back: it receives no more
+	accepted bool      // a Credit came: the server accepted the stream
+	// Sending.
+	credit    uint64 // the peer lets us send up to this offset
+	sent      uint64 // message bytes framed
+	out       []byte // messages queued, from outOff not yet framed
+	outOff    int
+	outSizes  []int // the sizes of the messages queued; the first has outHead bytes framed
+	outHead   int
+	queued    uint64 // messages queued, in all
+	peerTaken uint64 // of ours, the messages the peer's application took
+	last      []byte // End, or the server's Response, or both: sent once out is empty
+	sendEnded bool   // End or the Response is queued: Send fails
+	finished  bool   // the Response is queued, or came: nothing more is sent
+	inReady   bool   // on the link's ready list
+	onLast    func() // called by the writer once last is written
+	err       error  // the stream is over: everything fails with err
+}
+
+// Final is the server's Response that ended a client's stream.
+type Final struct {
+	Response
+	buf *[]byte // holds the Response's bytes
+}
+
+// Release gives back the bytes of a Final.
+func (f *Final) Release() { PutBuf(f.buf) }
+
+func newStream(o *streamOwner, id uint64, prio uint8) *Stream {
+	return &Stream{
+		ID: id, prio: prio, owner: o, window: InitialWindow,
+		recvWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1),
+	}
+}
+
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// chunk takes a chunk of a message, from the reader.
+func (s *Stream) chunk(h *wire.Header, body []byte) error {
+	n := uint64(len(body))
+	if len(body) > MaxChunk {
+		return fmt.Errorf("kiev: protocol error: a chunk of %d bytes on stream %d, over the %d-byte maximum", len(body), s.ID, MaxChunk)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.peerEnd:
+		return fmt.Errorf("kiev: protocol error: a Message on stream %d after its sender ended it", s.ID)
+	case s.recvd+n > s.granted:
+		return fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+n)
+	case s.part == nil && !h.HasSize:
+		return fmt.Errorf("kiev: protocol error: the first chunk of a message on stream %d has no Size", s.ID)
+	case s.part != nil && h.HasSize:
+		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
+	}
+	s.recvd += n
+	if s.part == nil {
+		if h.Size > uint64(s.owner.maxFrame) {
+			return fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
+		}
+		s.part, s.partLeft = GetBuf(int(min(h.Size, MaxChunk))), h.Size
+	}
+	if n > s.partLeft {
+		return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n-s.partLeft)
+	}
+	if s.err != nil { // ended on this side: count the bytes, keep none
+		s.partLeft -= n
+		if s.partLeft == 0 {
+			PutBuf(s.part)
+			s.part = nil
+		}
+		return nil
+	}
+	*s.part = append(*s.part, body...)
+	s.partLeft -= n
+	if s.partLeft == 0 {
+		s.msgs = append(s.msgs, s.part)
+		s.part = nil
+		wake(s.recvWake)
+	}
+	return nil
+}
+
+// credited takes the peer's Credit: it may send up to offset, and its
+// application has taken taken of our messages.
+func (s *Stream) credited(offset, taken uint64) {
+	s.mu.Lock()
+	s.accepted = true
+	s.peerTaken = max(s.peerTaken, min(taken, s.queued))
+	if offset > s.credit {
+		s.credit = offset
+		s.readyLocked()
+	}
+	s.mu.Unlock()
+	wake(s.sendWake)
+}
+
+// peerEnded takes the peer's End: it sends no more messages.
+func (s *Stream) peerEnded() {
+	s.mu.Lock()
+	s.peerEnd = true
+	s.mu.Unlock()
+	wake(s.recvWake)
+}
+
+// ended takes the server's Response r, which ends a client's stream:
+// Recv returns it at the end, after the messages that came before it.
+func (s *Stream) ended(r *Response) {
+	buf := GetBuf(len(r.Msg) + len(r.Codec) + len(r.Body))
+	b := append(append(append((*buf)[:0], r.Msg...), r.Codec...), r.Body...)
+	*buf = b
+	f := &Final{Response: *r, buf: buf}
+	f.Msg = b[:len(r.Msg)]
+	f.Codec = b[len(r.Msg) : len(r.Msg)+len(r.Codec)]
+	f.Body = b[len(r.Msg)+len(r.Codec):]
+	s.mu.Lock()
+	s.peerEnd, s.final = true, f
+	s.dropOut()
+	s.sendEnded, s.finished = true, true // the server takes no more of ours
+	s.mu.Unlock()
+	s.owner.forget(s)
+	s.release()
+	wake(s.recvWake)
+	wake(s.sendWake)
+}
+
+// release gives back what s holds of its connection's budget, once: it
+// receives no more.
+func (s *Stream) release() {
+	s.mu.Lock()
+	n := int64(0)
+	if !s.released {
+		s.released = true
+		n = int64(s.granted - s.consumed)
+	}
+	s.mu.Unlock()
+	for _, o := range s.owner.budget.give(n) {
+		o.regrant()
+	}
+}
+
+// Recv returns the next message, whose buffer the caller gives back with
+// PutBuf once decoded. At the end it returns io.EOF, once the peer has
+// sent End (or, on a client, the server answered with success), and the
+// final Response, if any, with it; or the error the stream failed with.
+// It waits within ctx.
+func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
+	s.mu.Lock()
+	for len(s.msgs) == 0 {
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return nil, nil, err
+		}
+		if s.peerEnd && s.part == nil {
+			f := s.final
+			s.final = nil
+			s.mu.Unlock()
+			return nil, f, io.EOF
+		}
+		c := s.growForPart()
+		s.mu.Unlock()
+		s.sendCredit(c)
+		select {
+		case <-s.recvWake:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	m := s.msgs[0]
+	s.msgs[0] = nil
+	s.msgs = s.msgs[1:]
+	if len(s.msgs) == 0 {
+		s.msgs = s.msgs[:0:0] // let go of the array once drained
+	}
+	n := uint64(len(*m))
+	kept := s.recvd == s.granted && len(s.msgs) == 0 // the sender used all its credit, and we keep up
+	s.consumed += n
+	s.taken++
+	if kept && s.window < MaxWindow {
+		s.window = min(2*s.window, MaxWindow, uint64(s.owner.budget.max/4))
+	}
+	var back int64
+	if !s.released {
+		back = int64(n)
+	}
+	c := s.grantLocked()
+	s.mu.Unlock()
+	starved := s.owner.budget.give(back)
+	s.sendCredit(c)
+	for _, o := range starved {
+		o.regrant()
+	}
+	return m, nil, nil
+}
+
+// credit is a Credit frame to send, if ok.
+type credit struct {
+	ok             bool
+	granted, taken uint64
+}
+
+// grantLocked moves the grant forward to consumed + window, as the
+// budget allows, once the peer has used half the window; it returns the
+// Credit to send, if any. REQUIRES s.mu is held.
+func (s *Stream) grantLocked() credit {
+	if s.err != nil || s.peerEnd || s.released {
+		return credit{}
+	}
+	want := s.consumed + s.window
+	if want <= s.granted || s.granted-s.consumed > s.window/2 {
+		return credit{}
+	}
+	n := s.owner.budget.take(s, int64(want-s.granted))
+	if n <= 0 {
+		return credit{}
+	}
+	s.granted += uint64(n)
+	return s.creditLocked()
+}
+
+// growForPart grants a message larger than the window the credit it
+// lacks, once the application waits for it: otherwise its sender could
+// never finish it. REQUIRES s.mu is held.
+func (s *Stream) growForPart() credit {
+	if s.part == nil || s.err != nil || s.released || s.recvd < s.granted {
+		return s.grantLocked()
+	}
+	need := s.recvd + s.partLeft - s.granted
+	s.owner.budget.force(int64(need))
+	s.granted += need
+	return s.creditLocked()
+}
+
+// creditLocked is the Credit of s as it stands. REQUIRES s.mu is held.
+func (s *Stream) creditLocked() credit { return credit{true, s.granted, s.taken} }
+
+// sendCredit sends c, if ok.
+func (s *Stream) sendCredit(c credit) {
+	if !c.ok {
+		return
+	}
+	var tmp [wire.HeaderSize + 2*(2+10)]byte
+	b := wire.BeginFrame(tmp[:0], wire.TypeCredit, s.ID)
+	b = wire.AppendUvarint(b, wire.KeyCredit, c.granted)
+	b = wire.AppendUvarint(b, wire.KeyConsumed, c.taken)
+	_ = wire.EndHeader(b, 0)
+	_ = wire.EndFrame(b, 0, s.owner.maxFrame)
+	_ = s.owner.link.Send(b)
+}
+
+// regrant tries again a grant the budget refused.
+func (s *Stream) regrant() {
+	s.mu.Lock()
+	c := s.grantLocked()
+	s.mu.Unlock()
+	s.sendCredit(c)
+}
+
+// Grant grants the peer's messages an initial credit of window bytes, as
+// the budget allows, and sends it: on a server, this is also how the
+// client learns that its stream was accepted (window 0 for a stream that
+// receives nothing).
+func (s *Stream) Grant(window int) {
+	s.mu.Lock()
+	s.grantInitial(window)
+	c := s.creditLocked()
+	s.mu.Unlock()
+	s.sendCredit(c)
+}
+
+// grantInitial grants up to window bytes as the budget allows, and sets
+// the stream's window. REQUIRES s.mu is held.
+func (s *Stream) grantInitial(window int) {
+	if window > 0 {
+		s.window = uint64(window)
+		s.granted += uint64(max(s.owner.budget.take(s, int64(window)), 0))
+	}
+}
+
+// Accepted waits, within ctx, until the server accepted the stream (its
+// first Credit), and reports true; or ended it unaccepted (its Response,
+// which Recv returns), and reports false.
+func (s *Stream) Accepted(ctx context.Context) (bool, error) {
+	for {
+		s.mu.Lock()
+		ok, ended, err := s.accepted, s.final != nil || s.peerEnd, s.err
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			return false, err
+		case ok || ended:
+			return ok, nil
+		}
+		select {
+		case <-s.sendWake:
+		case <-s.recvWake:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// Send queues msg, an encoded message, whole: once the bytes queued
+// before it fit in the credit the peer granted, or at once when nothing
+// is queued. ctx bounds only the wait: a Send that gives up leaves the
+// stream as it was.
+func (s *Stream) Send(ctx context.Context, msg []byte) error {
+	if len(msg) > s.owner.maxFrame {
+		return fmt.Errorf("%w: a message of %d bytes, over the %d-byte limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(msg), s.owner.maxFrame)
+	}
+	s.mu.Lock()
+	for {
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+		if s.sendEnded {
+			s.mu.Unlock()
+			return ErrSendEnded
+		}
+		pending := uint64(len(s.out) - s.outOff)
+		if pending == 0 || pending+uint64(len(msg)) <= s.credit-s.sent {
+			break
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.sendWake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	if s.outOff > 0 && s.outOff == len(s.out) {
+		s.out, s.outOff = s.out[:0], 0
+	}
+	s.out = append(s.out, msg...)
+	s.outSizes = append(s.outSizes, len(msg))
+	s.queued++
+	s.readyLocked()
+	s.mu.Unlock()
+	return nil
+}
+
+// ErrSendEnded is what Send fails with once this side ended its sending.
+var ErrSendEnded = errors.New("kiev: the stream's sending side is closed (CloseSend, or the stream ended); send nothing after it")
+
+// Sent and Taken report the messages this side queued, and how many of
+// them the peer's application took, as of the peer's last Credit.
+func (s *Stream) Sent() (sent, taken uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued, s.peerTaken
+}
+
+// CloseSend queues End after the messages queued: this side sends no
+// more. It is idempotent.
+func (s *Stream) CloseSend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if s.sendEnded {
+		return nil
+	}
+	s.last = wire.BeginFrame(s.last, wire.TypeEnd, s.ID)
+	_ = wire.EndFrame(s.last, len(s.last)-wire.HeaderSize, s.owner.maxFrame)
+	s.sendEnded = true
+	s.readyLocked()
+	wake(s.sendWake)
+	return nil
+}
+
+// Finish queues frame, the server's Response, after the messages
+// queued: it ends the stream. done is called once it is written, or the
+// stream fails first. A second Finish does nothing.
+func (s *Stream) Finish(frame []byte, done func()) error {
+	s.mu.Lock()
+	if s.err != nil || s.finished {
+		err := s.err
+		s.mu.Unlock()
+		if done != nil {
+			done()
+		}
+		return err
+	}
+	s.last = append(s.last, frame...)
+	s.sendEnded, s.finished = true, true
+	s.onLast = done
+	s.readyLocked()
+	s.mu.Unlock()
+	wake(s.sendWake)
+	return nil
+}
+
+// Reset drops what s has queued and not sent, and queues frame (the
+// server's Response) at once: a drain or a maximum age that ends the
+// stream without waiting for a reader that does not read.
+func (s *Stream) Reset(frame []byte, done func()) error {
+	s.mu.Lock()
+	if !s.finished {
+		s.dropOut()
+	}
+	s.mu.Unlock()
+	return s.Finish(frame, done)
+}
+
+// dropOut forgets the messages queued. REQUIRES s.mu is held.
+func (s *Stream) dropOut() {
+	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, nil, 0
+	s.last = nil
+}
+
+// Abort ends s on this side with err, sending nothing more: the client
+// canceled it, or its handler's context ended.
+func (s *Stream) Abort(err error) { s.fail(err, false) }
+
+// fail ends s with err; lost says its connection is gone, and err is
+// wrapped in a StreamError that says how far the peer got.
+func (s *Stream) fail(err error, lost bool) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	if lost {
+		err = &StreamError{Err: err, Sent: s.queued, Taken: s.peerTaken}
+	}
+	s.err = err
+	s.dropOut()
+	msgs := s.msgs
+	s.msgs = nil
+	if s.part != nil {
+		PutBuf(s.part)
+		s.part = nil
+	}
+	onLast := s.onLast
+	s.onLast = nil
+	s.mu.Unlock()
+	for _, m := range msgs {
+		PutBuf(m)
+	}
+	s.owner.forget(s)
+	s.release()
+	wake(s.recvWake)
+	wake(s.sendWake)
+	if onLast != nil {
+		onLast()
+	}
+}
+
+// Err is why the stream ended on this side, or nil.
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// readyLocked puts s on its link's ready list if it has frames the
+// writer may send. REQUIRES s.mu is held.
+func (s *Stream) readyLocked() {
+	if !s.inReady && s.sendable() {
+		s.inReady = true
+		s.owner.link.ready(s)
+	}
+}
+
+// sendable reports whether the writer may send a frame of s now.
+// REQUIRES s.mu is held.
+func (s *Stream) sendable() bool {
+	if len(s.outSizes) > 0 {
+		return s.credit > s.sent || s.outSizes[0] == 0
+	}
+	return len(s.last) > 0
+}
+
+// frames appends to b up to chunks of s's frames that the credit allows,
+// for the writer; more says s has frames left to send.
+func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
+	s.mu.Lock()
+	freed := false
+	for ; chunks > 0 && s.sendable(); chunks-- {
+		if len(s.outSizes) == 0 {
+			b = append(b, s.last...)
+			s.last = s.last[:0]
+			break
+		}
+		size := s.outSizes[0]
+		n := min(size-s.outHead, ChunkSize, int(min(s.credit-s.sent, MaxChunk)))
+		start := len(b)
+		b = wire.BeginFrame(b, wire.TypeMessage, s.ID)
+		if s.outHead == 0 {
+			b = wire.AppendUvarint(b, wire.KeySize, uint64(size))
+		}
+		_ = wire.EndHeader(b, start)
+		b = append(b, s.out[s.outOff:s.outOff+n]...)
+		_ = wire.EndFrame(b, start, s.owner.maxFrame)
+		s.outOff += n
+		s.outHead += n
+		s.sent += uint64(n)
+		if s.outHead == size {
+			s.outSizes = s.outSizes[1:]
+			s.outHead = 0
+			freed = true
+		}
+	}
+	if len(s.outSizes) == 0 && s.outOff > 0 {
+		s.out, s.outOff = s.out[:0], 0
+		if cap(s.out) > 4*ChunkSize {
+			s.out = nil // a burst of large messages is over: let its buffer go
+		}
+		s.outSizes = s.outSizes[:0:0]
+	}
+	more = s.sendable()
+	s.inReady = more
+	var onLast func()
+	if s.finished && len(s.last) == 0 && len(s.outSizes) == 0 && s.onLast != nil {
+		onLast, s.onLast = s.onLast, nil
+	}
+	s.mu.Unlock()
+	if freed {
+		wake(s.sendWake)
+	}
+	if onLast != nil {
+		onLast()
+	}
+	return b, more
+}
+
+// streamBudget bounds what a connection's streams may hold received and
+// not yet taken by their application: the credit granted and not yet
+// consumed, over all of them. Under pressure a stream of low priority is
+// granted less: it may not dip into a reserve kept for more important
+// ones.
+type streamBudget struct {
+	max int64
+
+	mu      sync.Mutex // guards the fields below
+	used    int64
+	starved []*Stream // streams refused a grant, to try again as room comes
+}
+
+// reserve is the part of the budget a stream of priority p may not take:
+// 45% of it at priority 0, none at 9.
+func (b *streamBudget) reserve(p uint8) int64 { return b.max * int64(9-min(p, 9)) / 20 }
+
+// take grants s up to n bytes, and returns how many; 0 puts s on the
+// list of streams to grant again once room comes.
+func (b *streamBudget) take(s *Stream, n int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - b.used - b.reserve(s.prio)
+	n = min(n, room)
+	if n <= 0 {
+		b.starved = append(b.starved, s)
+		return 0
+	}
+	b.used += n
+	return n
+}
+
+// force takes n bytes whatever the budget says: a message larger than a
+// window, whose receiver waits for it.
+func (b *streamBudget) force(n int64) {
+	b.mu.Lock()
+	b.used += n
+	b.mu.Unlock()
+}
+
+// give gives n bytes back, and returns the streams to grant again.
+func (b *streamBudget) give(n int64) []*Stream {
+	if n == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	b.used -= n
+	var starved []*Stream
+	if len(b.starved) > 0 && b.used < b.max {
+		starved, b.starved = b.starved, nil
+	}
+	b.mu.Unlock()
+	return starved
+}

@@ -1,0 +1,468 @@
+package kiev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math/rand/v2"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/transport"
+)
+
+// StreamKind says whether a method streams, and which way.
+type StreamKind uint8
+
+// The kinds of methods.
+const (
+	Unary        StreamKind = iota // one args, one reply: not a stream
+	ServerStream                   // one args, then messages from the server (Out)
+	ClientStream                   // messages from the client (In), then one reply
+	BidiStream                     // messages both ways (In and Out)
+)
+
+func (k StreamKind) String() string {
+	switch k {
+	case Unary:
+		return "unary"
+	case ServerStream:
+		return "server stream"
+	case ClientStream:
+		return "client stream"
+	case BidiStream:
+		return "bidirectional stream"
+	}
+	return fmt.Sprintf("StreamKind(%d)", uint8(k))
+}
+
+// Out is the sending side of a stream, as its handler takes it:
+//
+//	func (f *Feed) Watch(ctx context.Context, q Query, out kiev.Out[Event]) error
+//
+// Its methods are safe for use by one goroutine at a time; the handler
+// may hand it to another goroutine, which must be done with it by the
+// time the handler returns.
+type Out[T any] struct{ s *serverStream }
+
+// Send queues v for the client, whole or not at all. It waits, within
+// ctx, while the client has not yet granted credit for the messages
+// queued before it; a Send that gives up leaves the stream usable. It
+// fails once the stream has ended: the client closed it or went away,
+// or the handler's context ended.
+func (o Out[T]) Send(ctx context.Context, v T) error {
+	if o.s == nil {
+		return errUnboundStream
+	}
+	return o.s.send(ctx, &v)
+}
+
+// Close ends the sending side (a half-close): the client's Recv returns
+// io.EOF once it has the messages sent before, while the handler may go
+// on reading In. Returning from the handler closes it too. It is
+// idempotent.
+func (o Out[T]) Close() error {
+	if o.s == nil {
+		return errUnboundStream
+	}
+	return o.s.s.CloseSend()
+}
+
+// In is the receiving side of a stream, as its handler takes it:
+//
+//	func (f *Feed) Upload(ctx context.Context, in kiev.In[Chunk], sum *Sum) error
+//
+// Its methods are safe for use by one goroutine at a time.
+type In[T any] struct{ s *serverStream }
+
+// Recv returns the client's next message. It returns io.EOF once the
+// client has finished sending (CloseSend) and every message before has
+// been returned, and an error once the stream has ended otherwise. It
+// waits within ctx; a Recv that gives up leaves the stream usable.
+func (i In[T]) Recv(ctx context.Context) (T, error) {
+	var v T
+	if i.s == nil {
+		return v, errUnboundStream
+	}
+	err := i.s.recv(ctx, &v)
+	return v, err
+}
+
+// All returns the client's messages, for a range loop, until io.EOF,
+// which ends the loop without an error, or another error, which is the
+// loop's last value.
+func (i In[T]) All(ctx context.Context) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for {
+			v, err := i.Recv(ctx)
+			if err == io.EOF {
+				return
+			}
+			if !yield(v, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+var errUnboundStream = errors.New("kiev: this In or Out is not a stream's: use the one the handler was given")
+
+// inSide and outSide mark In and Out, for the method contract, which
+// finds them by reflection and makes them for each stream.
+type inSide interface {
+	bindIn(ss *serverStream) reflect.Value
+}
+
+type outSide interface {
+	bindOut(ss *serverStream) reflect.Value
+}
+
+func (In[T]) bindIn(ss *serverStream) reflect.Value   { return reflect.ValueOf(In[T]{ss}) }
+func (Out[T]) bindOut(ss *serverStream) reflect.Value { return reflect.ValueOf(Out[T]{ss}) }
+
+var (
+	typeOfInSide  = reflect.TypeFor[inSide]()
+	typeOfOutSide = reflect.TypeFor[outSide]()
+)
+
+// isStreamMethod reports whether the method of type mt (receiver first)
+// takes an In or an Out.
+func isStreamMethod(mt reflect.Type) bool {
+	for i := 1; i < mt.NumIn(); i++ {
+		if t := mt.In(i); t.Implements(typeOfInSide) || t.Implements(typeOfOutSide) {
+			return true
+		}
+	}
+	return false
+}
+
+// suitableStream checks a stream method against the contract.
+func suitableStream(m reflect.Method) (*method, string) {
+	mt := m.Type
+	in := mt.NumIn() - 1
+	if in != 3 || mt.In(1) != typeOfContext {
+		return nil, "a stream method takes (ctx context.Context, args A or in kiev.In[M], out kiev.Out[M] or reply *R)"
+	}
+	a, b := mt.In(2), mt.In(3)
+	if mt.NumOut() != 1 || mt.Out(0) != typeOfError {
+		return nil, "must return exactly one value, of type error"
+	}
+	mth := &method{fn: m.Func, withCtx: true}
+	switch {
+	case a.Implements(typeOfOutSide):
+		return nil, fmt.Sprintf("its second argument is %s; kiev.Out comes last: (ctx, args, out kiev.Out[M]) or (ctx, in kiev.In[M], out kiev.Out[M])", a)
+	case b.Implements(typeOfInSide):
+		return nil, fmt.Sprintf("its last argument is %s; kiev.In comes first: (ctx, in kiev.In[M], reply *R) or (ctx, in kiev.In[M], out kiev.Out[M])", b)
+	case a.Implements(typeOfInSide) && b.Implements(typeOfOutSide):
+		mth.kind, mth.inType, mth.outType = BidiStream, a, b
+	case a.Implements(typeOfInSide):
+		if b.Kind() != reflect.Pointer {
+			return nil, fmt.Sprintf("reply type %s is not a pointer; take *%s", b, b)
+		}
+		if !exportedOrBuiltin(b) {
+			return nil, fmt.Sprintf("reply type %s is not exported", b)
+		}
+		mth.kind, mth.inType, mth.replyType = ClientStream, a, b.Elem()
+	default:
+		if !exportedOrBuiltin(a) {
+			return nil, fmt.Sprintf("argument type %s is not exported", a)
+		}
+		mth.kind, mth.outType, mth.argType, mth.argIsPtr = ServerStream, b, a, a.Kind() == reflect.Pointer
+	}
+	return mth, ""
+}
+
+// serverStream is a stream as its handler's In and Out use it.
+type serverStream struct {
+	sc    *serverCall
+	s     *transport.Stream
+	codec codec.Codec
+}
+
+func (ss *serverStream) send(ctx context.Context, v any) error {
+	buf := transport.GetBuf(0)
+	b, err := ss.codec.Marshal((*buf)[:0], v)
+	*buf = b
+	if err != nil {
+		transport.PutBuf(buf)
+		return fmt.Errorf("kiev: %s: encoding a message (codec %s): %w", ss.sc.m.name, ss.codec.Name(), err)
+	}
+	err = ss.s.Send(ctx, b)
+	if err == nil {
+		ss.sc.m.streams.sent(len(b))
+	}
+	transport.PutBuf(buf)
+	return ss.err(err)
+}
+
+func (ss *serverStream) recv(ctx context.Context, v any) error {
+	m, _, err := ss.s.Recv(ctx)
+	if err != nil {
+		return ss.err(err)
+	}
+	defer transport.PutBuf(m)
+	ss.sc.m.streams.received(len(*m))
+	if err := ss.codec.Unmarshal(*m, v); err != nil {
+		return fmt.Errorf("kiev: %s: decoding a message (codec %s) into %T: %w", ss.sc.m.name, ss.codec.Name(), v, err)
+	}
+	return nil
+}
+
+// err is what a handler sees of a stream's error: the handler's context's
+// error once it has ended (the client canceled, the deadline passed, the
+// server shuts down), else the stream's.
+func (ss *serverStream) err(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if cerr := ss.sc.ctx.Err(); cerr != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// invokeStream is invoke for a stream method: it binds In and Out to the
+// call's stream, and decodes a server stream's args.
+func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall) error {
+	m := sc.m
+	ss := &serverStream{sc: sc, s: sc.st.Stream, codec: sc.codec}
+	var a, b reflect.Value
+	switch m.kind {
+	case ServerStream:
+		argp := m.newArg()
+		if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
+			return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", m.name, sc.codec.Name(), err)}
+		}
+		req.Args = argp.Interface()
+		a = argp
+		if !m.argIsPtr {
+			a = argp.Elem()
+		}
+		b = reflect.Zero(m.outType).Interface().(outSide).bindOut(ss)
+	case ClientStream:
+		a = reflect.Zero(m.inType).Interface().(inSide).bindIn(ss)
+		replyp := m.newReply()
+		req.Reply = replyp.Interface()
+		b = replyp
+	case BidiStream:
+		a = reflect.Zero(m.inType).Interface().(inSide).bindIn(ss)
+		b = reflect.Zero(m.outType).Interface().(outSide).bindOut(ss)
+	}
+	transport.PutBuf(sc.body)
+	sc.body = nil
+	out := m.fn.Call([]reflect.Value{m.rcvr, reflect.ValueOf(ctx), a, b})
+	if err := out[0].Interface(); err != nil {
+		return err.(error)
+	}
+	return nil
+}
+
+// openStream runs a stream call the scheduler admitted: it accepts the
+// stream (its first Credit tells the client) and runs the handler on a
+// goroutine of its own, so that the stream holds no worker of the
+// scheduler, nor a place under its method's adaptive limit. It returns
+// at once, as the end of the call the scheduler timed.
+func (sc *serverCall) openStream(start time.Time) time.Time {
+	s := sc.srv
+	if n := s.streamsOpen.Add(1); n > int64(s.opts.maxServerStreams) {
+		s.streamsOpen.Add(-1)
+		sc.m.stats.record(start, -1, CodeOverloaded)
+		transport.PutBuf(sc.body)
+		sc.body = nil
+		sc.ctx.cancel(context.Canceled)
+		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d streams are already open on this server, its limit (WithMaxServerStreams); open it on another server", sc.m.name, s.opts.maxServerStreams))
+		sc.sink.Done(sc)
+		return start
+	}
+	window := 0
+	if sc.m.kind != ServerStream {
+		window = transport.InitialWindow
+	}
+	sc.m.streams.opened()
+	sc.st.Stream.Grant(window)
+	go sc.runStream(start)
+	return start
+}
+
+// runStream runs a stream's handler, then ends the stream with its
+// status: after the messages it sent, its Response, which for a client
+// stream carries the reply.
+func (sc *serverCall) runStream(start time.Time) {
+	s := sc.srv
+	defer sc.sink.Done(sc)
+	defer s.streamsOpen.Add(-1)
+	defer sc.m.streams.closed()
+	st := sc.st.Stream
+	sc.ctx.start(start)
+	s.trackStream(sc, true)
+	defer s.trackStream(sc, false)
+	stopWatch := context.AfterFunc(&sc.ctx, func() { st.Abort(sc.ctx.Err()) })
+	var aged *time.Timer
+	if d := s.opts.maxStreamAge; d > 0 {
+		aged = time.AfterFunc(jitter(d), func() { sc.endStream(errStreamAged) })
+	}
+	err := sc.protect(func() error { return s.handler(&sc.ctx, &sc.req) })
+	if aged != nil {
+		aged.Stop()
+	}
+	stopWatch()
+	end := time.Now()
+	if why := sc.ended.Load(); why != nil {
+		err = *why // drained or aged: the client reopens elsewhere
+	}
+	code := CodeOK
+	if err != nil {
+		code = codeOf(err)
+	}
+	sc.m.stats.record(end, end.Sub(start), code)
+	sc.logCall(end.Sub(start), code, err)
+	if sc.body != nil {
+		transport.PutBuf(sc.body)
+		sc.body = nil
+	}
+	expired := sc.ctx.Err() == context.DeadlineExceeded && sc.ended.Load() == nil
+	sc.ctx.cancel(context.Canceled)
+	if sc.st.CallerGone.Load() || expired {
+		st.Abort(context.Canceled)
+		return
+	}
+	if err != nil {
+		sc.replyError(codeOf(err), err.Error())
+		return
+	}
+	sc.reply()
+}
+
+// endStream ends a stream's handler with why, a CodeShutdown error: the
+// server drains, or the stream reached its maximum age. The client is
+// answered with why once the handler returns, after the messages it
+// sent, and reopens the stream elsewhere.
+func (sc *serverCall) endStream(why error) {
+	sc.ended.CompareAndSwap(nil, &why)
+	sc.ctx.cancel(why)
+}
+
+var (
+	errStreamAged    = &ServerError{Code: CodeShutdown, Message: "kiev: the stream reached its maximum age on this server (WithMaxStreamAge); reopen it, and the client's balancer may pick another server"}
+	errStreamDrained = &ServerError{Code: CodeShutdown, Message: "kiev: the server is shutting down and ended the stream; reopen it on another server"}
+)
+
+// jitter returns d less up to a tenth of it at random, so that streams
+// opened together do not all end together.
+func jitter(d time.Duration) time.Duration {
+	return d - time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// streamStats counts a stream method's streams and messages, for metrics
+// and the status page.
+type streamStats struct {
+	open              atomic.Int64
+	opens             atomic.Int64
+	msgsIn, msgsOut   atomic.Int64
+	bytesIn, bytesOut atomic.Int64
+}
+
+func (t *streamStats) opened()        { t.open.Add(1); t.opens.Add(1) }
+func (t *streamStats) closed()        { t.open.Add(-1) }
+func (t *streamStats) sent(n int)     { t.msgsOut.Add(1); t.bytesOut.Add(int64(n)) }
+func (t *streamStats) received(n int) { t.msgsIn.Add(1); t.bytesIn.Add(int64(n)) }
+
+// Stream defaults; see the options of the same names.
+const (
+	DefaultMaxStreams       = transport.DefaultMaxStreams
+	DefaultMaxServerStreams = 100000
+	DefaultStreamBudget     = transport.DefaultStreamBudget
+	DefaultStreamDrain      = 10 * time.Second
+)
+
+// WithMaxStreams bounds the streams one connection may have open on a
+// Server at once (DefaultMaxStreams, 10,000); a stream past it is refused
+// with ErrOverloaded. Its Settings tell the client.
+func WithMaxStreams(n int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxStreams = n })
+}
+
+// WithMaxServerStreams bounds the streams whose handlers run at once on a
+// Server, over all its connections (DefaultMaxServerStreams, 100,000); a
+// stream past it is refused with ErrOverloaded, which a client retries
+// on another server.
+func WithMaxServerStreams(n int) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxServerStreams = n })
+}
+
+// WithStreamBudget bounds the message bytes a connection's streams may
+// hold received and not yet taken by their application (the handlers'
+// In, the client's Recv), over all of them (DefaultStreamBudget, 16
+// MiB): a stream's window is credit taken from it, so memory is bounded
+// by the budget, not by streams × window. Under pressure, streams of low
+// priority are granted less first. A message larger than its stream's
+// window is granted whole once its receiver waits for it.
+func WithStreamBudget(n int) Option {
+	return bothOption(func(o *connOptions) { o.streamBudget = n })
+}
+
+// WithMaxStreamAge ends each stream about d after it opened (less up to
+// a tenth, at random, so that streams opened together end apart): its
+// handler's context is canceled, and once the handler returns, the
+// client gets, after the messages sent before, an ErrShutdown error that
+// says to reopen the stream, which its balancer may send to another
+// server. So long streams move when servers are added. 0, the default,
+// means no maximum.
+func WithMaxStreamAge(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.maxStreamAge = d })
+}
+
+// WithStreamDrain bounds how long Shutdown lets open streams run on
+// (DefaultStreamDrain, 10 s), within its own context: then each stream's
+// handler's context is canceled, and the client gets an ErrShutdown
+// error that says to reopen the stream on another server.
+func WithStreamDrain(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.streamDrain = d })
+}
+
+// trackStream adds sc to, or removes it from, the streams Shutdown ends
+// once their drain time is over.
+func (s *Server) trackStream(sc *serverCall, open bool) {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if !open {
+		delete(s.streamCalls, sc)
+		return
+	}
+	if s.streamCalls == nil {
+		s.streamCalls = make(map[*serverCall]struct{})
+	}
+	s.streamCalls[sc] = struct{}{}
+}
+
+// endStreams ends every open stream with why.
+func (s *Server) endStreams(why error) {
+	s.streamsMu.Lock()
+	calls := make([]*serverCall, 0, len(s.streamCalls))
+	for sc := range s.streamCalls {
+		calls = append(calls, sc)
+	}
+	s.streamsMu.Unlock()
+	for _, sc := range calls {
+		sc.endStream(why)
+	}
+}
+
+// streamMismatch says why a call cannot run m: a stream method called
+// as a unary one, a unary method opened as a stream, or a stream over a
+// transport that carries none.
+func streamMismatch(m *method, hd *transport.Head) (Code, string) {
+	switch {
+	case hd.IsStream && hd.Stream == nil:
+		return CodeBadRequest, fmt.Sprintf("kiev: %s: streams need a connection (TCP, TLS or a Unix socket); this transport carries unary calls only", m.name)
+	case m.kind != Unary && !hd.IsStream:
+		return CodeBadRequest, fmt.Sprintf("kiev: %s is a %s method; open it with Client.Stream, not Call", m.name, m.kind)
+	case m.kind == Unary && hd.IsStream:
+		return CodeBadRequest, fmt.Sprintf("kiev: %s is not a stream method; call it with Client.Call", m.name)
+	}
+	return CodeOK, ""
+}
