@@ -139,18 +139,19 @@ func (m *meter) throughput(ctx context.Context, size int) error {
 // window after the warm-up.
 func (m *meter) closedLoop(ctx context.Context, op func(context.Context) error) (float64, error) {
 	var measuring, stop atomic.Bool
-	var done atomic.Int64
-	var errOnce sync.Once
-	var firstErr error
+	var done, failed atomic.Int64
 	var wg sync.WaitGroup
 	for range m.spec.Callers {
 		wg.Go(func() {
 			for !stop.Load() {
 				err := op(ctx)
 				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					stop.Store(true)
-					return
+					m.tolerate(err)
+					if failed.Add(1) > maxErrors {
+						stop.Store(true)
+						return
+					}
+					continue
 				}
 				if measuring.Load() {
 					done.Add(1)
@@ -174,13 +175,31 @@ func (m *meter) closedLoop(ctx context.Context, op func(context.Context) error) 
 	el := time.Since(t0)
 	stop.Store(true)
 	wg.Wait()
-	return float64(done.Load()) / el.Seconds(), firstErr
+	if n := failed.Load(); n > maxErrors {
+		return 0, fmt.Errorf("%d operations failed; the first: %s", n, m.note)
+	}
+	return float64(done.Load()) / el.Seconds(), nil
+}
+
+// maxErrors is how many failed operations a cell tolerates, each counted
+// in its errors figure and the first kept as its note, before it fails.
+const maxErrors = 100
+
+// tolerate counts a failed operation the cell goes on after.
+func (m *meter) tolerate(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.v["errors"]++
+	if m.note == "" {
+		m.note = err.Error()
+	}
 }
 
 // openClose: open a server stream, take its one message and its end,
 // close it; against a unary call with the same arguments and reply, at
 // the same concurrency.
 func (m *meter) openClose(ctx context.Context) error {
+	m.v["errors"] = 0
 	stream := func(ctx context.Context) error {
 		s, err := m.c.watch(ctx, watchArgs{Size: smallSize, Count: 1})
 		if err != nil {
@@ -259,8 +278,16 @@ func (m *meter) idle(ctx context.Context) error {
 			}
 		}
 	}()
-	if err := m.parallel(n, 16, func(i int) error { return m.chatOnce(sctx, &streams[i]) }); err != nil {
+	var opened atomic.Int64
+	err = m.parallel(n, 16, func(i int) error {
+		err := m.chatOnce(sctx, &streams[i])
+		if err == nil {
+			opened.Add(1)
+		}
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d streams echoed their message, then: %w", opened.Load(), n, err)
 	}
 	err = waitFor(ctx, 30*time.Second, func() (bool, error) {
 		st, err := m.ctl.stats(ctx, false)
@@ -282,24 +309,32 @@ func (m *meter) idle(ctx context.Context) error {
 	return nil
 }
 
-// chatOnce opens a bidirectional stream and has one message echoed on it;
-// it keeps the stream in *keep, or closes it if keep is nil.
+// chatOnce opens a bidirectional stream and has one message echoed on it
+// within echoTimeout; it keeps the stream in *keep, or closes it if keep
+// is nil.
 func (m *meter) chatOnce(ctx context.Context, keep *chatStream) error {
 	s, err := m.c.chat(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("open: %w", err)
 	}
 	if keep == nil {
 		defer s.close()
 	} else {
 		*keep = s
 	}
-	if err := s.send(ctx, blob(smallSize)); err != nil {
-		return err
+	tctx, cancel := context.WithTimeout(ctx, echoTimeout)
+	defer cancel()
+	if err := s.send(tctx, blob(smallSize)); err != nil {
+		return fmt.Errorf("send: %w", err)
 	}
-	_, err = s.recv(ctx)
-	return err
+	if _, err = s.recv(tctx); err != nil {
+		return fmt.Errorf("no echo: %w", err)
+	}
+	return nil
 }
+
+// echoTimeout bounds a bidirectional stream's echo.
+const echoTimeout = 10 * time.Second
 
 // parallel runs f(0) … f(n-1) on workers goroutines and returns the first
 // error.
@@ -587,9 +622,17 @@ func (m *meter) drop(ctx context.Context) error {
 	}
 	runtime.GC()
 	g0 := runtime.NumGoroutine()
+	m.v["errors"] = 0
+	var failed atomic.Int64
 	err := m.parallel(m.spec.Drop, 8, func(int) error {
 		_, err := m.c.watch(context.Background(), watchArgs{Size: smallSize, Count: 1})
-		return err
+		if err != nil {
+			m.tolerate(err)
+			if failed.Add(1) > maxErrors {
+				return fmt.Errorf("%d opens failed; the first: %s", failed.Load(), m.note)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err

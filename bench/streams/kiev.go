@@ -1,5 +1,3 @@
-//go:build kievstreams
-
 package main
 
 // kiev streams on their defaults: msgpack, one connection, the service

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -61,6 +62,9 @@ type result struct {
 	Spec   cellSpec
 	Values map[string]float64
 	Err    string `json:",omitempty"`
+	// Note is the first error of the operations the cell counted as
+	// failed (Values["errors"]) and went on after.
+	Note string `json:",omitempty"`
 }
 
 // loadMain is the client process.
@@ -77,41 +81,40 @@ func loadMain(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	res := result{Spec: spec, Values: map[string]float64{}}
-	if err := runCell(ctx, addrs, spec, res.Values); err != nil {
+	note, err := runCell(ctx, addrs, spec, res.Values)
+	if err != nil {
 		res.Err = err.Error()
 	}
+	res.Note = note
 	return json.NewEncoder(stdout).Encode(res)
 }
 
-func runCell(ctx context.Context, addrs serverAddrs, spec cellSpec, v map[string]float64) error {
+func runCell(ctx context.Context, addrs serverAddrs, spec cellSpec, v map[string]float64) (string, error) {
 	c, err := dial(spec.System, addrs)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.close()
 	hc := &http.Client{Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
 	m := &meter{spec: spec, c: c, ctl: &control{addr: addrs.Control, hc: hc}, v: v,
 		dial: func() (client, error) { return dial(spec.System, addrs) }}
-	switch spec.Cell {
-	case cell1K:
-		return m.throughput(ctx, 1<<10)
-	case cell16K:
-		return m.throughput(ctx, 16<<10)
-	case cellOpenClose:
-		return m.openClose(ctx)
-	case cellIdle:
-		return m.idle(ctx)
-	case cellSlow:
-		return m.slow(ctx)
-	case cellBulk:
-		return m.bulk(ctx)
-	case cellCancel:
-		return m.cancel(ctx)
-	case cellDrop:
-		return m.drop(ctx)
+	cells := map[string]func(context.Context) error{
+		cell1K:        func(ctx context.Context) error { return m.throughput(ctx, 1<<10) },
+		cell16K:       func(ctx context.Context) error { return m.throughput(ctx, 16<<10) },
+		cellOpenClose: m.openClose,
+		cellIdle:      m.idle,
+		cellSlow:      m.slow,
+		cellBulk:      m.bulk,
+		cellCancel:    m.cancel,
+		cellDrop:      m.drop,
 	}
-	return fmt.Errorf("unknown cell %q", spec.Cell)
+	run, ok := cells[spec.Cell]
+	if !ok {
+		return "", fmt.Errorf("unknown cell %q", spec.Cell)
+	}
+	err = run(ctx)
+	return m.note, err
 }
 
 // meter measures one cell of one system.
@@ -119,8 +122,11 @@ type meter struct {
 	spec cellSpec
 	c    client
 	ctl  *control
-	v    map[string]float64     // the figures
 	dial func() (client, error) // another client, on a connection of its own
+
+	mu   sync.Mutex         // guards the fields below while a cell's goroutines run
+	v    map[string]float64 // the figures
+	note string             // the first error the cell went on after
 }
 
 // smallSize is the message of the open-close, bulk-probe, idle and cancel

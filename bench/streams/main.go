@@ -215,8 +215,8 @@ func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report
 				spec.Cell, spec.System, spec.Rep = cell, sys, r
 				t0 := time.Now()
 				res, err := runOne(exe, addrs, spec, stderr)
-				if err != nil {
-					return nil, err
+				if err != nil { // the client process hung or died: the cell failed
+					res = result{Spec: spec, Err: err.Error()}
 				}
 				if err := ctx.Err(); err != nil {
 					return nil, err

@@ -127,7 +127,7 @@ func (r *report) tables() []cellTable {
 			{"MB/s ÷ grpc", "bytes_s", x, sysGRPC}, {"MB/s ÷ raw", "bytes_s", x, sysRaw},
 		}},
 		{cellOpenClose, "Open, one message, close", fmt.Sprintf("%d callers, each opening a server stream, receiving its one %d-byte message and its end, and closing it; then (or first, on odd reps) the same callers making unary calls with the same arguments and reply. The ratio is per rep.", c.Callers, smallSize), []column{
-			{"streams/s", "stream_s", count, ""}, {"unary calls/s", "unary_s", count, ""}, {"streams ÷ unary", "ratio", x, ""},
+			{"streams/s", "stream_s", count, ""}, {"unary calls/s", "unary_s", count, ""}, {"streams ÷ unary", "ratio", x, ""}, {"failed ops", "errors", count, ""},
 		}},
 		{cellIdle, fmt.Sprintf("%s idle bidirectional streams on one connection", commas(int64(c.Idle))), "Each stream echoes one 16-byte message, then stays open and idle, its handler blocked in Recv. Heap is runtime.MemStats.HeapInuse after runtime.GC, minus the same before the streams, divided by the streams (goroutine stacks are not heap; the handler's goroutine descriptor is). The client's figure includes the harness's own wrapper of each stream (a few words).", []column{
 			{"client heap B/stream", "heap_cli_B", count, ""}, {"server heap B/stream", "heap_srv_B", count, ""},
@@ -145,7 +145,7 @@ func (r *report) tables() []cellTable {
 			{"p50", "p50_us", us, ""}, {"p99", "p99_us", us, ""}, {"max", "max_us", us, ""}, {"not seen in 5 s", "unseen", count, ""},
 		}},
 		{cellDrop, fmt.Sprintf("%s streams dropped without Close", commas(int64(c.Drop))), "Server streams of one message each, opened with context.Background() from 8 goroutines and dropped at once: no Recv to the end, no Close. Goroutines counted in the client process against before the streams, after runtime.GC, polled for up to 3 s; *server handlers* is server-stream handlers still running at the end.", []column{
-			{"goroutines after opening", "peak_gor", count, ""}, {"goroutines left", "left", count, ""}, {"waited ms", "settle_ms", count, ""}, {"server handlers", "srv_watching", count, ""},
+			{"goroutines after opening", "peak_gor", count, ""}, {"goroutines left", "left", count, ""}, {"waited ms", "settle_ms", count, ""}, {"server handlers", "srv_watching", count, ""}, {"failed opens", "errors", count, ""},
 		}},
 	}
 }
@@ -176,7 +176,7 @@ func targets() []target {
 		{cellIdle, "client heap ≤ 2 KiB per stream", "heap_cli_B", "", true, 2048, count, sysGRPC},
 		{cellSlow, "B keeps ≥ 0.95 of its solo throughput", "ratio", "", false, 0.95, x, sysGRPC},
 		{cellSlow, "A holds ≤ its window (KiB)", "a_held_B", "", true, kievMaxWindow, kib, sysGRPC},
-		{cellSlow, "stalled streams hold ≤ the connection budget (MiB)", "many_held_B", "", true, kievBudget, mib, sysGRPC},
+		{cellSlow, "stalled streams hold ≤ the connection budget (client heap growth, MiB)", "many_heap_cli_B", "", true, kievBudget, mib, sysGRPC},
 		{cellBulk, "unary p99 rises ≤ 1 ms (µs)", "rise_us", "", true, 1000, us, sysGRPC},
 		{cellCancel, "handler's ctx ends ≤ 1 ms p99 after the cancel (µs)", "p99_us", "", true, 1000, us, sysGRPC},
 		{cellDrop, "0 goroutines left after GC", "left", "", true, 0, count, sysGRPC},
@@ -204,6 +204,15 @@ func (r *report) write(b *strings.Builder) {
 		if x.Err != "" {
 			failed = append(failed, fmt.Sprintf("- rep %d, %s, %s: %s", x.Spec.Rep+1, x.Spec.Cell, x.Spec.System, x.Err))
 		}
+	}
+	var notes []string
+	for _, x := range r.results {
+		if x.Note != "" {
+			notes = append(notes, fmt.Sprintf("- rep %d, %s, %s: %s failed, the first: %s", x.Spec.Rep+1, x.Spec.Cell, x.Spec.System, count(x.Values["errors"]), x.Note))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("### Failed operations the cells went on after\n\n" + strings.Join(notes, "\n") + "\n\n")
 	}
 	if len(failed) > 0 {
 		b.WriteString("### Failures\n\n" + strings.Join(failed, "\n") + "\n\n")
