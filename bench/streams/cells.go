@@ -288,12 +288,10 @@ func (m *meter) idle(ctx context.Context) error {
 	})
 	m.v["opened"] = float64(opened.Load())
 	if err != nil {
-		// Measure the streams that did echo, and say why the rest did not.
+		// Say how far it got; a few hundred streams are too few to
+		// weigh against a heap's noise.
 		m.tolerate(fmt.Errorf("%d of %d streams echoed their message, then: %w", opened.Load(), n, err))
-		n = int(opened.Load())
-		if n == 0 {
-			return err
-		}
+		return nil
 	}
 	err = waitFor(ctx, 30*time.Second, func() (bool, error) {
 		st, err := m.ctl.stats(ctx, false)

@@ -14,15 +14,23 @@ import (
 func init() {
 	kievBudget = kiev.DefaultStreamBudget
 	kievMaxWindow = 4 << 20 // internal/transport.MaxWindow: a window grows from 64 KiB to this
-	dialKiev = func(addrs serverAddrs) (client, error) {
-		c, err := kiev.Dial(addrs.Kiev)
+	dialKiev = func(addr string, budget int) (client, error) {
+		var opts []kiev.DialOption
+		if budget != 0 {
+			opts = append(opts, kiev.WithStreamBudget(budget))
+		}
+		c, err := kiev.Dial(addr, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return &kievClient{c: c}, nil
 	}
-	startKiev = func(l net.Listener) (func(), error) {
-		s := kiev.NewServer()
+	startKiev = func(l net.Listener, budget int) (func(), error) {
+		var opts []kiev.ServerOption
+		if budget != 0 {
+			opts = append(opts, kiev.WithStreamBudget(budget))
+		}
+		s := kiev.NewServer(opts...)
 		if err := s.Register(&Bench{}); err != nil {
 			return nil, err
 		}

@@ -34,10 +34,14 @@ var allCells = []string{cell1K, cell16K, cellOpenClose, cellIdle, cellSlow, cell
 
 // supports reports whether system takes part in cell. Raw TCP has one
 // stream per connection and no unary calls: it is the limit of the
-// throughput cells, and closing its connection is its cancel.
+// throughput cells, and closing its connection is its cancel. kiev with
+// a big budget is only for the idle cell.
 func supports(system, cell string) bool {
-	if system == sysRaw {
+	switch system {
+	case sysRaw:
 		return cell == cell1K || cell == cell16K || cell == cellCancel
+	case sysKievBudget:
+		return cell == cellIdle
 	}
 	return true
 }
@@ -86,7 +90,13 @@ func loadMain(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		res.Err = err.Error()
 	}
 	res.Note = note
-	return json.NewEncoder(stdout).Encode(res)
+	if err := json.NewEncoder(stdout).Encode(res); err != nil {
+		return err
+	}
+	// Exit when the coordinator closes stdin, once it has the line: a
+	// process that exited at once could race its last line.
+	_, err = io.Copy(io.Discard, stdin)
+	return err
 }
 
 func runCell(ctx context.Context, addrs serverAddrs, spec cellSpec, v map[string]float64) (string, error) {

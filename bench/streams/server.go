@@ -21,10 +21,11 @@ import (
 
 // serverAddrs is where each system listens.
 type serverAddrs struct {
-	Kiev    string `json:",omitempty"` // empty in a build without kiev streams
-	GRPC    string
-	Raw     string
-	Control string
+	Kiev       string `json:",omitempty"` // empty in a build without kiev streams
+	KievBudget string `json:",omitempty"` // kiev with kievBigBudget
+	GRPC       string
+	Raw        string
+	Control    string
 }
 
 // serverStats is what the control listener's /stats answers.
@@ -74,15 +75,20 @@ func serveMain(stdin io.Reader, stdout io.Writer) error {
 	}
 	var addrs serverAddrs
 	if startKiev != nil {
-		l, addr, err := listen()
-		if err != nil {
-			return err
+		for _, k := range []struct {
+			addr   *string
+			budget int
+		}{{&addrs.Kiev, 0}, {&addrs.KievBudget, kievBigBudget}} {
+			l, addr, err := listen()
+			if err != nil {
+				return err
+			}
+			stop, err := startKiev(l, k.budget)
+			if err != nil {
+				return err
+			}
+			stops, *k.addr = append(stops, stop), addr
 		}
-		stop, err := startKiev(l)
-		if err != nil {
-			return err
-		}
-		stops, addrs.Kiev = append(stops, stop), addr
 	}
 	l, addr, err := listen()
 	if err != nil {

@@ -11,18 +11,26 @@ import (
 
 // The systems under test, in the order the tables list them.
 const (
-	sysKiev = "kiev"    // kiev streams on defaults (msgpack), one connection
-	sysGRPC = "grpc"    // grpc-go streams on defaults (protobuf), one connection
-	sysRaw  = "raw-tcp" // a length-prefixed message stream on a connection of its own
+	sysKiev = "kiev" // kiev streams on defaults (msgpack), one connection
+	// sysKievBudget is kiev with kievBigBudget as its stream budget on
+	// both sides, in the idle cell only: on defaults, a connection's
+	// budget runs out long before 10,000 streams, and this measures what
+	// each stream costs beyond it.
+	sysKievBudget = "kiev-1GiB-budget"
+	sysGRPC       = "grpc"    // grpc-go streams on defaults (protobuf), one connection
+	sysRaw        = "raw-tcp" // a length-prefixed message stream on a connection of its own
 )
 
-var allSystems = []string{sysKiev, sysGRPC, sysRaw}
+var allSystems = []string{sysKiev, sysKievBudget, sysGRPC, sysRaw}
+
+// kievBigBudget is sysKievBudget's stream budget.
+const kievBigBudget = 1 << 30
 
 func checkSystem(s string) error {
 	if !slices.Contains(allSystems, s) {
 		return fmt.Errorf("unknown system %q; the systems are %s", s, strings.Join(allSystems, ", "))
 	}
-	if s == sysKiev && dialKiev == nil {
+	if (s == sysKiev || s == sysKievBudget) && dialKiev == nil {
 		return errors.New("kiev: this build has no kiev streams (kiev.go sets dialKiev)")
 	}
 	return nil
@@ -62,18 +70,24 @@ type chatStream interface {
 	send(ctx context.Context, data []byte) error
 }
 
-// dialKiev is set by kiev.go, when the build has kiev streams.
-var dialKiev func(addrs serverAddrs) (client, error)
+// dialKiev is set by kiev.go: it dials a kiev server, with budget as
+// its stream budget if not 0.
+var dialKiev func(addr string, budget int) (client, error)
 
-// startKiev is set by kiev.go: it serves kiev on l and returns its stop.
-var startKiev func(l net.Listener) (stop func(), err error)
+// startKiev is set by kiev.go: it serves kiev on l, with budget as its
+// stream budget if not 0, and returns its stop.
+var startKiev func(l net.Listener, budget int) (stop func(), err error)
 
 func dial(system string, addrs serverAddrs) (client, error) {
 	switch system {
-	case sysKiev:
-		if dialKiev != nil {
-			return dialKiev(addrs)
+	case sysKiev, sysKievBudget:
+		if dialKiev == nil {
+			break
 		}
+		if system == sysKievBudget {
+			return dialKiev(addrs.KievBudget, kievBigBudget)
+		}
+		return dialKiev(addrs.Kiev, 0)
 	case sysGRPC:
 		return dialGRPC(addrs.GRPC)
 	case sysRaw:
