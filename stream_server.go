@@ -300,7 +300,11 @@ func (sc *serverCall) runStream(start time.Time) {
 	sc.ctx.start(start)
 	s.trackStream(sc, true)
 	defer s.trackStream(sc, false)
-	stopWatch := context.AfterFunc(&sc.ctx, func() { st.Abort(sc.ctx.Err()) })
+	stopWatch := context.AfterFunc(&sc.ctx, func() {
+		if sc.ended.Load() == nil { // else the stream ends with its answer
+			st.Abort(sc.ctx.Err())
+		}
+	})
 	var aged *time.Timer
 	if d := s.opts.maxStreamAge; d > 0 {
 		aged = time.AfterFunc(jitter(d), func() { sc.endStream(errStreamAged) })

@@ -200,24 +200,25 @@ type Stream struct {
 
 	mu sync.Mutex // guards the fields below
 	// Receiving.
-	msgs     []*[]byte // messages whole, oldest first
-	part     *[]byte   // the message in progress
-	partLeft uint64    // its bytes still to come
-	recvd    uint64    // message bytes received
-	consumed uint64    // message bytes the application took
-	granted  uint64    // the peer may send up to this offset
-	window   uint64    // the grant's reach past consumed
-	taken    uint64    // messages the application took
-	peerEnd  bool      // the peer sends no more: End, or the server's Response
-	final    *Final    // the server's Response (a client's stream)
-	released bool      // its budget is given back: it receives no more
-	accepted bool      // a Credit came: the server accepted the stream
+	msgs     fifo[*[]byte] // messages whole, oldest first
+	part     *[]byte       // the message in progress
+	partLeft uint64        // its bytes still to come
+	recvd    uint64        // message bytes received
+	consumed uint64        // message bytes the application took
+	granted  uint64        // the peer may send up to this offset
+	window   uint64        // the grant's reach past consumed
+	taken    uint64        // messages the application took
+	reported uint64        // the taken the peer was last told of (Consumed)
+	peerEnd  bool          // the peer sends no more: End, or the server's Response
+	final    *Final        // the server's Response (a client's stream)
+	released bool          // its budget is given back: it receives no more
+	accepted bool          // a Credit came: the server accepted the stream
 	// Sending.
 	credit    uint64 // the peer lets us send up to this offset
 	sent      uint64 // message bytes framed
 	out       []byte // messages queued, from outOff not yet framed
 	outOff    int
-	outSizes  []int // the sizes of the messages queued; the first has outHead bytes framed
+	outSizes  fifo[int] // the sizes of the messages queued; the first has outHead bytes framed
 	outHead   int
 	queued    uint64 // messages queued, in all
 	peerTaken uint64 // of ours, the messages the peer's application took
@@ -291,9 +292,14 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	*s.part = append(*s.part, body...)
 	s.partLeft -= n
 	if s.partLeft == 0 {
-		s.msgs = append(s.msgs, s.part)
+		s.msgs.push(s.part)
 		s.part = nil
 		wake(s.recvWake)
+	} else if s.recvd == s.granted && s.msgs.len() == 0 {
+		wake(s.recvWake) // a message larger than the window: a waiting Recv grants it the rest
+	}
+	if h.Consumed > s.peerTaken { // a bidirectional stream's progress
+		s.peerTaken = min(h.Consumed, s.queued)
 	}
 	return nil
 }
@@ -363,7 +369,7 @@ func (s *Stream) release() {
 // It waits within ctx.
 func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 	s.mu.Lock()
-	for len(s.msgs) == 0 {
+	for s.msgs.len() == 0 {
 		if s.err != nil {
 			err := s.err
 			s.mu.Unlock()
@@ -385,14 +391,9 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 		}
 		s.mu.Lock()
 	}
-	m := s.msgs[0]
-	s.msgs[0] = nil
-	s.msgs = s.msgs[1:]
-	if len(s.msgs) == 0 {
-		s.msgs = s.msgs[:0:0] // let go of the array once drained
-	}
+	m := s.msgs.pop()
 	n := uint64(len(*m))
-	kept := s.recvd == s.granted && len(s.msgs) == 0 // the sender used all its credit, and we keep up
+	kept := s.recvd == s.granted && s.msgs.len() == 0 // the sender used all its credit, and we keep up
 	s.consumed += n
 	s.taken++
 	if kept && s.window < MaxWindow {
@@ -451,7 +452,10 @@ func (s *Stream) growForPart() credit {
 }
 
 // creditLocked is the Credit of s as it stands. REQUIRES s.mu is held.
-func (s *Stream) creditLocked() credit { return credit{true, s.granted, s.taken} }
+func (s *Stream) creditLocked() credit {
+	s.reported = s.taken
+	return credit{true, s.granted, s.taken}
+}
 
 // sendCredit sends c, if ok.
 func (s *Stream) sendCredit(c credit) {
@@ -554,7 +558,7 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 		s.out, s.outOff = s.out[:0], 0
 	}
 	s.out = append(s.out, msg...)
-	s.outSizes = append(s.outSizes, len(msg))
+	s.outSizes.push(len(msg))
 	s.queued++
 	s.readyLocked()
 	s.mu.Unlock()
@@ -627,7 +631,7 @@ func (s *Stream) Reset(frame []byte, done func()) error {
 
 // dropOut forgets the messages queued. REQUIRES s.mu is held.
 func (s *Stream) dropOut() {
-	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, nil, 0
+	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, fifo[int]{}, 0
 	s.last = nil
 }
 
@@ -648,8 +652,7 @@ func (s *Stream) fail(err error, lost bool) {
 	}
 	s.err = err
 	s.dropOut()
-	msgs := s.msgs
-	s.msgs = nil
+	msgs := s.msgs.drain()
 	if s.part != nil {
 		PutBuf(s.part)
 		s.part = nil
@@ -688,8 +691,8 @@ func (s *Stream) readyLocked() {
 // sendable reports whether the writer may send a frame of s now.
 // REQUIRES s.mu is held.
 func (s *Stream) sendable() bool {
-	if len(s.outSizes) > 0 {
-		return s.credit > s.sent || s.outSizes[0] == 0
+	if s.outSizes.len() > 0 {
+		return s.credit > s.sent || s.outSizes.peek() == 0
 	}
 	return len(s.last) > 0
 }
@@ -700,17 +703,21 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	s.mu.Lock()
 	freed := false
 	for ; chunks > 0 && s.sendable(); chunks-- {
-		if len(s.outSizes) == 0 {
+		if s.outSizes.len() == 0 {
 			b = append(b, s.last...)
 			s.last = s.last[:0]
 			break
 		}
-		size := s.outSizes[0]
+		size := s.outSizes.peek()
 		n := min(size-s.outHead, ChunkSize, int(min(s.credit-s.sent, MaxChunk)))
 		start := len(b)
 		b = wire.BeginFrame(b, wire.TypeMessage, s.ID)
 		if s.outHead == 0 {
 			b = wire.AppendUvarint(b, wire.KeySize, uint64(size))
+			if s.taken > s.reported { // how far this side's application got, for free
+				b = wire.AppendUvarint(b, wire.KeyConsumed, s.taken)
+				s.reported = s.taken
+			}
 		}
 		_ = wire.EndHeader(b, start)
 		b = append(b, s.out[s.outOff:s.outOff+n]...)
@@ -719,22 +726,21 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 		s.outHead += n
 		s.sent += uint64(n)
 		if s.outHead == size {
-			s.outSizes = s.outSizes[1:]
+			s.outSizes.pop()
 			s.outHead = 0
 			freed = true
 		}
 	}
-	if len(s.outSizes) == 0 && s.outOff > 0 {
+	if s.outSizes.len() == 0 && s.outOff > 0 {
 		s.out, s.outOff = s.out[:0], 0
 		if cap(s.out) > 4*ChunkSize {
 			s.out = nil // a burst of large messages is over: let its buffer go
 		}
-		s.outSizes = s.outSizes[:0:0]
 	}
 	more = s.sendable()
 	s.inReady = more
 	var onLast func()
-	if s.finished && len(s.last) == 0 && len(s.outSizes) == 0 && s.onLast != nil {
+	if s.finished && len(s.last) == 0 && s.outSizes.len() == 0 && s.onLast != nil {
 		onLast, s.onLast = s.onLast, nil
 	}
 	s.mu.Unlock()
@@ -800,4 +806,31 @@ func (b *streamBudget) give(n int64) []*Stream {
 	}
 	b.mu.Unlock()
 	return starved
+}
+
+// fifo is a queue that reuses its array once drained.
+type fifo[T any] struct {
+	q    []T
+	head int
+}
+
+func (f *fifo[T]) len() int { return len(f.q) - f.head }
+func (f *fifo[T]) peek() T  { return f.q[f.head] }
+func (f *fifo[T]) push(v T) { f.q = append(f.q, v) }
+func (f *fifo[T]) pop() T {
+	var zero T
+	v := f.q[f.head]
+	f.q[f.head] = zero
+	f.head++
+	if f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	}
+	return v
+}
+
+// drain takes every value out.
+func (f *fifo[T]) drain() []T {
+	q := f.q[f.head:]
+	*f = fifo[T]{}
+	return q
 }
