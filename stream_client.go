@@ -150,7 +150,9 @@ func (c *Client) tryStream(ctx context.Context, ep *endpoint, call *Call) (*clie
 	cs := &clientStream{c: c, ep: ep, conn: ct, s: s, method: call.ServiceMethod, codec: call.codec}
 	ep.streams.Add(1)
 	c.streamStats.opened()
-	cs.stop = context.AfterFunc(ctx, func() { cs.cancel(ctx.Err()) })
+	if ctx.Done() != nil {
+		cs.stop = context.AfterFunc(ctx, func() { cs.cancel(ctx.Err()) })
+	}
 	return cs, nil
 }
 

@@ -439,3 +439,54 @@ func TestStreamsRefusedOverUDP(t *testing.T) {
 		t.Fatalf("a stream over UDP = %v, want an error that says streams need a connection", err)
 	}
 }
+
+func TestAStreamOpenPassesTheScheduler(t *testing.T) {
+	tap := newTap()
+	arith := &Arith{started: make(chan struct{}, 1)}
+	srv := kiev.NewServer(kiev.WithShed(shed.Options{Workers: 1, MaxInFlight: 1, QueueSize: 1, MaxWait: 10 * time.Millisecond}))
+	if err := srv.Register(tap); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(arith); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv), kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	ctx := within(t, 20*time.Second)
+	// The one worker is busy with a call that blocks.
+	blocked, cancelBlocked := context.WithCancel(ctx)
+	defer cancelBlocked()
+	done := make(chan error, 1)
+	go func() { done <- c.Call(blocked, "Arith.Block", Args{}, new(Reply)) }()
+	<-arith.started
+	// Without a deadline, the open may wait MaxWait in the queue, no more.
+	open, cancelOpen := context.WithCancel(context.Background())
+	defer cancelOpen()
+	stop := context.AfterFunc(ctx, cancelOpen) // the test's bound
+	defer stop()
+	start := time.Now()
+	_, err := c.Stream(open, "Tap.Park", nil)
+	if !errors.Is(err, kiev.ErrOverloaded) {
+		t.Fatalf("a stream opened while the server's one worker is busy = %v, want ErrOverloaded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the refusal took %v", d)
+	}
+	cancelBlocked()
+	<-done
+}
+
+func TestStreamsPastTheServersLimitAreRefused(t *testing.T) {
+	tap := newTap()
+	_, _, c := startTap(t, tap, []kiev.ServerOption{kiev.WithMaxServerStreams(1)}, kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	ctx := within(t, 20*time.Second)
+	s, err := c.Stream(ctx, "Tap.Park", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	<-tap.started
+	_, err = c.Stream(ctx, "Tap.Park", nil)
+	if !errors.Is(err, kiev.ErrOverloaded) || !strings.Contains(err.Error(), "WithMaxServerStreams") {
+		t.Fatalf("a second stream = %v, want ErrOverloaded naming WithMaxServerStreams", err)
+	}
+}

@@ -624,8 +624,9 @@ func (s *Stream) CloseSend() error {
 }
 
 // Finish queues frame, the server's Response, after the messages
-// queued: it ends the stream. done is called once it is written, or the
-// stream fails first. A second Finish does nothing.
+// queued: it ends the stream, which its connection forgets once the
+// frame is written. done, if not nil, is called then, or when the stream
+// fails first. A second Finish does nothing.
 func (s *Stream) Finish(frame []byte, done func()) error {
 	s.mu.Lock()
 	if s.err != nil || s.finished {
@@ -775,12 +776,16 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	more = s.sendable()
 	s.inReady = more
 	var onLast func()
-	if s.finished && len(s.last) == 0 && s.outSizes.len() == 0 && s.onLast != nil {
+	done := s.finished && len(s.last) == 0 && s.outSizes.len() == 0
+	if done {
 		onLast, s.onLast = s.onLast, nil
 	}
 	s.mu.Unlock()
 	if freed {
 		wake(s.sendWake)
+	}
+	if done {
+		s.owner.forget(s)
 	}
 	if onLast != nil {
 		onLast()
