@@ -51,6 +51,9 @@ const (
 	// DefaultMaxStreams is how many streams a server lets a connection
 	// have open at once.
 	DefaultMaxStreams = 10000
+	// maxStreamQueued bounds what a stream's sender queues ahead of the
+	// writer, whatever its credit: enough to keep the connection busy.
+	maxStreamQueued = 256 << 10
 )
 
 // ErrStreamsUnsupported says the peer does not speak streams.
@@ -395,10 +398,12 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 	}
 	m := s.msgs.pop()
 	n := uint64(len(*m))
-	kept := s.recvd == s.granted && s.msgs.len() == 0 // the sender used all its credit, and we keep up
 	s.consumed += n
 	s.taken++
-	if kept && s.window < MaxWindow {
+	if s.recvd == s.granted && s.granted-s.consumed <= s.window/2 && s.window < MaxWindow {
+		// The sender used all its credit before we granted more: it
+		// waits on us, and a larger window keeps it sending through the
+		// round trip.
 		s.window = min(2*s.window, MaxWindow, uint64(s.owner.budget.max/4))
 	}
 	var back int64
@@ -552,8 +557,8 @@ func (s *Stream) Accepted(ctx context.Context) (bool, error) {
 }
 
 // Send queues msg, an encoded message, whole: once the bytes queued
-// before it fit in the credit the peer granted, or at once when nothing
-// is queued. ctx bounds only the wait: a Send that gives up leaves the
+// before it fit in the credit the peer granted (and in maxStreamQueued),
+// or at once when nothing is queued. ctx bounds only the wait: a Send that gives up leaves the
 // stream as it was.
 func (s *Stream) Send(ctx context.Context, msg []byte) error {
 	if len(msg) > s.owner.maxFrame {
@@ -571,7 +576,7 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 			return ErrSendEnded
 		}
 		pending := uint64(len(s.out) - s.outOff)
-		if pending == 0 || pending+uint64(len(msg)) <= s.credit-s.sent {
+		if pending == 0 || pending+uint64(len(msg)) <= min(s.credit-s.sent, maxStreamQueued) {
 			break
 		}
 		s.mu.Unlock()
@@ -582,8 +587,11 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 		}
 		s.mu.Lock()
 	}
-	if s.outOff > 0 && s.outOff == len(s.out) {
-		s.out, s.outOff = s.out[:0], 0
+	if s.outOff > 0 && s.outOff >= len(s.out)/2 {
+		// What is framed is written: move what is not to the front, so
+		// that a stream that never drains does not grow its buffer.
+		n := copy(s.out, s.out[s.outOff:])
+		s.out, s.outOff = s.out[:n], 0
 	}
 	s.out = append(s.out, msg...)
 	s.outSizes.push(len(msg))
@@ -769,7 +777,7 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	}
 	if s.outSizes.len() == 0 && s.outOff > 0 {
 		s.out, s.outOff = s.out[:0], 0
-		if cap(s.out) > 4*ChunkSize {
+		if cap(s.out) > maxSpareBytes {
 			s.out = nil // a burst of large messages is over: let its buffer go
 		}
 	}
@@ -865,7 +873,14 @@ type fifo[T any] struct {
 
 func (f *fifo[T]) len() int { return len(f.q) - f.head }
 func (f *fifo[T]) peek() T  { return f.q[f.head] }
-func (f *fifo[T]) push(v T) { f.q = append(f.q, v) }
+func (f *fifo[T]) push(v T) {
+	if f.head > 0 && f.head >= len(f.q)/2 { // a queue that never drains does not grow
+		n := copy(f.q, f.q[f.head:])
+		clear(f.q[n:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, v)
+}
 func (f *fifo[T]) pop() T {
 	var zero T
 	v := f.q[f.head]
