@@ -215,7 +215,11 @@ type Stream struct {
 	peerEnd  bool          // the peer sends no more: End, or the server's Response
 	final    *Final        // the server's Response (a client's stream)
 	released bool          // its budget is given back: it receives no more
-	accepted bool          // a Credit came: the server accepted the stream
+	// unreturned is what the application took that the budget has not
+	// been given back yet (see Recv).
+	unreturned  uint64
+	recvWaiting bool // Recv waits: chunk wakes it
+	accepted    bool // a Credit came: the server accepted the stream
 	// Sending.
 	credit    uint64 // the peer lets us send up to this offset
 	sent      uint64 // message bytes framed
@@ -299,8 +303,10 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	if s.partLeft == 0 {
 		s.msgs.push(s.part)
 		s.part = nil
-		wake(s.recvWake)
-	} else if s.recvd == s.granted && s.msgs.len() == 0 {
+		if s.recvWaiting {
+			wake(s.recvWake)
+		}
+	} else if s.recvd == s.granted && s.msgs.len() == 0 && s.recvWaiting {
 		wake(s.recvWake) // a message larger than the window: a waiting Recv grants it the rest
 	}
 	if h.Consumed > s.peerTaken { // a bidirectional stream's progress
@@ -359,7 +365,8 @@ func (s *Stream) release() {
 	n := int64(0)
 	if !s.released {
 		s.released = true
-		n = int64(s.granted - s.consumed)
+		n = int64(s.granted - s.consumed + s.unreturned)
+		s.unreturned = 0
 	}
 	s.mu.Unlock()
 	for _, o := range s.owner.budget.give(n) {
@@ -387,14 +394,19 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 			return nil, f, io.EOF
 		}
 		c := s.growForPart()
+		s.recvWaiting = true
 		s.mu.Unlock()
 		s.sendCredit(c)
 		select {
 		case <-s.recvWake:
 		case <-ctx.Done():
+			s.mu.Lock()
+			s.recvWaiting = false
+			s.mu.Unlock()
 			return nil, nil, ctx.Err()
 		}
 		s.mu.Lock()
+		s.recvWaiting = false
 	}
 	m := s.msgs.pop()
 	n := uint64(len(*m))
@@ -406,9 +418,15 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 		// round trip.
 		s.window = min(2*s.window, MaxWindow, uint64(s.owner.budget.max/4))
 	}
+	// What the application took goes back to the budget a quarter of
+	// the window at a time, so that the budget's lock is not taken for
+	// every message.
 	var back int64
 	if !s.released {
-		back = int64(n)
+		s.unreturned += n
+		if s.unreturned >= s.window/4 {
+			back, s.unreturned = int64(s.unreturned), 0
+		}
 	}
 	c := s.grantLocked()
 	s.mu.Unlock()
