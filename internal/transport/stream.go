@@ -37,7 +37,7 @@ const (
 	// ChunkSize is the largest chunk a sender puts in one Message frame:
 	// a large message holds up the connection's other streams, replies
 	// and pings by at most this much.
-	ChunkSize = 16 << 10
+	ChunkSize = 32 << 10
 	// MaxChunk is the largest chunk a receiver takes; past it is a
 	// protocol error.
 	MaxChunk = 64 << 10
