@@ -13,7 +13,7 @@ import (
 
 func init() {
 	kievBudget = kiev.DefaultStreamBudget
-	kievMaxWindow = 4 << 20 // internal/transport.MaxWindow: a window grows from 64 KiB to this
+	kievMaxWindow = 1 << 20 // internal/transport.MaxWindow: a window grows from 64 KiB to this
 	dialKiev = func(addr string, budget int) (client, error) {
 		var opts []kiev.DialOption
 		if budget != 0 {

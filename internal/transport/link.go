@@ -81,7 +81,8 @@ type Link struct {
 
 	// Streams with frames to send (stream.go), served in turn by the
 	// writer, a few chunks each, after the frames queued.
-	smu     sync.Mutex // guards sready
+	lowat   atomic.Bool // TCP_NOTSENT_LOWAT is set: the connection carries streams
+	smu     sync.Mutex  // guards sready
 	sready  []*Stream
 	scratch []*Stream // the writer's: an array for the next sready
 
@@ -241,9 +242,19 @@ func (l *Link) Release() {
 	}
 }
 
+// streamLowat is what a connection that carries streams lets the kernel
+// hold unsent (TCP_NOTSENT_LOWAT, on Linux): a bulk stream then waits in
+// the writer, whose every write puts the connection's other frames first,
+// rather than in a socket buffer of megabytes that a reply would queue
+// behind.
+const streamLowat = 128 << 10
+
 // ready puts s on the list of streams with frames to send, and wakes
 // the writer. s is on it once at most (Stream.inReady).
 func (l *Link) ready(s *Stream) {
+	if !l.lowat.Load() && l.lowat.CompareAndSwap(false, true) && l.raw != nil {
+		_ = l.raw.Control(func(fd uintptr) { setNotSentLowat(fd, streamLowat) })
+	}
 	l.smu.Lock()
 	l.sready = append(l.sready, s)
 	l.smu.Unlock()

@@ -44,7 +44,7 @@ const (
 	// InitialWindow is a stream's first window, each way.
 	InitialWindow = 64 << 10
 	// MaxWindow bounds how far a stream's window grows.
-	MaxWindow = 4 << 20
+	MaxWindow = 1 << 20
 	// DefaultStreamBudget is what a connection's streams may hold
 	// received and not yet taken by their application, in all.
 	DefaultStreamBudget = 16 << 20

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package transport
+
+func setNotSentLowat(fd uintptr, n int) {}
