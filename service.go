@@ -244,8 +244,11 @@ func (d *directCall) call(ctx context.Context, arg, reply unsafe.Pointer) error 
 // newDirectCall prepares the direct call of the method name of rcvr, or
 // returns a zero directCall (reflection is used) when the shape does not
 // fit: args passed by value, whose layout varies.
+//
+// A stream method's In and Out are structs of one pointer, passed as a
+// pointer is: its In and Out are passed as the *serverStream they hold.
 func newDirectCall(rcvr reflect.Value, name string, m *method) directCall {
-	if !m.argIsPtr {
+	if !m.argIsPtr && m.kind != ClientStream && m.kind != BidiStream {
 		return directCall{}
 	}
 	if rcvr.Kind() != reflect.Pointer {

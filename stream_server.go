@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/transport"
@@ -230,6 +231,9 @@ func (ss *serverStream) err(err error) error {
 func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall) error {
 	m := sc.m
 	ss := &serverStream{sc: sc, s: sc.st.Stream, codec: sc.codec}
+	if m.direct.ok {
+		return s.invokeStreamDirect(ctx, req, sc, ss)
+	}
 	var a, b reflect.Value
 	switch m.kind {
 	case ServerStream:
@@ -260,6 +264,38 @@ func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall)
 	}
 	return nil
 }
+
+// invokeStreamDirect is invokeStream without reflect.Value.Call (see
+// directCall): In and Out, structs of one pointer, are passed as the
+// *serverStream they hold, and a server stream's args by pointer.
+func (s *Server) invokeStreamDirect(ctx context.Context, req *Request, sc *serverCall, ss *serverStream) error {
+	m := sc.m
+	var a, b unsafe.Pointer
+	switch m.kind {
+	case ServerStream:
+		argp := m.newArg()
+		if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
+			return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", m.name, sc.codec.Name(), err)}
+		}
+		req.Args = argp.Interface()
+		a, b = argp.UnsafePointer(), unsafe.Pointer(ss)
+	case ClientStream:
+		replyp := m.newReply()
+		req.Reply = replyp.Interface()
+		a, b = unsafe.Pointer(ss), replyp.UnsafePointer()
+	case BidiStream:
+		a, b = unsafe.Pointer(ss), unsafe.Pointer(ss)
+	}
+	transport.PutBuf(sc.body)
+	sc.body = nil
+	return m.direct.call(ctx, a, b)
+}
+
+// The direct call passes an In or an Out as the pointer it holds.
+var (
+	_ [unsafe.Sizeof(In[int]{}) - unsafe.Sizeof(unsafe.Pointer(nil))]struct{}
+	_ [unsafe.Sizeof(unsafe.Pointer(nil)) - unsafe.Sizeof(Out[int]{})]struct{}
+)
 
 // openStream runs a stream call the scheduler admitted: it accepts the
 // stream (its first Credit tells the client) and runs the handler on a

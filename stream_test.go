@@ -219,3 +219,27 @@ func TestCallOnAStreamMethodSaysToStream(t *testing.T) {
 		t.Fatalf("Call on a stream method = %v, want an error that says to open it with Client.Stream", err)
 	}
 }
+
+// WatchPtr is Watch with its args by pointer.
+func (f *Feed) WatchPtr(ctx context.Context, q *Query, out kiev.Out[Event]) error {
+	return f.Watch(ctx, *q, out)
+}
+
+func TestServerStreamWithArgsByPointer(t *testing.T) {
+	_, c := startFeed(t, &Feed{})
+	ctx := context.Background()
+	s, err := c.Stream(ctx, "Feed.WatchPtr", &Query{From: 3, To: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := 3; i < 6; i++ {
+		var e Event
+		if err := s.Recv(ctx, &e); err != nil || e.N != i {
+			t.Fatalf("message %d: %+v, %v", i, e, err)
+		}
+	}
+	if err := s.Recv(ctx, new(Event)); err != io.EOF {
+		t.Fatalf("Recv at the end = %v, want io.EOF", err)
+	}
+}
