@@ -154,7 +154,7 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 	s, known := o.get(f.ID)
 	if s == nil {
 		if !known {
-			return fmt.Errorf("kiev: protocol error: a %s frame for stream %d, which was never opened", frameName(f.Type), f.ID)
+			return fmt.Errorf("kiev: protocol error: %s frame for stream %d, which was never opened", frameName(f.Type), f.ID)
 		}
 		return nil // the stream ended while the frame was on its way
 	}
@@ -172,16 +172,17 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 	return nil
 }
 
+// frameName names a stream frame's type, with its article.
 func frameName(t wire.Type) string {
 	switch t {
 	case wire.TypeMessage:
-		return "Message"
+		return "a Message"
 	case wire.TypeCredit:
-		return "Credit"
+		return "a Credit"
 	case wire.TypeEnd:
-		return "End"
+		return "an End"
 	}
-	return fmt.Sprintf("type-%d", t)
+	return fmt.Sprintf("a type-%d", t)
 }
 
 // Stream is one stream of a connection, on either side: the messages it
