@@ -109,6 +109,15 @@ func (o *streamOwner) add(s *Stream) error {
 	return nil
 }
 
+// seen records that a Request opening a stream of id was read, whether
+// or not the stream was admitted: frames for it are dropped from now
+// on, not a protocol error (PROTOCOL.md, Streams > Violations).
+func (o *streamOwner) seen(id uint64) {
+	o.mu.Lock()
+	o.highest = max(o.highest, id)
+	o.mu.Unlock()
+}
+
 // get returns the open stream of id; known says id was once opened, so
 // that frames for a stream that has ended (which race its end) are
 // dropped, and frames for one never opened are a protocol error.
