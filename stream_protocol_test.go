@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -571,5 +572,46 @@ func TestStreamToAServerWithoutStreamsFailsAndSendsNoStreamFrame(t *testing.T) {
 	c.Close()
 	if frames := <-seen; len(frames) > 0 {
 		t.Errorf("the old server was sent stream frames: %v", frames)
+	}
+}
+
+// TestStreamHoldsAboutTheBytesItGranted fills a stream whose handler
+// does not read with the smallest messages the rules allow: one-byte
+// messages up to its credit, then empty ones, which need none. Each
+// one-byte message held a pooled buffer of 512 bytes or more (64 KiB of
+// credit held 33 MB), and each empty one another, with no bound at all
+// (200,000 of them, 3.8 MB on the wire, held 100 MB). The server must
+// hold about what it granted.
+func TestStreamHoldsAboutTheBytesItGranted(t *testing.T) {
+	const empties = 200000
+	tap := newTap()
+	c := dialHand(t, startTap(t, tap))
+	h := c.open(1, "Tap.Hold", nil, 1<<20)
+	<-tap.started
+	var small, empty []byte
+	for range h.Credit {
+		small = append(small, chunk(1, 1, []byte{7})...)
+	}
+	for range empties {
+		empty = append(empty, chunk(1, 0, nil)...)
+	}
+	heap := func() int64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	before := heap()
+	c.write(small)
+	c.call(2) // after the messages: they are read
+	afterSmall := heap()
+	c.write(empty)
+	c.call(3)
+	afterEmpty := heap()
+	if d := afterSmall - before; d > 8<<20 {
+		t.Errorf("%d one-byte messages made the heap grow by %d KiB; want it to hold about their %d bytes", h.Credit, d>>10, h.Credit)
+	}
+	if d := afterEmpty - afterSmall; d > 4<<20 {
+		t.Errorf("%d empty messages made the heap grow by %d KiB; want them to hold nothing", empties, d>>10)
 	}
 }

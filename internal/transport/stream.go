@@ -210,18 +210,19 @@ type Stream struct {
 
 	mu sync.Mutex // guards the fields below
 	// Receiving.
-	msgs     []*[]byte // messages whole, oldest first
-	part     *[]byte   // the message in progress
-	partLeft uint64    // its bytes still to come
-	recvd    uint64    // message bytes received
-	consumed uint64    // message bytes the application took
-	granted  uint64    // the peer may send up to this offset
-	window   uint64    // the grant's reach past consumed
-	taken    uint64    // messages the application took
-	peerEnd  bool      // the peer sends no more: End, or the server's Response
-	final    *Final    // the server's Response (a client's stream)
-	released bool      // its budget is given back: it receives no more
-	accepted bool      // a Credit came: the server accepted the stream
+	msgs     []held  // messages whole, oldest first
+	empties  uint64  // empty messages after the last of msgs: they hold no buffer
+	part     *[]byte // the message in progress
+	partLeft uint64  // its bytes still to come
+	recvd    uint64  // message bytes received
+	consumed uint64  // message bytes the application took
+	granted  uint64  // the peer may send up to this offset
+	window   uint64  // the grant's reach past consumed
+	taken    uint64  // messages the application took
+	peerEnd  bool    // the peer sends no more: End, or the server's Response
+	final    *Final  // the server's Response (a client's stream)
+	released bool    // its budget is given back: it receives no more
+	accepted bool    // a Credit came: the server accepted the stream
 	// Sending.
 	credit    uint64 // the peer lets us send up to this offset
 	sent      uint64 // message bytes framed
@@ -237,6 +238,14 @@ type Stream struct {
 	inReady   bool   // on the link's ready list
 	onLast    func() // called by the writer once last is written
 	err       error  // the stream is over: everything fails with err
+}
+
+// held is a message received whole, and the empty messages that came
+// before it: those are counted, not kept, so that a peer's empty
+// messages, which need no credit, hold no memory.
+type held struct {
+	m       *[]byte
+	empties uint64
 }
 
 // Final is the server's Response that ended a client's stream.
@@ -285,7 +294,17 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 		if h.Size > uint64(s.owner.maxFrame) {
 			return fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
 		}
-		s.part, s.partLeft = GetBuf(int(min(h.Size, MaxChunk))), h.Size
+		if h.Size == 0 {
+			if n > 0 {
+				return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n)
+			}
+			if s.err == nil {
+				s.empties++
+				wake(s.recvWake)
+			}
+			return nil
+		}
+		s.part, s.partLeft = msgBuf(int(min(h.Size, MaxChunk))), h.Size
 	}
 	if n > s.partLeft {
 		return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n-s.partLeft)
@@ -301,11 +320,50 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	*s.part = append(*s.part, body...)
 	s.partLeft -= n
 	if s.partLeft == 0 {
-		s.msgs = append(s.msgs, s.part)
-		s.part = nil
+		s.msgs = append(s.msgs, held{s.part, s.empties})
+		s.part, s.empties = nil, 0
 		wake(s.recvWake)
 	}
 	return nil
+}
+
+// msgBuf returns a buffer for the first n bytes of a message received:
+// from the pool, unless its capacity would dwarf the message, so that
+// what a stream holds is close to the bytes it was granted.
+func msgBuf(n int) *[]byte {
+	if n >= minPooledBuf {
+		b := GetBuf(n)
+		if cap(*b) <= 2*n {
+			return b
+		}
+		PutBuf(b)
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+// queuedLocked reports whether a message is there for Recv. REQUIRES s.mu is
+// held.
+func (s *Stream) queuedLocked() bool { return len(s.msgs) > 0 || s.empties > 0 }
+
+// nextLocked takes the next message for Recv: a buffer of its own, or
+// of the pool for an empty one. REQUIRES s.mu is held, and queuedLocked.
+func (s *Stream) nextLocked() *[]byte {
+	if len(s.msgs) == 0 {
+		s.empties--
+		return GetBuf(0)
+	}
+	if h := &s.msgs[0]; h.empties > 0 {
+		h.empties--
+		return GetBuf(0)
+	}
+	m := s.msgs[0].m
+	s.msgs[0] = held{}
+	s.msgs = s.msgs[1:]
+	if len(s.msgs) == 0 {
+		s.msgs = s.msgs[:0:0] // let go of the array once drained
+	}
+	return m
 }
 
 // credited takes the peer's Credit: it may send up to offset, and its
@@ -373,7 +431,7 @@ func (s *Stream) release() {
 // It waits within ctx.
 func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 	s.mu.Lock()
-	for len(s.msgs) == 0 {
+	for !s.queuedLocked() {
 		if s.err != nil {
 			err := s.err
 			s.mu.Unlock()
@@ -395,14 +453,9 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 		}
 		s.mu.Lock()
 	}
-	m := s.msgs[0]
-	s.msgs[0] = nil
-	s.msgs = s.msgs[1:]
-	if len(s.msgs) == 0 {
-		s.msgs = s.msgs[:0:0] // let go of the array once drained
-	}
+	m := s.nextLocked()
 	n := uint64(len(*m))
-	kept := s.recvd == s.granted && len(s.msgs) == 0 // the sender used all its credit, and we keep up
+	kept := s.recvd == s.granted && !s.queuedLocked() // the sender used all its credit, and we keep up
 	s.consumed += n
 	s.taken++
 	if kept && s.window < MaxWindow {
@@ -659,7 +712,7 @@ func (s *Stream) fail(err error, lost bool) {
 	s.err = err
 	s.dropOut()
 	msgs := s.msgs
-	s.msgs = nil
+	s.msgs, s.empties = nil, 0
 	if s.part != nil {
 		PutBuf(s.part)
 		s.part = nil
@@ -667,8 +720,8 @@ func (s *Stream) fail(err error, lost bool) {
 	onLast := s.onLast
 	s.onLast = nil
 	s.mu.Unlock()
-	for _, m := range msgs {
-		PutBuf(m)
+	for _, h := range msgs {
+		PutBuf(h.m)
 	}
 	s.owner.forget(s)
 	s.release()
