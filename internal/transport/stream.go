@@ -279,46 +279,43 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	inPart := s.partLeft > 0 // the chunk continues a message
 	switch {
 	case s.peerEnd:
 		return fmt.Errorf("kiev: protocol error: a Message on stream %d after its sender ended it", s.ID)
 	case s.recvd+n > s.granted:
 		return fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+n)
-	case s.part == nil && !h.HasSize:
+	case !inPart && !h.HasSize:
 		return fmt.Errorf("kiev: protocol error: the first chunk of a message on stream %d has no Size", s.ID)
-	case s.part != nil && h.HasSize:
+	case inPart && h.HasSize:
 		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
 	}
 	s.recvd += n
-	if s.part == nil {
+	keep := s.err == nil && !s.finished // else ended on this side: count the bytes, keep none
+	if !inPart {
 		if h.Size > uint64(s.owner.maxFrame) {
 			return fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
 		}
-		if h.Size == 0 {
-			if n > 0 {
-				return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n)
-			}
-			if s.err == nil {
+		if h.Size == 0 && n == 0 {
+			if keep {
 				s.empties++
 				wake(s.recvWake)
 			}
 			return nil
 		}
-		s.part, s.partLeft = msgBuf(int(min(h.Size, MaxChunk))), h.Size
+		s.partLeft = h.Size
+		if keep && h.Size >= n {
+			s.part = msgBuf(int(min(h.Size, MaxChunk)))
+		}
 	}
 	if n > s.partLeft {
 		return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n-s.partLeft)
 	}
-	if s.err != nil { // ended on this side: count the bytes, keep none
-		s.partLeft -= n
-		if s.partLeft == 0 {
-			PutBuf(s.part)
-			s.part = nil
-		}
+	s.partLeft -= n
+	if s.part == nil {
 		return nil
 	}
 	*s.part = append(*s.part, body...)
-	s.partLeft -= n
 	if s.partLeft == 0 {
 		s.msgs = append(s.msgs, held{s.part, s.empties})
 		s.part, s.empties = nil, 0
@@ -437,7 +434,7 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 			s.mu.Unlock()
 			return nil, nil, err
 		}
-		if s.peerEnd && s.part == nil {
+		if s.peerEnd && s.partLeft == 0 {
 			f := s.final
 			s.final = nil
 			s.mu.Unlock()
@@ -671,7 +668,10 @@ func (s *Stream) Finish(frame []byte, done func()) error {
 	s.sendEnded, s.finished = true, true
 	s.onLast = done
 	s.readyLocked()
+	msgs := s.dropIn()
 	s.mu.Unlock()
+	putHeld(msgs)
+	s.release() // nobody reads on: what it granted goes back to the budget
 	wake(s.sendWake)
 	return nil
 }
@@ -711,24 +711,36 @@ func (s *Stream) fail(err error, lost bool) {
 	}
 	s.err = err
 	s.dropOut()
-	msgs := s.msgs
-	s.msgs, s.empties = nil, 0
-	if s.part != nil {
-		PutBuf(s.part)
-		s.part = nil
-	}
+	msgs := s.dropIn()
 	onLast := s.onLast
 	s.onLast = nil
 	s.mu.Unlock()
-	for _, h := range msgs {
-		PutBuf(h.m)
-	}
+	putHeld(msgs)
 	s.owner.forget(s)
 	s.release()
 	wake(s.recvWake)
 	wake(s.sendWake)
 	if onLast != nil {
 		onLast()
+	}
+}
+
+// dropIn forgets the messages received and not taken, and returns them
+// for putHeld. REQUIRES s.mu is held.
+func (s *Stream) dropIn() []held {
+	msgs := s.msgs
+	s.msgs, s.empties = nil, 0
+	if s.part != nil {
+		msgs = append(msgs, held{m: s.part})
+		s.part = nil
+	}
+	return msgs
+}
+
+// putHeld gives back the buffers of msgs.
+func putHeld(msgs []held) {
+	for _, h := range msgs {
+		PutBuf(h.m)
 	}
 }
 
