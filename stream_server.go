@@ -58,6 +58,9 @@ func (o Out[T]) Send(ctx context.Context, v T) error {
 	if o.s == nil {
 		return errUnboundStream
 	}
+	if isPointer[T]() {
+		return o.s.send(ctx, v) // *M, as a codec takes a generated message, not **M
+	}
 	return o.s.send(ctx, &v)
 }
 
@@ -88,9 +91,18 @@ func (i In[T]) Recv(ctx context.Context) (T, error) {
 	if i.s == nil {
 		return v, errUnboundStream
 	}
-	err := i.s.recv(ctx, &v)
+	dst := any(&v)
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		v = reflect.New(t.Elem()).Interface().(T)
+		dst = v // *M, as a codec takes a generated message, not **M
+	}
+	err := i.s.recv(ctx, dst)
 	return v, err
 }
+
+// isPointer reports whether T is a pointer type, as In[*pb.Event] and
+// Out[*pb.Event] take generated protobuf messages.
+func isPointer[T any]() bool { return reflect.TypeFor[T]().Kind() == reflect.Pointer }
 
 // All returns the client's messages, for a range loop, until io.EOF,
 // which ends the loop without an error, or another error, which is the
