@@ -187,7 +187,10 @@ type serverCall struct {
 	body  *[]byte
 	ctx   callContext // the handler's context
 	req   Request
-	ended atomic.Pointer[error] // why a stream's handler was ended (endStream)
+	// A stream's: why its handler was ended (endStream), and whether the
+	// handler runs.
+	ended    atomic.Pointer[error]
+	handling atomic.Bool
 }
 
 // State, Name, Estimate, Cancel and Release make a serverCall a

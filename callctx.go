@@ -78,6 +78,9 @@ func (c *callContext) cancel(err error) {
 	afters := c.afters
 	c.afters = nil
 	c.mu.Unlock()
+	if sc := c.call; sc != nil && sc.st.Stream != nil {
+		sc.streamCanceled(err)
+	}
 	for _, a := range afters {
 		go a.f()
 	}

@@ -75,3 +75,6 @@ func HistorySampling(srv *Server) bool {
 	defer srv.hist.mu.Unlock()
 	return srv.hist.stop != nil
 }
+
+// StreamsLeaked is how many of c's streams were dropped unclosed.
+func StreamsLeaked(c *Client) int64 { return c.streamsLeaked.Load() }

@@ -137,9 +137,9 @@ func (c *Client) tryStream(ctx context.Context, ep *endpoint, call *Call) (*clie
 		return nil, err
 	}
 	if !accepted { // refused: its Response is the stream's end
-		_, f, _ := s.Recv(ctx)
+		_, f, err := s.Recv(ctx)
 		if f == nil {
-			return nil, fmt.Errorf("kiev: the server ended stream %s without an answer", call.ServiceMethod)
+			return nil, fmt.Errorf("kiev: the server ended stream %s without an answer: %w", call.ServiceMethod, err)
 		}
 		defer f.Release()
 		if err := decodeReply(call, &f.Response, nil); err != nil {
@@ -150,7 +150,9 @@ func (c *Client) tryStream(ctx context.Context, ep *endpoint, call *Call) (*clie
 	cs := &clientStream{c: c, ep: ep, conn: ct, s: s, method: call.ServiceMethod, codec: call.codec}
 	ep.streams.Add(1)
 	c.streamStats.opened()
-	cs.stop = context.AfterFunc(ctx, func() { cs.cancel(ctx.Err()) })
+	if ctx.Done() != nil {
+		cs.stop = context.AfterFunc(ctx, func() { cs.cancel(ctx.Err()) })
+	}
 	return cs, nil
 }
 

@@ -23,16 +23,16 @@ import (
 // the frames by hand: a client against a real Server, and a server
 // against a real Client.
 
-// Tap is a stream service for peers that speak the protocol by hand.
-type Tap struct {
+// Hand is a stream service for peers that speak the protocol by hand.
+type Hand struct {
 	started chan string // each Hold, as it runs
 	ended   chan error  // the error each Hold's context ended with
 }
 
-func newTap() *Tap { return &Tap{started: make(chan string, 64), ended: make(chan error, 64)} }
+func newHand() *Hand { return &Hand{started: make(chan string, 64), ended: make(chan error, 64)} }
 
 // Hold runs until its context ends, reading nothing.
-func (t *Tap) Hold(ctx context.Context, in kiev.In[[]byte], out kiev.Out[[]byte]) error {
+func (t *Hand) Hold(ctx context.Context, in kiev.In[[]byte], out kiev.Out[[]byte]) error {
 	t.started <- "Hold"
 	<-ctx.Done()
 	t.ended <- ctx.Err()
@@ -41,7 +41,7 @@ func (t *Tap) Hold(ctx context.Context, in kiev.In[[]byte], out kiev.Out[[]byte]
 
 // Count sends the numbers 0 to |n|-1; for n < 0 it then fails with code
 // 451.
-func (t *Tap) Count(ctx context.Context, n int, out kiev.Out[int]) error {
+func (t *Hand) Count(ctx context.Context, n int, out kiev.Out[int]) error {
 	for i := range max(n, -n) {
 		if err := out.Send(ctx, i); err != nil {
 			return err
@@ -54,7 +54,7 @@ func (t *Tap) Count(ctx context.Context, n int, out kiev.Out[int]) error {
 }
 
 // Sum replies with the sum of the numbers it is sent.
-func (t *Tap) Sum(ctx context.Context, in kiev.In[int], sum *int) error {
+func (t *Hand) Sum(ctx context.Context, in kiev.In[int], sum *int) error {
 	for v, err := range in.All(ctx) {
 		if err != nil {
 			return err
@@ -65,7 +65,7 @@ func (t *Tap) Sum(ctx context.Context, in kiev.In[int], sum *int) error {
 }
 
 // Echo sends back every number it is sent.
-func (t *Tap) Echo(ctx context.Context, in kiev.In[int], out kiev.Out[int]) error {
+func (t *Hand) Echo(ctx context.Context, in kiev.In[int], out kiev.Out[int]) error {
 	for v, err := range in.All(ctx) {
 		if err != nil {
 			return err
@@ -78,14 +78,14 @@ func (t *Tap) Echo(ctx context.Context, in kiev.In[int], out kiev.Out[int]) erro
 }
 
 // Once sends 7 and returns, reading nothing.
-func (t *Tap) Once(ctx context.Context, in kiev.In[int], out kiev.Out[int]) error {
+func (t *Hand) Once(ctx context.Context, in kiev.In[int], out kiev.Out[int]) error {
 	err := out.Send(ctx, 7)
 	t.started <- "Once"
 	return err
 }
 
-// startTap serves a Tap and an Arith with opts, and returns the address.
-func startTap(t *testing.T, tap *Tap, opts ...kiev.ServerOption) string {
+// startHand serves a Hand and an Arith with opts, and returns the address.
+func startHand(t *testing.T, tap *Hand, opts ...kiev.ServerOption) string {
 	t.Helper()
 	srv := kiev.NewServer(opts...)
 	if err := srv.Register(tap); err != nil {
@@ -235,15 +235,15 @@ func endFrame(id uint64) []byte    { return frame(wire.TypeEnd, id, nil, nil) }
 func cancelFrame(id uint64) []byte { return frame(wire.TypeCancel, id, nil, nil) }
 
 func TestServerSettingsSayItServesStreamsAndHowMany(t *testing.T) {
-	c := dialHand(t, startTap(t, newTap(), kiev.WithMaxStreams(7)))
+	c := dialHand(t, startHand(t, newHand(), kiev.WithMaxStreams(7)))
 	if !c.settings.HasStreams || c.settings.Streams != 7 {
 		t.Fatalf("the server's Settings carry Streams %d (present: %v); want 7, its WithMaxStreams", c.settings.Streams, c.settings.HasStreams)
 	}
 }
 
 func TestServerStreamSendsCreditThenItsMessagesThenItsResponse(t *testing.T) {
-	c := dialHand(t, startTap(t, newTap()))
-	c.write(streamRequest(1, "Tap.Count", 3, 1<<20))
+	c := dialHand(t, startHand(t, newHand()))
+	c.write(streamRequest(1, "Hand.Count", 3, 1<<20))
 	_, h := c.expect(wire.TypeCredit, 1) // before any Message: it says the stream was accepted
 	if !h.HasCredit || h.Credit != 0 {
 		t.Errorf("a server stream's first Credit grants %d (present: %v); want 0: it takes no messages", h.Credit, h.HasCredit)
@@ -263,8 +263,8 @@ func TestServerStreamSendsCreditThenItsMessagesThenItsResponse(t *testing.T) {
 }
 
 func TestStreamErrorResponseComesAfterTheMessages(t *testing.T) {
-	c := dialHand(t, startTap(t, newTap()))
-	c.open(1, "Tap.Count", -2, 1<<20)
+	c := dialHand(t, startHand(t, newHand()))
+	c.open(1, "Hand.Count", -2, 1<<20)
 	c.expect(wire.TypeMessage, 1)
 	c.expect(wire.TypeMessage, 1)
 	if _, h := c.expect(wire.TypeResponse, 1); h.ErrCode != 451 || string(h.ErrMsg) != "counted 2" {
@@ -273,8 +273,8 @@ func TestStreamErrorResponseComesAfterTheMessages(t *testing.T) {
 }
 
 func TestClientStreamEndsWithEndAndItsReplyComesInTheResponse(t *testing.T) {
-	c := dialHand(t, startTap(t, newTap()))
-	if h := c.open(1, "Tap.Sum", nil, 0); h.Credit != transport.InitialWindow {
+	c := dialHand(t, startHand(t, newHand()))
+	if h := c.open(1, "Hand.Sum", nil, 0); h.Credit != transport.InitialWindow {
 		t.Errorf("the first Credit of a client stream grants %d bytes; want the initial window, %d", h.Credit, transport.InitialWindow)
 	}
 	var frames []byte
@@ -300,9 +300,9 @@ func TestClientStreamEndsWithEndAndItsReplyComesInTheResponse(t *testing.T) {
 }
 
 func TestCancelEndsTheStreamAndItsHandlersContext(t *testing.T) {
-	tap := newTap()
-	c := dialHand(t, startTap(t, tap))
-	c.open(1, "Tap.Hold", nil, 1<<20)
+	tap := newHand()
+	c := dialHand(t, startHand(t, tap))
+	c.open(1, "Hand.Hold", nil, 1<<20)
 	<-tap.started
 	c.write(cancelFrame(1))
 	if err := <-tap.ended; !errors.Is(err, context.Canceled) {
@@ -314,10 +314,10 @@ func TestCancelEndsTheStreamAndItsHandlersContext(t *testing.T) {
 }
 
 func TestAnEmptyMessageNeedsNoCredit(t *testing.T) {
-	c := dialHand(t, startTap(t, newTap()))
+	c := dialHand(t, startHand(t, newHand()))
 	// A server stream: the server grants the client's messages 0 bytes,
 	// and the client grants the server's none yet.
-	c.open(1, "Tap.Count", 1, 0)
+	c.open(1, "Hand.Count", 1, 0)
 	c.write(chunk(1, 0, nil), chunk(1, 0, nil), creditFrame(1, 100))
 	c.expect(wire.TypeMessage, 1)
 	c.expect(wire.TypeResponse, 1)
@@ -326,8 +326,8 @@ func TestAnEmptyMessageNeedsNoCredit(t *testing.T) {
 
 func TestFramesForAnEndedStreamAreDropped(t *testing.T) {
 	logOpt, logs := captureLog()
-	c := dialHand(t, startTap(t, newTap(), logOpt))
-	c.open(1, "Tap.Count", 1, 1<<20)
+	c := dialHand(t, startHand(t, newHand(), logOpt))
+	c.open(1, "Hand.Count", 1, 1<<20)
 	c.expect(wire.TypeMessage, 1)
 	c.expect(wire.TypeResponse, 1)
 	c.write(message(1, []byte{1, 2, 3}), creditFrame(1, 1<<30), endFrame(1))
@@ -338,11 +338,11 @@ func TestFramesForAnEndedStreamAreDropped(t *testing.T) {
 }
 
 func TestStreamPastTheConnectionsLimitIsRefusedOverloaded(t *testing.T) {
-	tap := newTap()
-	c := dialHand(t, startTap(t, tap, kiev.WithMaxStreams(2)))
-	c.open(1, "Tap.Hold", nil, 1<<20)
-	c.open(3, "Tap.Hold", nil, 1<<20)
-	c.write(streamRequest(5, "Tap.Hold", nil, 1<<20))
+	tap := newHand()
+	c := dialHand(t, startHand(t, tap, kiev.WithMaxStreams(2)))
+	c.open(1, "Hand.Hold", nil, 1<<20)
+	c.open(3, "Hand.Hold", nil, 1<<20)
+	c.write(streamRequest(5, "Hand.Hold", nil, 1<<20))
 	if _, h := c.expect(wire.TypeResponse, 5); h.ErrCode != uint64(kiev.CodeOverloaded) || !strings.Contains(string(h.ErrMsg), "WithMaxStreams") {
 		t.Fatalf("the third stream: code %d %q; want Overloaded, naming WithMaxStreams", h.ErrCode, h.ErrMsg)
 	}
@@ -356,7 +356,7 @@ func TestStreamPastTheConnectionsLimitIsRefusedOverloaded(t *testing.T) {
 	}
 	c.write(cancelFrame(1))
 	<-tap.ended
-	c.open(7, "Tap.Hold", nil, 1<<20) // room again
+	c.open(7, "Hand.Hold", nil, 1<<20) // room again
 	<-tap.started
 }
 
@@ -405,17 +405,17 @@ func TestStreamViolationsCloseTheConnection(t *testing.T) {
 			return endFrame(9)
 		}, "an End frame for stream 9, which was never opened"},
 		{"a Request reopening an open stream", func(uint64) []byte {
-			return streamRequest(1, "Tap.Echo", nil, 1<<20)
+			return streamRequest(1, "Hand.Echo", nil, 1<<20)
 		}, "opened stream 1 while its stream of that id was open"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			logOpt, logs := captureLog()
-			tap := newTap()
-			addr := startTap(t, tap, logOpt, kiev.WithMaxFrameSize(maxFrame))
+			tap := newHand()
+			addr := startHand(t, tap, logOpt, kiev.WithMaxFrameSize(maxFrame))
 			good := dial(t, addr, kiev.WithMaxFrameSize(maxFrame))
 			ctx := t.Context()
-			echo, err := good.Stream(ctx, "Tap.Echo", nil)
+			echo, err := good.Stream(ctx, "Hand.Echo", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +423,7 @@ func TestStreamViolationsCloseTheConnection(t *testing.T) {
 			echoOnce(t, echo, 1)
 
 			c := dialHand(t, addr)
-			h := c.open(1, "Tap.Hold", nil, 1<<20)
+			h := c.open(1, "Hand.Hold", nil, 1<<20)
 			<-tap.started
 			c.write(tc.attack(h.Credit))
 			expectClosed(t, c.nc)
@@ -439,7 +439,7 @@ func TestStreamViolationsCloseTheConnection(t *testing.T) {
 	}
 }
 
-// echoOnce sends v on a Tap.Echo stream and checks that it comes back.
+// echoOnce sends v on a Hand.Echo stream and checks that it comes back.
 func echoOnce(t *testing.T, s *kiev.Stream, v int) {
 	t.Helper()
 	if err := s.Send(t.Context(), v); err != nil {
@@ -526,7 +526,7 @@ func TestClientClosesTheConnectionOfAServerThatBreaksAStreamRule(t *testing.T) {
 			ctx := t.Context()
 			// The attack follows the Credit that accepts the stream: it may
 			// fail the open, or the Recv after it.
-			s, err := c.Stream(ctx, "Tap.Hold", nil)
+			s, err := c.Stream(ctx, "Hand.Hold", nil)
 			if err == nil {
 				defer s.Close()
 				var b []byte
@@ -569,7 +569,7 @@ func TestStreamToAServerWithoutStreamsFailsAndSendsNoStreamFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Stream(t.Context(), "Tap.Hold", nil)
+	_, err = c.Stream(t.Context(), "Hand.Hold", nil)
 	if !errors.Is(err, kiev.ErrStreamsUnsupported) {
 		t.Errorf("Stream to a server without streams = %v; want ErrStreamsUnsupported", err)
 	}
@@ -592,9 +592,9 @@ func TestStreamToAServerWithoutStreamsFailsAndSendsNoStreamFrame(t *testing.T) {
 // hold about what it granted.
 func TestStreamHoldsAboutTheBytesItGranted(t *testing.T) {
 	const empties = 200000
-	tap := newTap()
-	c := dialHand(t, startTap(t, tap))
-	h := c.open(1, "Tap.Hold", nil, 1<<20)
+	tap := newHand()
+	c := dialHand(t, startHand(t, tap))
+	h := c.open(1, "Hand.Hold", nil, 1<<20)
 	<-tap.started
 	var small, empty []byte
 	for range h.Credit {
@@ -630,10 +630,10 @@ func TestStreamHoldsAboutTheBytesItGranted(t *testing.T) {
 // counted against the connection's budget once it ended, so after about
 // 200 streams every new one was granted a byte or none.
 func TestEndedStreamsGiveBackTheirCredit(t *testing.T) {
-	c := dialHand(t, startTap(t, newTap()))
+	c := dialHand(t, startHand(t, newHand()))
 	for i := range 400 {
 		id := uint64(2*i + 1)
-		if h := c.open(id, "Tap.Sum", nil, 0); h.Credit != transport.InitialWindow {
+		if h := c.open(id, "Hand.Sum", nil, 0); h.Credit != transport.InitialWindow {
 			t.Fatalf("stream %d was granted %d bytes; want the initial window, %d, as the first was", i, h.Credit, transport.InitialWindow)
 		}
 		m, _ := codec.Msgpack.Marshal(nil, 1000)
@@ -651,9 +651,9 @@ func TestEndedStreamsGiveBackTheirCredit(t *testing.T) {
 // client has granted no credit for: the server drops the message, chunk
 // by chunk, and the connection lives.
 func TestAMessageThatCrossesTheEndOfItsStreamIsDropped(t *testing.T) {
-	tap := newTap()
-	c := dialHand(t, startTap(t, tap))
-	c.open(1, "Tap.Once", nil, 0)
+	tap := newHand()
+	c := dialHand(t, startHand(t, tap))
+	c.open(1, "Hand.Once", nil, 0)
 	m := message(1, make([]byte, 20000)) // two chunks
 	split := len(chunk(1, 20000, make([]byte, transport.ChunkSize)))
 	c.write(m[:split])

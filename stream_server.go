@@ -312,16 +312,16 @@ func (sc *serverCall) runStream(start time.Time) {
 	sc.ctx.start(start)
 	s.trackStream(sc, true)
 	defer s.trackStream(sc, false)
-	stopWatch := context.AfterFunc(&sc.ctx, func() { st.Abort(sc.ctx.Err()) })
 	var aged *time.Timer
 	if d := s.opts.maxStreamAge; d > 0 {
 		aged = time.AfterFunc(jitter(d), func() { sc.endStream(errStreamAged) })
 	}
+	sc.handling.Store(true)
 	err := sc.protect(func() error { return s.handler(&sc.ctx, &sc.req) })
 	if aged != nil {
 		aged.Stop()
 	}
-	stopWatch()
+	sc.handling.Store(false)
 	end := time.Now()
 	if why := sc.ended.Load(); why != nil {
 		err = *why // drained or aged: the client reopens elsewhere
@@ -347,6 +347,17 @@ func (sc *serverCall) runStream(start time.Time) {
 		return
 	}
 	sc.reply()
+}
+
+// streamCanceled ends the stream of a running handler whose context
+// ended with err (the client canceled, the deadline passed, the server
+// closes): its Send and Recv, which may wait on another context, fail at
+// once. A stream not yet running, or ended by endStream, is answered
+// instead.
+func (sc *serverCall) streamCanceled(err error) {
+	if sc.handling.Load() && sc.ended.Load() == nil {
+		sc.st.Stream.Abort(err)
+	}
 }
 
 // endStream ends a stream's handler with why, a CodeShutdown error: the

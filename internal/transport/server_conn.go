@@ -582,7 +582,7 @@ func (c *ServerConn) answer(st *CallState, b []byte) error {
 	if s := st.Stream; s != nil {
 		// After the stream's messages; the stream is over once it is
 		// written.
-		_ = s.Finish(b, func() { c.streams.forget(s) })
+		_ = s.Finish(b, nil)
 		return nil
 	}
 	_ = c.link.SendAlone(b, c.active.Load() == 1)

@@ -210,28 +210,30 @@ type Stream struct {
 
 	mu sync.Mutex // guards the fields below
 	// Receiving.
-	msgs     []held  // messages whole, oldest first
-	empties  uint64  // empty messages after the last of msgs: they hold no buffer
-	part     *[]byte // the message in progress
-	partLeft uint64  // its bytes still to come
-	recvd    uint64  // message bytes received
-	consumed uint64  // message bytes the application took
-	granted  uint64  // the peer may send up to this offset
-	window   uint64  // the grant's reach past consumed
-	taken    uint64  // messages the application took
-	peerEnd  bool    // the peer sends no more: End, or the server's Response
-	final    *Final  // the server's Response (a client's stream)
-	released bool    // its budget is given back: it receives no more
-	accepted bool    // a Credit came: the server accepted the stream
+	msgs     fifo[inMsg] // messages whole, oldest first
+	empties  uint64      // empty messages after the last of msgs: they hold no buffer
+	part     *[]byte     // the message in progress
+	partLeft uint64      // its bytes still to come
+	recvd    uint64      // message bytes received
+	consumed uint64      // message bytes the application took
+	granted  uint64      // the peer may send up to this offset
+	window   uint64      // the grant's reach past consumed
+	taken    uint64      // messages the application took
+	reported uint64      // the taken the peer was last told of (Consumed)
+	peerEnd  bool        // the peer sends no more: End, or the server's Response
+	final    *Final      // the server's Response (a client's stream)
+	released bool        // its budget is given back: it receives no more
+	accepted bool        // a Credit came: the server accepted the stream
 	// Sending.
 	credit    uint64 // the peer lets us send up to this offset
 	sent      uint64 // message bytes framed
 	out       []byte // messages queued, from outOff not yet framed
 	outOff    int
-	outSizes  []int // the sizes of the messages queued; the first has outHead bytes framed
+	outSizes  fifo[int] // the sizes of the messages queued; the first has outHead bytes framed
 	outHead   int
 	queued    uint64 // messages queued, in all
 	peerTaken uint64 // of ours, the messages the peer's application took
+	first     []byte // the server's first Credit, which accepts the stream: sent before anything
 	last      []byte // End, or the server's Response, or both: sent once out is empty
 	sendEnded bool   // End or the Response is queued: Send fails
 	finished  bool   // the Response is queued, or came: nothing more is sent
@@ -240,10 +242,10 @@ type Stream struct {
 	err       error  // the stream is over: everything fails with err
 }
 
-// held is a message received whole, and the empty messages that came
+// inMsg is a message received whole, and the empty messages that came
 // before it: those are counted, not kept, so that a peer's empty
 // messages, which need no credit, hold no memory.
-type held struct {
+type inMsg struct {
 	m       *[]byte
 	empties uint64
 }
@@ -291,6 +293,10 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
 	}
 	s.recvd += n
+	s.accepted = true             // a server's first frame is its Credit; be lenient all the same
+	if h.Consumed > s.peerTaken { // a bidirectional stream's progress
+		s.peerTaken = min(h.Consumed, s.queued)
+	}
 	keep := s.err == nil && !s.finished // else ended on this side: count the bytes, keep none
 	if !inPart {
 		if h.Size > uint64(s.owner.maxFrame) {
@@ -317,9 +323,11 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	}
 	*s.part = append(*s.part, body...)
 	if s.partLeft == 0 {
-		s.msgs = append(s.msgs, held{s.part, s.empties})
+		s.msgs.push(inMsg{s.part, s.empties})
 		s.part, s.empties = nil, 0
 		wake(s.recvWake)
+	} else if s.recvd == s.granted && !s.queuedLocked() {
+		wake(s.recvWake) // a message larger than the window: a waiting Recv grants it the rest
 	}
 	return nil
 }
@@ -339,28 +347,22 @@ func msgBuf(n int) *[]byte {
 	return &b
 }
 
-// queuedLocked reports whether a message is there for Recv. REQUIRES s.mu is
-// held.
-func (s *Stream) queuedLocked() bool { return len(s.msgs) > 0 || s.empties > 0 }
+// queuedLocked reports whether a message is there for Recv. REQUIRES
+// s.mu is held.
+func (s *Stream) queuedLocked() bool { return s.msgs.len() > 0 || s.empties > 0 }
 
 // nextLocked takes the next message for Recv: a buffer of its own, or
 // of the pool for an empty one. REQUIRES s.mu is held, and queuedLocked.
 func (s *Stream) nextLocked() *[]byte {
-	if len(s.msgs) == 0 {
+	if s.msgs.len() == 0 {
 		s.empties--
 		return GetBuf(0)
 	}
-	if h := &s.msgs[0]; h.empties > 0 {
+	if h := &s.msgs.q[s.msgs.head]; h.empties > 0 {
 		h.empties--
 		return GetBuf(0)
 	}
-	m := s.msgs[0].m
-	s.msgs[0] = held{}
-	s.msgs = s.msgs[1:]
-	if len(s.msgs) == 0 {
-		s.msgs = s.msgs[:0:0] // let go of the array once drained
-	}
-	return m
+	return s.msgs.pop().m
 }
 
 // credited takes the peer's Credit: it may send up to offset, and its
@@ -380,7 +382,7 @@ func (s *Stream) credited(offset, taken uint64) {
 // peerEnded takes the peer's End: it sends no more messages.
 func (s *Stream) peerEnded() {
 	s.mu.Lock()
-	s.peerEnd = true
+	s.peerEnd, s.accepted = true, true
 	s.mu.Unlock()
 	wake(s.recvWake)
 }
@@ -497,21 +499,38 @@ func (s *Stream) grantLocked() credit {
 	return s.creditLocked()
 }
 
-// growForPart grants a message larger than the window the credit it
-// lacks, once the application waits for it: otherwise its sender could
-// never finish it. REQUIRES s.mu is held.
+// growForPart is the grant of a stream whose application waits for a
+// message while its peer has no credit left: a message larger than the
+// window is granted the rest of it, or else its sender could never
+// finish it; and a stream the budget starves (stalled streams took it)
+// is granted a chunk all the same, since its application takes what
+// comes at once. So a stream whose application reads always moves, and
+// what is held past the budget is held by readers that wait, never by
+// stalled streams. REQUIRES s.mu is held.
 func (s *Stream) growForPart() credit {
-	if s.part == nil || s.err != nil || s.released || s.recvd < s.granted {
+	if s.err != nil || s.released || s.peerEnd || s.recvd < s.granted {
 		return s.grantLocked()
 	}
-	need := s.recvd + s.partLeft - s.granted
-	s.owner.budget.force(int64(need))
-	s.granted += need
+	if s.part != nil {
+		need := s.recvd + s.partLeft - s.granted
+		s.owner.budget.force(int64(need))
+		s.granted += need
+		return s.creditLocked()
+	}
+	if c := s.grantLocked(); c.ok {
+		return c
+	}
+	n := min(s.window, ChunkSize)
+	s.owner.budget.force(int64(n))
+	s.granted += n
 	return s.creditLocked()
 }
 
 // creditLocked is the Credit of s as it stands. REQUIRES s.mu is held.
-func (s *Stream) creditLocked() credit { return credit{true, s.granted, s.taken} }
+func (s *Stream) creditLocked() credit {
+	s.reported = s.taken
+	return credit{true, s.granted, s.taken}
+}
 
 // sendCredit sends c, if ok.
 func (s *Stream) sendCredit(c credit) {
@@ -519,12 +538,18 @@ func (s *Stream) sendCredit(c credit) {
 		return
 	}
 	var tmp [wire.HeaderSize + 2*(2+10)]byte
-	b := wire.BeginFrame(tmp[:0], wire.TypeCredit, s.ID)
+	_ = s.owner.link.Send(appendCredit(tmp[:0], s.ID, c, s.owner.maxFrame))
+}
+
+// appendCredit appends the Credit frame c of stream id to b.
+func appendCredit(b []byte, id uint64, c credit, maxFrame int) []byte {
+	start := len(b)
+	b = wire.BeginFrame(b, wire.TypeCredit, id)
 	b = wire.AppendUvarint(b, wire.KeyCredit, c.granted)
 	b = wire.AppendUvarint(b, wire.KeyConsumed, c.taken)
-	_ = wire.EndHeader(b, 0)
-	_ = wire.EndFrame(b, 0, s.owner.maxFrame)
-	_ = s.owner.link.Send(b)
+	_ = wire.EndHeader(b, start)
+	_ = wire.EndFrame(b, start, maxFrame)
+	return b
 }
 
 // regrant tries again a grant the budget refused.
@@ -539,20 +564,26 @@ func (s *Stream) regrant() {
 // the budget allows, and sends it: on a server, this is also how the
 // client learns that its stream was accepted (window 0 for a stream that
 // receives nothing).
+//
+// The Credit goes out through the stream's own queue, ahead of its
+// messages, so that the client sees the acceptance first.
 func (s *Stream) Grant(window int) {
 	s.mu.Lock()
 	s.grantInitial(window)
 	c := s.creditLocked()
+	s.first = appendCredit(s.first[:0], s.ID, c, s.owner.maxFrame)
+	s.readyLocked()
 	s.mu.Unlock()
-	s.sendCredit(c)
 }
 
-// grantInitial grants up to window bytes as the budget allows, and sets
-// the stream's window. REQUIRES s.mu is held.
+// grantInitial sets the stream's window and grants up to window bytes
+// as the budget allows: no more than a sixteenth of the room left, so
+// that streams opened and never read cannot take the whole budget from
+// those opened after them. REQUIRES s.mu is held.
 func (s *Stream) grantInitial(window int) {
 	if window > 0 {
 		s.window = uint64(window)
-		s.granted += uint64(max(s.owner.budget.take(s, int64(window)), 0))
+		s.granted += uint64(max(s.owner.budget.takeShare(s, int64(window), 16), 0))
 	}
 }
 
@@ -614,7 +645,7 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 		s.out, s.outOff = s.out[:0], 0
 	}
 	s.out = append(s.out, msg...)
-	s.outSizes = append(s.outSizes, len(msg))
+	s.outSizes.push(len(msg))
 	s.queued++
 	s.readyLocked()
 	s.mu.Unlock()
@@ -652,8 +683,9 @@ func (s *Stream) CloseSend() error {
 }
 
 // Finish queues frame, the server's Response, after the messages
-// queued: it ends the stream. done is called once it is written, or the
-// stream fails first. A second Finish does nothing.
+// queued: it ends the stream, which its connection forgets once the
+// frame is written. done, if not nil, is called then, or when the stream
+// fails first. A second Finish does nothing.
 func (s *Stream) Finish(frame []byte, done func()) error {
 	s.mu.Lock()
 	if s.err != nil || s.finished {
@@ -690,8 +722,8 @@ func (s *Stream) Reset(frame []byte, done func()) error {
 
 // dropOut forgets the messages queued. REQUIRES s.mu is held.
 func (s *Stream) dropOut() {
-	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, nil, 0
-	s.last = nil
+	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, fifo[int]{}, 0
+	s.first, s.last = nil, nil
 }
 
 // Abort ends s on this side with err, sending nothing more: the client
@@ -727,18 +759,18 @@ func (s *Stream) fail(err error, lost bool) {
 
 // dropIn forgets the messages received and not taken, and returns them
 // for putHeld. REQUIRES s.mu is held.
-func (s *Stream) dropIn() []held {
-	msgs := s.msgs
-	s.msgs, s.empties = nil, 0
+func (s *Stream) dropIn() []inMsg {
+	msgs := s.msgs.drain()
+	s.empties = 0
 	if s.part != nil {
-		msgs = append(msgs, held{m: s.part})
+		msgs = append(msgs, inMsg{m: s.part})
 		s.part = nil
 	}
 	return msgs
 }
 
 // putHeld gives back the buffers of msgs.
-func putHeld(msgs []held) {
+func putHeld(msgs []inMsg) {
 	for _, h := range msgs {
 		PutBuf(h.m)
 	}
@@ -763,8 +795,11 @@ func (s *Stream) readyLocked() {
 // sendable reports whether the writer may send a frame of s now.
 // REQUIRES s.mu is held.
 func (s *Stream) sendable() bool {
-	if len(s.outSizes) > 0 {
-		return s.credit > s.sent || s.outSizes[0] == 0
+	if len(s.first) > 0 {
+		return true
+	}
+	if s.outSizes.len() > 0 {
+		return s.credit > s.sent || s.outSizes.peek() == 0
 	}
 	return len(s.last) > 0
 }
@@ -774,18 +809,26 @@ func (s *Stream) sendable() bool {
 func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	s.mu.Lock()
 	freed := false
+	if len(s.first) > 0 {
+		b = append(b, s.first...)
+		s.first = nil
+	}
 	for ; chunks > 0 && s.sendable(); chunks-- {
-		if len(s.outSizes) == 0 {
+		if s.outSizes.len() == 0 {
 			b = append(b, s.last...)
 			s.last = s.last[:0]
 			break
 		}
-		size := s.outSizes[0]
+		size := s.outSizes.peek()
 		n := min(size-s.outHead, ChunkSize, int(min(s.credit-s.sent, MaxChunk)))
 		start := len(b)
 		b = wire.BeginFrame(b, wire.TypeMessage, s.ID)
 		if s.outHead == 0 {
 			b = wire.AppendUvarint(b, wire.KeySize, uint64(size))
+			if s.taken > s.reported { // how far this side's application got, for free
+				b = wire.AppendUvarint(b, wire.KeyConsumed, s.taken)
+				s.reported = s.taken
+			}
 		}
 		_ = wire.EndHeader(b, start)
 		b = append(b, s.out[s.outOff:s.outOff+n]...)
@@ -794,27 +837,30 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 		s.outHead += n
 		s.sent += uint64(n)
 		if s.outHead == size {
-			s.outSizes = s.outSizes[1:]
+			s.outSizes.pop()
 			s.outHead = 0
 			freed = true
 		}
 	}
-	if len(s.outSizes) == 0 && s.outOff > 0 {
+	if s.outSizes.len() == 0 && s.outOff > 0 {
 		s.out, s.outOff = s.out[:0], 0
 		if cap(s.out) > 4*ChunkSize {
 			s.out = nil // a burst of large messages is over: let its buffer go
 		}
-		s.outSizes = s.outSizes[:0:0]
 	}
 	more = s.sendable()
 	s.inReady = more
 	var onLast func()
-	if s.finished && len(s.last) == 0 && len(s.outSizes) == 0 && s.onLast != nil {
+	done := s.finished && len(s.last) == 0 && s.outSizes.len() == 0
+	if done {
 		onLast, s.onLast = s.onLast, nil
 	}
 	s.mu.Unlock()
 	if freed {
 		wake(s.sendWake)
+	}
+	if done {
+		s.owner.forget(s)
 	}
 	if onLast != nil {
 		onLast()
@@ -854,6 +900,15 @@ func (b *streamBudget) take(s *Stream, n int64) int64 {
 	return n
 }
 
+// takeShare grants s up to n bytes and no more than 1/part of the room
+// left, and returns how many.
+func (b *streamBudget) takeShare(s *Stream, n int64, part int64) int64 {
+	b.mu.Lock()
+	room := b.max - b.used - b.reserve(s.prio)
+	b.mu.Unlock()
+	return b.take(s, min(n, room/part))
+}
+
 // force takes n bytes whatever the budget says: a message larger than a
 // window, whose receiver waits for it.
 func (b *streamBudget) force(n int64) {
@@ -875,4 +930,31 @@ func (b *streamBudget) give(n int64) []*Stream {
 	}
 	b.mu.Unlock()
 	return starved
+}
+
+// fifo is a queue that reuses its array once drained.
+type fifo[T any] struct {
+	q    []T
+	head int
+}
+
+func (f *fifo[T]) len() int { return len(f.q) - f.head }
+func (f *fifo[T]) peek() T  { return f.q[f.head] }
+func (f *fifo[T]) push(v T) { f.q = append(f.q, v) }
+func (f *fifo[T]) pop() T {
+	var zero T
+	v := f.q[f.head]
+	f.q[f.head] = zero
+	f.head++
+	if f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	}
+	return v
+}
+
+// drain takes every value out.
+func (f *fifo[T]) drain() []T {
+	q := f.q[f.head:]
+	*f = fifo[T]{}
+	return q
 }

@@ -284,7 +284,7 @@ func (z *streamFuzz) checkHeld(t *testing.T) {
 	for _, s := range all {
 		s.mu.Lock()
 		var bytes, room, msgs int
-		for _, h := range s.msgs {
+		for _, h := range s.msgs.q[s.msgs.head:] {
 			bytes += len(*h.m)
 			room += cap(*h.m)
 			msgs++
