@@ -712,3 +712,32 @@ func TestProtobufStreamOfPointerMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestTypedProtobufStreamOfPointerMessages is the same with the typed
+// opener, whose Send and Recv handed the codec **testpb.Small too.
+func TestTypedProtobufStreamOfPointerMessages(t *testing.T) {
+	srv := kiev.NewServer()
+	if err := srv.Register(ProtoFeed{}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv), kiev.WithCodec(codec.Protobuf))
+	echo, err := kiev.BidiStreamOf(c, ProtoFeed.Echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	s, err := echo.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range int64(3) {
+		if err := s.Send(ctx, &testpb.Small{Id: i, Name: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.Recv(ctx)
+		if err != nil || m.GetId() != i || m.GetName() != "re: hi" {
+			t.Fatalf("echo %d: %v, %v", i, m, err)
+		}
+	}
+}

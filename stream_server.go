@@ -58,10 +58,7 @@ func (o Out[T]) Send(ctx context.Context, v T) error {
 	if o.s == nil {
 		return errUnboundStream
 	}
-	if isPointer[T]() {
-		return o.s.send(ctx, v) // *M, as a codec takes a generated message, not **M
-	}
-	return o.s.send(ctx, &v)
+	return o.s.send(ctx, encodable(&v))
 }
 
 // Close ends the sending side (a half-close): the client's Recv returns
@@ -91,18 +88,31 @@ func (i In[T]) Recv(ctx context.Context) (T, error) {
 	if i.s == nil {
 		return v, errUnboundStream
 	}
-	dst := any(&v)
-	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
-		v = reflect.New(t.Elem()).Interface().(T)
-		dst = v // *M, as a codec takes a generated message, not **M
-	}
-	err := i.s.recv(ctx, dst)
+	err := i.s.recv(ctx, decodable(&v))
 	return v, err
 }
 
-// isPointer reports whether T is a pointer type, as In[*pb.Event] and
-// Out[*pb.Event] take generated protobuf messages.
-func isPointer[T any]() bool { return reflect.TypeFor[T]().Kind() == reflect.Pointer }
+// encodable is what a codec encodes of a message, v: v itself, or *v
+// when T is a pointer (In[*pb.Event] and Out[*pb.Event] carry generated
+// protobuf messages), so that the codec is handed *pb.Event, never
+// **pb.Event.
+func encodable[T any](v *T) any {
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		return *v
+	}
+	return v
+}
+
+// decodable is what a codec decodes a message into, for *v to hold it:
+// v itself, or when T is a pointer, a new message that *v is set to.
+func decodable[T any](v *T) any {
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		m := reflect.New(t.Elem()).Interface().(T)
+		*v = m
+		return m
+	}
+	return v
+}
 
 // All returns the client's messages, for a range loop, until io.EOF,
 // which ends the loop without an error, or another error, which is the
