@@ -654,8 +654,9 @@ func TestAMessageThatCrossesTheEndOfItsStreamIsDropped(t *testing.T) {
 	tap := newHand()
 	c := dialHand(t, startHand(t, tap))
 	c.open(1, "Hand.Once", nil, 0)
-	m := message(1, make([]byte, 20000)) // two chunks
-	split := len(chunk(1, 20000, make([]byte, transport.ChunkSize)))
+	const size = transport.ChunkSize + 4000
+	m := message(1, make([]byte, size)) // two chunks
+	split := len(chunk(1, size, make([]byte, transport.ChunkSize)))
 	c.write(m[:split])
 	<-tap.started
 	c.write(m[split:], creditFrame(1, 100))

@@ -5,7 +5,9 @@ import "slices"
 // LeastLoaded returns the Balancer named "least_loaded". Its Pickers use
 // the power of two random choices: for each call they draw two distinct
 // nodes at random and send the call to the one with fewer calls in flight
-// (Node.InFlight), either one on a tie. Two random choices keep the
+// (Node.InFlight), either one on a tie; for a stream (Info.Stream), the
+// one with fewer open streams (StreamNode.Streams), if the nodes count
+// them. Two random choices keep the
 // busiest node far closer to the average than one choice does, without
 // the herding of always taking the least loaded node, which every client
 // would pick at once. LeastLoaded ignores Weight.

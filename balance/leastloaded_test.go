@@ -119,3 +119,27 @@ type randomPicker struct{ nodes []Node }
 func (p randomPicker) Pick(Info) (Result, error) {
 	return Result{Node: p.nodes[randIntN(len(p.nodes))]}, nil
 }
+
+// streamNode is a node that counts its open streams apart from its calls.
+type streamNode struct {
+	fakeNode
+	streams int
+}
+
+func (n *streamNode) Streams() int { return n.streams }
+
+func TestLeastLoadedWeighsOpenStreamsForAStream(t *testing.T) {
+	// Node a has many calls in flight and no streams; node b has no call
+	// in flight and many streams. A call goes to b, a stream to a.
+	a := &streamNode{fakeNode: fakeNode{id: "a", weight: 1}}
+	a.inFlight.Store(50)
+	b := &streamNode{fakeNode: fakeNode{id: "b", weight: 1}, streams: 50}
+	setRand(t, func(n int) int { return 0 }) // draws a, then b
+	p := LeastLoaded().Build([]Node{a, b})
+	if got := mustPick(t, p, Info{}); got != b {
+		t.Fatalf("a call went to %v, want b, the node with fewer calls in flight", got)
+	}
+	if got := mustPick(t, p, Info{Stream: true}); got != a {
+		t.Fatalf("a stream went to %v, want a, the node with fewer open streams", got)
+	}
+}

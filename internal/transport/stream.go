@@ -37,7 +37,7 @@ const (
 	// ChunkSize is the largest chunk a sender puts in one Message frame:
 	// a large message holds up the connection's other streams, replies
 	// and pings by at most this much.
-	ChunkSize = 16 << 10
+	ChunkSize = 32 << 10
 	// MaxChunk is the largest chunk a receiver takes; past it is a
 	// protocol error.
 	MaxChunk = 64 << 10
@@ -51,6 +51,9 @@ const (
 	// DefaultMaxStreams is how many streams a server lets a connection
 	// have open at once.
 	DefaultMaxStreams = 10000
+	// maxStreamQueued bounds what a stream's sender queues ahead of the
+	// writer, whatever its credit: enough to keep the connection busy.
+	maxStreamQueued = 256 << 10
 )
 
 // ErrStreamsUnsupported says the peer does not speak streams.
@@ -223,7 +226,11 @@ type Stream struct {
 	peerEnd  bool        // the peer sends no more: End, or the server's Response
 	final    *Final      // the server's Response (a client's stream)
 	released bool        // its budget is given back: it receives no more
-	accepted bool        // a Credit came: the server accepted the stream
+	// unreturned is what the application took that the budget has not
+	// been given back yet (see Recv).
+	unreturned  uint64
+	recvWaiting bool // Recv waits: chunk wakes it
+	accepted    bool // a Credit came: the server accepted the stream
 	// Sending.
 	credit    uint64 // the peer lets us send up to this offset
 	sent      uint64 // message bytes framed
@@ -305,7 +312,9 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 		if h.Size == 0 && n == 0 {
 			if keep {
 				s.empties++
-				wake(s.recvWake)
+				if s.recvWaiting {
+					wake(s.recvWake)
+				}
 			}
 			return nil
 		}
@@ -325,8 +334,10 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	if s.partLeft == 0 {
 		s.msgs.push(inMsg{s.part, s.empties})
 		s.part, s.empties = nil, 0
-		wake(s.recvWake)
-	} else if s.recvd == s.granted && !s.queuedLocked() {
+		if s.recvWaiting {
+			wake(s.recvWake)
+		}
+	} else if s.recvd == s.granted && !s.queuedLocked() && s.recvWaiting {
 		wake(s.recvWake) // a message larger than the window: a waiting Recv grants it the rest
 	}
 	return nil
@@ -415,7 +426,8 @@ func (s *Stream) release() {
 	n := int64(0)
 	if !s.released {
 		s.released = true
-		n = int64(s.granted - s.consumed)
+		n = int64(s.granted - s.consumed + s.unreturned)
+		s.unreturned = 0
 	}
 	s.mu.Unlock()
 	for _, o := range s.owner.budget.give(n) {
@@ -443,26 +455,39 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 			return nil, f, io.EOF
 		}
 		c := s.growForPart()
+		s.recvWaiting = true
 		s.mu.Unlock()
 		s.sendCredit(c)
 		select {
 		case <-s.recvWake:
 		case <-ctx.Done():
+			s.mu.Lock()
+			s.recvWaiting = false
+			s.mu.Unlock()
 			return nil, nil, ctx.Err()
 		}
 		s.mu.Lock()
+		s.recvWaiting = false
 	}
 	m := s.nextLocked()
 	n := uint64(len(*m))
-	kept := s.recvd == s.granted && !s.queuedLocked() // the sender used all its credit, and we keep up
 	s.consumed += n
 	s.taken++
-	if kept && s.window < MaxWindow {
+	if s.recvd == s.granted && s.granted-s.consumed <= s.window/2 && s.window < MaxWindow {
+		// The sender used all its credit before we granted more: it
+		// waits on us, and a larger window keeps it sending through the
+		// round trip.
 		s.window = min(2*s.window, MaxWindow, uint64(s.owner.budget.max/4))
 	}
+	// What the application took goes back to the budget a quarter of
+	// the window at a time, so that the budget's lock is not taken for
+	// every message.
 	var back int64
 	if !s.released {
-		back = int64(n)
+		s.unreturned += n
+		if s.unreturned >= s.window/4 {
+			back, s.unreturned = int64(s.unreturned), 0
+		}
 	}
 	c := s.grantLocked()
 	s.mu.Unlock()
@@ -611,8 +636,8 @@ func (s *Stream) Accepted(ctx context.Context) (bool, error) {
 }
 
 // Send queues msg, an encoded message, whole: once the bytes queued
-// before it fit in the credit the peer granted, or at once when nothing
-// is queued. ctx bounds only the wait: a Send that gives up leaves the
+// before it fit in the credit the peer granted (and in maxStreamQueued),
+// or at once when nothing is queued. ctx bounds only the wait: a Send that gives up leaves the
 // stream as it was.
 func (s *Stream) Send(ctx context.Context, msg []byte) error {
 	if len(msg) > s.owner.maxFrame {
@@ -630,7 +655,7 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 			return ErrSendEnded
 		}
 		pending := uint64(len(s.out) - s.outOff)
-		if pending == 0 || pending+uint64(len(msg)) <= s.credit-s.sent {
+		if pending == 0 || pending+uint64(len(msg)) <= min(s.credit-s.sent, maxStreamQueued) {
 			break
 		}
 		s.mu.Unlock()
@@ -641,8 +666,11 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 		}
 		s.mu.Lock()
 	}
-	if s.outOff > 0 && s.outOff == len(s.out) {
-		s.out, s.outOff = s.out[:0], 0
+	if s.outOff > 0 && s.outOff >= len(s.out)/2 {
+		// What is framed is written: move what is not to the front, so
+		// that a stream that never drains does not grow its buffer.
+		n := copy(s.out, s.out[s.outOff:])
+		s.out, s.outOff = s.out[:n], 0
 	}
 	s.out = append(s.out, msg...)
 	s.outSizes.push(len(msg))
@@ -844,7 +872,7 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	}
 	if s.outSizes.len() == 0 && s.outOff > 0 {
 		s.out, s.outOff = s.out[:0], 0
-		if cap(s.out) > 4*ChunkSize {
+		if cap(s.out) > maxSpareBytes {
 			s.out = nil // a burst of large messages is over: let its buffer go
 		}
 	}
@@ -940,7 +968,14 @@ type fifo[T any] struct {
 
 func (f *fifo[T]) len() int { return len(f.q) - f.head }
 func (f *fifo[T]) peek() T  { return f.q[f.head] }
-func (f *fifo[T]) push(v T) { f.q = append(f.q, v) }
+func (f *fifo[T]) push(v T) {
+	if f.head > 0 && f.head >= len(f.q)/2 { // a queue that never drains does not grow
+		n := copy(f.q, f.q[f.head:])
+		clear(f.q[n:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, v)
+}
 func (f *fifo[T]) pop() T {
 	var zero T
 	v := f.q[f.head]
