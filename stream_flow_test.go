@@ -490,3 +490,27 @@ func TestStreamsPastTheServersLimitAreRefused(t *testing.T) {
 		t.Fatalf("a second stream = %v, want ErrOverloaded naming WithMaxServerStreams", err)
 	}
 }
+
+func TestAnOpenStreamIsNoCallInFlight(t *testing.T) {
+	tap := newTap()
+	srv := kiev.NewServer(kiev.WithMaxConcurrentCalls(1))
+	if err := srv.Register(tap); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Register(new(Arith)); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv), kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	ctx := within(t, 20*time.Second)
+	for range 3 {
+		s, err := c.Stream(ctx, "Tap.Park", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	var r Reply
+	if err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r); err != nil || r.C != 3 {
+		t.Fatalf("a call beside 3 open streams, with WithMaxConcurrentCalls(1): %+v, %v", r, err)
+	}
+}

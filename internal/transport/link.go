@@ -81,8 +81,9 @@ type Link struct {
 
 	// Streams with frames to send (stream.go), served in turn by the
 	// writer, a few chunks each, after the frames queued.
-	smu    sync.Mutex // guards sready
-	sready []*Stream
+	smu     sync.Mutex // guards sready
+	sready  []*Stream
+	scratch []*Stream // the writer's: an array for the next sready
 
 	kick chan struct{} // a non-blocking nudge: the queue has frames
 	quit chan struct{} // closed by Stop
@@ -254,38 +255,45 @@ func (l *Link) ready(s *Stream) {
 // streams.
 const maxStreamBatch = 128 << 10
 
+// minStreamWrite is the write of streams' frames below which the writer
+// yields once before writing, for their senders to add more.
+const minStreamWrite = 16 << 10
+
 // streamFrames appends to b the frames of the streams that have some to
-// send, in turn, each a few chunks, weighted by priority (1 chunk a turn
-// at priority 0 to 4 at 9), up to maxStreamBatch bytes; it returns what
-// it added, and whether streams still have frames to send.
+// send, round after round, each stream a few chunks a round, weighted by
+// priority (1 chunk at priority 0 to 4 at 9), up to maxStreamBatch bytes;
+// it reports whether streams still have frames to send.
 func (l *Link) streamFrames(b []byte) ([]byte, bool) {
-	l.smu.Lock()
-	if len(l.sready) == 0 {
-		l.smu.Unlock()
-		return b, false
-	}
-	turn := l.sready
-	l.sready = nil
-	l.smu.Unlock()
 	start := len(b)
-	var again []*Stream
-	i := 0
-	for ; i < len(turn) && len(b)-start < maxStreamBatch; i++ {
-		s := turn[i]
-		var more bool
-		b, more = s.frames(b, 1+int(s.prio)/3)
-		if more {
-			again = append(again, s)
+	for len(b)-start < maxStreamBatch {
+		l.smu.Lock()
+		turn := l.sready
+		l.sready = nil
+		l.smu.Unlock()
+		if len(turn) == 0 {
+			return b, false
 		}
-	}
-	left := append(turn[i:], again...)
-	if len(left) == 0 {
-		return b, false
+		again := l.scratch[:0] // the streams with more
+		i := 0
+		for ; i < len(turn) && len(b)-start < maxStreamBatch; i++ {
+			s := turn[i]
+			var more bool
+			b, more = s.frames(b, 1+int(s.prio)/3)
+			if more {
+				again = append(again, s)
+			}
+		}
+		again = append(again, turn[i:]...) // not served: the batch is full
+		l.smu.Lock()
+		l.sready = append(again, l.sready...) // those readied meanwhile go last
+		l.smu.Unlock()
+		clear(turn)
+		l.scratch = turn[:0]
 	}
 	l.smu.Lock()
-	l.sready = append(left, l.sready...)
+	more := len(l.sready) > 0
 	l.smu.Unlock()
-	return b, true
+	return b, more
 }
 
 // nudge wakes the writer without waiting.
@@ -453,6 +461,13 @@ func (l *Link) Run() {
 		l.mu.Unlock()
 		queued := len(batch)
 		batch, streams := l.streamFrames(batch)
+		if !streams && len(batch) > queued && len(batch) < minStreamWrite {
+			// Streams' frames, and few: their senders are likely about to
+			// queue more. Let them, once, so that one write carries
+			// several messages (grpc-go's loopy writer does the same).
+			runtime.Gosched()
+			batch, streams = l.streamFrames(batch)
+		}
 		l.backlog.Add(int64(len(batch) - queued))
 		if len(batch) > 0 && !l.write(batch, &lastRead) {
 			return

@@ -345,7 +345,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		c.replyError(hd.ID, codes.Shutdown, errDraining)
 		return false, nil
 	}
-	if max := c.cfg.MaxCalls; max > 0 && int(c.unanswered.Load()) >= max {
+	if max := c.cfg.MaxCalls; max > 0 && !hd.IsStream && int(c.unanswered.Load()) >= max {
 		code, msg := c.cfg.Handler.Refuse(hd.Method, "on this connection")
 		c.replyError(hd.ID, code, msg)
 		return false, nil
@@ -357,6 +357,8 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		if hd.Stream == nil {
 			return false, nil // refused
 		}
+	} else if s, _ := c.streams.get(hd.ID); s != nil {
+		return false, fmt.Errorf("kiev: protocol error: the client sent a Request with id %d while its stream of that id was open; an id must be unique among a connection's calls and streams in flight (PROTOCOL.md)", hd.ID)
 	}
 	if hd.Compression != 0 {
 		if code, msg := c.cfg.Compress.decompressArgs(hd, c.cfg.MaxFrame); code != codes.OK {
@@ -400,7 +402,11 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	c.lastID = max(c.lastID, hd.ID)
 	c.calls[hd.ID] = sc
 	c.active.Store(int32(len(c.calls)))
-	if c.cfg.MaxCalls > 0 {
+	if hd.Stream != nil {
+		// A stream counts against WithMaxStreams, not as a call in flight
+		// for its whole life.
+		sc.State().Answered.Store(true)
+	} else if c.cfg.MaxCalls > 0 {
 		c.unanswered.Add(1)
 	}
 	c.mu.Unlock()
