@@ -374,6 +374,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDatagram$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzHTTPJSON$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzDecompress$$' -fuzztime $(FUZZTIME) ./internal/transport/
+	$(GO) test -run '^$$' -fuzz '^FuzzServerStreamFrames$$' -fuzztime $(FUZZTIME) ./internal/transport/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) -C clients/redis test -run '^$$' -fuzz '^FuzzDescribe$$' -fuzztime $(FUZZTIME) .
 	$(GO) -C clients/mysql test -run '^$$' -fuzz '^FuzzOptions$$' -fuzztime $(FUZZTIME) .

@@ -59,7 +59,7 @@ func (o Out[T]) Send(ctx context.Context, v T) error {
 	if o.s == nil {
 		return errUnboundStream
 	}
-	return o.s.send(ctx, &v)
+	return o.s.send(ctx, encodable(&v))
 }
 
 // Close ends the sending side (a half-close): the client's Recv returns
@@ -89,8 +89,30 @@ func (i In[T]) Recv(ctx context.Context) (T, error) {
 	if i.s == nil {
 		return v, errUnboundStream
 	}
-	err := i.s.recv(ctx, &v)
+	err := i.s.recv(ctx, decodable(&v))
 	return v, err
+}
+
+// encodable is what a codec encodes of a message, v: v itself, or *v
+// when T is a pointer (In[*pb.Event] and Out[*pb.Event] carry generated
+// protobuf messages), so that the codec is handed *pb.Event, never
+// **pb.Event.
+func encodable[T any](v *T) any {
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		return *v
+	}
+	return v
+}
+
+// decodable is what a codec decodes a message into, for *v to hold it:
+// v itself, or when T is a pointer, a new message that *v is set to.
+func decodable[T any](v *T) any {
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		m := reflect.New(t.Elem()).Interface().(T)
+		*v = m
+		return m
+	}
+	return v
 }
 
 // All returns the client's messages, for a range loop, until io.EOF,

@@ -131,12 +131,14 @@ func (m *BidiStreamMethod[M, N]) Open(ctx context.Context) (*StreamOf[M, N], err
 type StreamOf[S, R any] struct{ s *Stream }
 
 // Send sends v, as Stream.Send does.
-func (t *StreamOf[S, R]) Send(ctx context.Context, v S) error { return t.s.Send(ctx, &v) }
+func (t *StreamOf[S, R]) Send(ctx context.Context, v S) error {
+	return t.s.Send(ctx, encodable(&v))
+}
 
 // Recv returns the next message, as Stream.Recv does: io.EOF at the end.
 func (t *StreamOf[S, R]) Recv(ctx context.Context) (R, error) {
 	var v R
-	err := t.s.Recv(ctx, &v)
+	err := t.s.Recv(ctx, decodable(&v))
 	return v, err
 }
 
@@ -170,7 +172,9 @@ func (t *StreamOf[S, R]) Stream() *Stream { return t.s }
 type SendStream[M, R any] struct{ s *Stream }
 
 // Send sends v, as Stream.Send does.
-func (t *SendStream[M, R]) Send(ctx context.Context, v M) error { return t.s.Send(ctx, &v) }
+func (t *SendStream[M, R]) Send(ctx context.Context, v M) error {
+	return t.s.Send(ctx, encodable(&v))
+}
 
 // CloseAndRecv ends the sending side and returns the server's reply; the
 // stream is then over.

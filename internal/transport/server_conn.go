@@ -338,6 +338,9 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 // here holds until the call is taken; draining is checked again under
 // mu, where the call is taken.
 func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err error) {
+	if hd.IsStream {
+		c.streams.seen(hd.ID) // refused or not: frames for it are dropped from now on
+	}
 	if c.closing.Load() {
 		c.replyError(hd.ID, codes.Shutdown, errDraining)
 		return false, nil

@@ -112,6 +112,15 @@ func (o *streamOwner) add(s *Stream) error {
 	return nil
 }
 
+// seen records that a Request opening a stream of id was read, whether
+// or not the stream was admitted: frames for it are dropped from now
+// on, not a protocol error (PROTOCOL.md, Streams > Violations).
+func (o *streamOwner) seen(id uint64) {
+	o.mu.Lock()
+	o.highest = max(o.highest, id)
+	o.mu.Unlock()
+}
+
 // get returns the open stream of id; known says id was once opened, so
 // that frames for a stream that has ended (which race its end) are
 // dropped, and frames for one never opened are a protocol error.
@@ -157,7 +166,7 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 	s, known := o.get(f.ID)
 	if s == nil {
 		if !known {
-			return fmt.Errorf("kiev: protocol error: a %s frame for stream %d, which was never opened", frameName(f.Type), f.ID)
+			return fmt.Errorf("kiev: protocol error: %s frame for stream %d, which was never opened", frameName(f.Type), f.ID)
 		}
 		return nil // the stream ended while the frame was on its way
 	}
@@ -175,16 +184,17 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 	return nil
 }
 
+// frameName names a stream frame's type, with its article.
 func frameName(t wire.Type) string {
 	switch t {
 	case wire.TypeMessage:
-		return "Message"
+		return "a Message"
 	case wire.TypeCredit:
-		return "Credit"
+		return "a Credit"
 	case wire.TypeEnd:
-		return "End"
+		return "an End"
 	}
-	return fmt.Sprintf("type-%d", t)
+	return fmt.Sprintf("a type-%d", t)
 }
 
 // Stream is one stream of a connection, on either side: the messages it
@@ -203,18 +213,19 @@ type Stream struct {
 
 	mu sync.Mutex // guards the fields below
 	// Receiving.
-	msgs     fifo[*[]byte] // messages whole, oldest first
-	part     *[]byte       // the message in progress
-	partLeft uint64        // its bytes still to come
-	recvd    uint64        // message bytes received
-	consumed uint64        // message bytes the application took
-	granted  uint64        // the peer may send up to this offset
-	window   uint64        // the grant's reach past consumed
-	taken    uint64        // messages the application took
-	reported uint64        // the taken the peer was last told of (Consumed)
-	peerEnd  bool          // the peer sends no more: End, or the server's Response
-	final    *Final        // the server's Response (a client's stream)
-	released bool          // its budget is given back: it receives no more
+	msgs     fifo[inMsg] // messages whole, oldest first
+	empties  uint64      // empty messages after the last of msgs: they hold no buffer
+	part     *[]byte     // the message in progress
+	partLeft uint64      // its bytes still to come
+	recvd    uint64      // message bytes received
+	consumed uint64      // message bytes the application took
+	granted  uint64      // the peer may send up to this offset
+	window   uint64      // the grant's reach past consumed
+	taken    uint64      // messages the application took
+	reported uint64      // the taken the peer was last told of (Consumed)
+	peerEnd  bool        // the peer sends no more: End, or the server's Response
+	final    *Final      // the server's Response (a client's stream)
+	released bool        // its budget is given back: it receives no more
 	// unreturned is what the application took that the budget has not
 	// been given back yet (see Recv).
 	unreturned  uint64
@@ -236,6 +247,14 @@ type Stream struct {
 	inReady   bool   // on the link's ready list
 	onLast    func() // called by the writer once last is written
 	err       error  // the stream is over: everything fails with err
+}
+
+// inMsg is a message received whole, and the empty messages that came
+// before it: those are counted, not kept, so that a peer's empty
+// messages, which need no credit, hold no memory.
+type inMsg struct {
+	m       *[]byte
+	empties uint64
 }
 
 // Final is the server's Response that ended a client's stream.
@@ -269,50 +288,92 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	inPart := s.partLeft > 0 // the chunk continues a message
 	switch {
 	case s.peerEnd:
 		return fmt.Errorf("kiev: protocol error: a Message on stream %d after its sender ended it", s.ID)
 	case s.recvd+n > s.granted:
 		return fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+n)
-	case s.part == nil && !h.HasSize:
+	case !inPart && !h.HasSize:
 		return fmt.Errorf("kiev: protocol error: the first chunk of a message on stream %d has no Size", s.ID)
-	case s.part != nil && h.HasSize:
+	case inPart && h.HasSize:
 		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
 	}
 	s.recvd += n
-	s.accepted = true // a server's first frame is its Credit; be lenient all the same
-	if s.part == nil {
+	s.accepted = true             // a server's first frame is its Credit; be lenient all the same
+	if h.Consumed > s.peerTaken { // a bidirectional stream's progress
+		s.peerTaken = min(h.Consumed, s.queued)
+	}
+	keep := s.err == nil && !s.finished // else ended on this side: count the bytes, keep none
+	if !inPart {
 		if h.Size > uint64(s.owner.maxFrame) {
 			return fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
 		}
-		s.part, s.partLeft = GetBuf(int(min(h.Size, MaxChunk))), h.Size
+		if h.Size == 0 && n == 0 {
+			if keep {
+				s.empties++
+				if s.recvWaiting {
+					wake(s.recvWake)
+				}
+			}
+			return nil
+		}
+		s.partLeft = h.Size
+		if keep && h.Size >= n {
+			s.part = msgBuf(int(min(h.Size, MaxChunk)))
+		}
 	}
 	if n > s.partLeft {
 		return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n-s.partLeft)
 	}
-	if s.err != nil { // ended on this side: count the bytes, keep none
-		s.partLeft -= n
-		if s.partLeft == 0 {
-			PutBuf(s.part)
-			s.part = nil
-		}
+	s.partLeft -= n
+	if s.part == nil {
 		return nil
 	}
 	*s.part = append(*s.part, body...)
-	s.partLeft -= n
 	if s.partLeft == 0 {
-		s.msgs.push(s.part)
-		s.part = nil
+		s.msgs.push(inMsg{s.part, s.empties})
+		s.part, s.empties = nil, 0
 		if s.recvWaiting {
 			wake(s.recvWake)
 		}
-	} else if s.recvd == s.granted && s.msgs.len() == 0 && s.recvWaiting {
+	} else if s.recvd == s.granted && !s.queuedLocked() && s.recvWaiting {
 		wake(s.recvWake) // a message larger than the window: a waiting Recv grants it the rest
 	}
-	if h.Consumed > s.peerTaken { // a bidirectional stream's progress
-		s.peerTaken = min(h.Consumed, s.queued)
-	}
 	return nil
+}
+
+// msgBuf returns a buffer for the first n bytes of a message received:
+// from the pool, unless its capacity would dwarf the message, so that
+// what a stream holds is close to the bytes it was granted.
+func msgBuf(n int) *[]byte {
+	if n >= minPooledBuf {
+		b := GetBuf(n)
+		if cap(*b) <= 2*n {
+			return b
+		}
+		PutBuf(b)
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+// queuedLocked reports whether a message is there for Recv. REQUIRES
+// s.mu is held.
+func (s *Stream) queuedLocked() bool { return s.msgs.len() > 0 || s.empties > 0 }
+
+// nextLocked takes the next message for Recv: a buffer of its own, or
+// of the pool for an empty one. REQUIRES s.mu is held, and queuedLocked.
+func (s *Stream) nextLocked() *[]byte {
+	if s.msgs.len() == 0 {
+		s.empties--
+		return GetBuf(0)
+	}
+	if h := &s.msgs.q[s.msgs.head]; h.empties > 0 {
+		h.empties--
+		return GetBuf(0)
+	}
+	return s.msgs.pop().m
 }
 
 // credited takes the peer's Credit: it may send up to offset, and its
@@ -381,13 +442,13 @@ func (s *Stream) release() {
 // It waits within ctx.
 func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 	s.mu.Lock()
-	for s.msgs.len() == 0 {
+	for !s.queuedLocked() {
 		if s.err != nil {
 			err := s.err
 			s.mu.Unlock()
 			return nil, nil, err
 		}
-		if s.peerEnd && s.part == nil {
+		if s.peerEnd && s.partLeft == 0 {
 			f := s.final
 			s.final = nil
 			s.mu.Unlock()
@@ -408,7 +469,7 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 		s.mu.Lock()
 		s.recvWaiting = false
 	}
-	m := s.msgs.pop()
+	m := s.nextLocked()
 	n := uint64(len(*m))
 	s.consumed += n
 	s.taken++
@@ -667,7 +728,10 @@ func (s *Stream) Finish(frame []byte, done func()) error {
 	s.sendEnded, s.finished = true, true
 	s.onLast = done
 	s.readyLocked()
+	msgs := s.dropIn()
 	s.mu.Unlock()
+	putHeld(msgs)
+	s.release() // nobody reads on: what it granted goes back to the budget
 	wake(s.sendWake)
 	return nil
 }
@@ -707,23 +771,36 @@ func (s *Stream) fail(err error, lost bool) {
 	}
 	s.err = err
 	s.dropOut()
-	msgs := s.msgs.drain()
-	if s.part != nil {
-		PutBuf(s.part)
-		s.part = nil
-	}
+	msgs := s.dropIn()
 	onLast := s.onLast
 	s.onLast = nil
 	s.mu.Unlock()
-	for _, m := range msgs {
-		PutBuf(m)
-	}
+	putHeld(msgs)
 	s.owner.forget(s)
 	s.release()
 	wake(s.recvWake)
 	wake(s.sendWake)
 	if onLast != nil {
 		onLast()
+	}
+}
+
+// dropIn forgets the messages received and not taken, and returns them
+// for putHeld. REQUIRES s.mu is held.
+func (s *Stream) dropIn() []inMsg {
+	msgs := s.msgs.drain()
+	s.empties = 0
+	if s.part != nil {
+		msgs = append(msgs, inMsg{m: s.part})
+		s.part = nil
+	}
+	return msgs
+}
+
+// putHeld gives back the buffers of msgs.
+func putHeld(msgs []inMsg) {
+	for _, h := range msgs {
+		PutBuf(h.m)
 	}
 }
 

@@ -27,11 +27,12 @@ var pinned = []pin{
 	{
 		commit: "f83985ffc2a2f14eec343b5e006102c5818548be",
 		about:  "the last commit before the cross-version test (issue 24)",
+		lacks:  features{stream: true},
 	},
 	{
 		commit: "ce822a9d2acf488937534efdd810798d706e3741",
 		about:  "before the drain's last GoAway (LastID, key 11), UDP tickets (key 12) and signed datagrams (keys 13-15)",
-		lacks:  features{lastID: true, ticket: true, sign: true},
+		lacks:  features{lastID: true, ticket: true, sign: true, stream: true},
 	},
 }
 
@@ -48,14 +49,19 @@ type features struct {
 	lastID bool // the last GoAway of a drain, with LastID (key 11): calls past it never ran
 	ticket bool // UDP proof of address (key 12): a reply over 3 times its request waits for a ticket
 	sign   bool // signed datagrams (keys 13-15; WithPacketKey, WithPacketKeys): the peer is built with the tag kiev_nosign
+	stream bool // streams (frame types 8-10, keys 19-23; kiev.In, kiev.Out, Client.Stream): the peer is built with the tag kiev_nostream
 }
 
 // tags are the build tags of the peer for a commit that lacks f.
 func (f features) tags() string {
+	var tags []string
 	if f.sign {
-		return "kiev_nosign"
+		tags = append(tags, "kiev_nosign")
 	}
-	return ""
+	if f.stream {
+		tags = append(tags, "kiev_nostream")
+	}
+	return strings.Join(tags, ",")
 }
 
 // build is one compiled peer program (./peer).

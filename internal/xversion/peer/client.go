@@ -57,6 +57,7 @@ var scenarios = []scenario{
 	{"signed", (*runner).signed},
 	{"drain", (*runner).drain},
 	{"drain-load", (*runner).drainLoad},
+	{"stream", (*runner).stream},
 }
 
 // runClient runs the named scenarios (all if none), printing a Result

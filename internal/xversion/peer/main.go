@@ -4,8 +4,9 @@
 // against that commit's kiev), and runs each build against the other.
 //
 // It uses only kiev's exported API, and only what every pinned commit
-// has, so that the same source builds in each; sign.go, built unless the
-// tag kiev_nosign is set, holds what only newer commits have.
+// has, so that the same source builds in each; sign.go and stream.go,
+// built unless the tags kiev_nosign and kiev_nostream are set, hold what
+// only newer commits have.
 //
 // In server mode it serves the test services over TCP and UDP, answering
 // msgpack and protobuf, and where its kiev signs datagrams, on a second
