@@ -70,3 +70,62 @@ kiev_server_calls_total{code="User",method="Calc.Add"} 1
 		t.Error(err)
 	}
 }
+
+// A stream method has its streams' series, each way; a unary one has
+// none. Clients of one target add their streams up, the leaked ones too.
+func TestStreamSeries(t *testing.T) {
+	var s callstats.Stats
+	srv := metrics.NewServerCollector(&names, func() metrics.Server {
+		return metrics.Server{Methods: []metrics.Method{
+			{Name: "Feed.Watch", Totals: &s.Totals, Streams: &metrics.Streams{Open: 2, Opened: 5, MsgsIn: 0, MsgsOut: 40, BytesIn: 0, BytesOut: 4000}},
+			{Name: "Calc.Add", Totals: &s.Totals},
+		}}
+	})
+	cl := metrics.NewClientCollector(&names, func() []metrics.Client {
+		return []metrics.Client{
+			{Target: "Feed", Totals: &s.Totals, Streams: metrics.Streams{Open: 1, Opened: 3, MsgsIn: 30, MsgsOut: 1, BytesIn: 3000, BytesOut: 10}, Leaked: 1},
+			{Target: "Feed", Totals: &s.Totals, Streams: metrics.Streams{Open: 1, Opened: 2, MsgsIn: 10, BytesIn: 1000}, Leaked: 2},
+		}
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv, cl)
+	want := `
+# HELP kiev_server_streams_open Streams open now (their handlers running), by method.
+# TYPE kiev_server_streams_open gauge
+kiev_server_streams_open{method="Feed.Watch"} 2
+# HELP kiev_server_streams_opened_total Streams opened (accepted), by method.
+# TYPE kiev_server_streams_opened_total counter
+kiev_server_streams_opened_total{method="Feed.Watch"} 5
+# HELP kiev_server_stream_messages_total Messages of streams, by method and direction: received from clients, or sent to them.
+# TYPE kiev_server_stream_messages_total counter
+kiev_server_stream_messages_total{direction="received",method="Feed.Watch"} 0
+kiev_server_stream_messages_total{direction="sent",method="Feed.Watch"} 40
+# HELP kiev_server_stream_bytes_total Encoded bytes of stream messages, by method and direction: received from clients, or sent to them.
+# TYPE kiev_server_stream_bytes_total counter
+kiev_server_stream_bytes_total{direction="received",method="Feed.Watch"} 0
+kiev_server_stream_bytes_total{direction="sent",method="Feed.Watch"} 4000
+# HELP kiev_client_streams_open Streams a client has open now, by target.
+# TYPE kiev_client_streams_open gauge
+kiev_client_streams_open{target="Feed"} 2
+# HELP kiev_client_streams_opened_total Streams a client opened, by target.
+# TYPE kiev_client_streams_opened_total counter
+kiev_client_streams_opened_total{target="Feed"} 5
+# HELP kiev_client_stream_messages_total Messages of a client's streams, by target and direction: received from servers, or sent to them.
+# TYPE kiev_client_stream_messages_total counter
+kiev_client_stream_messages_total{direction="received",target="Feed"} 40
+kiev_client_stream_messages_total{direction="sent",target="Feed"} 1
+# HELP kiev_client_stream_bytes_total Encoded bytes of a client's stream messages, by target and direction: received from servers, or sent to them.
+# TYPE kiev_client_stream_bytes_total counter
+kiev_client_stream_bytes_total{direction="received",target="Feed"} 4000
+kiev_client_stream_bytes_total{direction="sent",target="Feed"} 10
+# HELP kiev_client_streams_leaked_total Streams dropped without Close, nor an error from Recv, nor their context's end, which the garbage collector found and canceled, by target.
+# TYPE kiev_client_streams_leaked_total counter
+kiev_client_streams_leaked_total{target="Feed"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"kiev_server_streams_open", "kiev_server_streams_opened_total", "kiev_server_stream_messages_total", "kiev_server_stream_bytes_total",
+		"kiev_client_streams_open", "kiev_client_streams_opened_total", "kiev_client_stream_messages_total", "kiev_client_stream_bytes_total",
+		"kiev_client_streams_leaked_total"); err != nil {
+		t.Error(err)
+	}
+}
