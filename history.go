@@ -103,6 +103,7 @@ func (s *Server) counters(now time.Time) admin.Counters {
 			}
 			m.stats.Read(&mc.Latency)
 			c.Methods = append(c.Methods, mc)
+			m.streams.read(now) // the status page's stream rates
 		}
 	}
 	s.mu.Unlock()

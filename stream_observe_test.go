@@ -151,8 +151,12 @@ func TestStreamMetricsAndStatus(t *testing.T) {
 	}
 
 	ws, cs := streamStatus(t, hs.URL, "Feed.Watch", addr)
-	if ws == nil || ws.Kind != "server stream" || ws.Opened != 1 || ws.MsgsOut != 10 || ws.MsgsIn != 0 || ws.BytesOut <= 0 || ws.MsgOutRate <= 0 || ws.ByteOutRate <= 0 {
+	if ws == nil || ws.Kind != "server stream" || ws.Opened != 1 || ws.MsgsOut != 10 || ws.MsgsIn != 0 || ws.BytesOut <= 0 || ws.MsgOutRate <= 0 || ws.ByteOutRate <= 0 || ws.WindowSec < 1 {
 		t.Errorf("Feed.Watch's streams: %+v; want 1 opened, 10 messages out, at a rate", ws)
+	} else if n := ws.MsgOutRate * ws.WindowSec; n < 9.99 || n > 10.01 {
+		// The history's first reading, as the server started serving,
+		// counted none: the rate is the 10 messages over the time since.
+		t.Errorf("Feed.Watch sent %v messages/s over %v s; want its 10 messages over that time", ws.MsgOutRate, ws.WindowSec)
 	}
 	if ch, _ := streamStatus(t, hs.URL, "Feed.Chat", addr); ch == nil || ch.Kind != "bidirectional stream" || ch.Open != 1 || ch.MsgsIn != 1 || ch.MsgsOut != 1 {
 		t.Errorf("Feed.Chat's streams: %+v; want 1 open, 1 message each way", ch)

@@ -152,7 +152,7 @@ func suitableStream(m reflect.Method) (*method, string) {
 		return nil, "must return exactly one value, of type error"
 	}
 	mth := &method{fn: m.Func, withCtx: true}
-	mth.streams.flow = new(callstats.Flow) // for the status page's rates
+	mth.streams.readings = new(callstats.Readings) // for the status page's rates
 	switch {
 	case a.Implements(typeOfOutSide):
 		return nil, fmt.Sprintf("its second argument is %s; kiev.Out comes last: (ctx, args, out kiev.Out[M]) or (ctx, in kiev.In[M], out kiev.Out[M])", a)

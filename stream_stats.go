@@ -20,45 +20,47 @@ type streamStats struct {
 	opens             atomic.Int64
 	msgsIn, msgsOut   atomic.Int64
 	bytesIn, bytesOut atomic.Int64
-	// flow counts a stream method's last minute of messages, for its
+	// readings are a stream method's message counts of the last minute,
+	// as the server's history sampler read them, for the status page's
 	// rates; nil on a Client and for a unary method.
-	flow *callstats.Flow
+	readings *callstats.Readings
 }
 
-func (t *streamStats) opened() { t.open.Add(1); t.opens.Add(1) }
-func (t *streamStats) closed() { t.open.Add(-1) }
+func (t *streamStats) opened()        { t.open.Add(1); t.opens.Add(1) }
+func (t *streamStats) closed()        { t.open.Add(-1) }
+func (t *streamStats) sent(n int)     { t.msgsOut.Add(1); t.bytesOut.Add(int64(n)) }
+func (t *streamStats) received(n int) { t.msgsIn.Add(1); t.bytesIn.Add(int64(n)) }
 
-func (t *streamStats) sent(n int) {
-	t.msgsOut.Add(1)
-	t.bytesOut.Add(int64(n))
-	if t.flow != nil {
-		t.flow.Record(time.Now(), true, n)
-	}
+// flow reads the message counts: in and out, then their bytes.
+func (t *streamStats) flow() [4]int64 {
+	return [4]int64{t.msgsIn.Load(), t.msgsOut.Load(), t.bytesIn.Load(), t.bytesOut.Load()}
 }
 
-func (t *streamStats) received(n int) {
-	t.msgsIn.Add(1)
-	t.bytesIn.Add(int64(n))
-	if t.flow != nil {
-		t.flow.Record(time.Now(), false, n)
+// read records the message counts at now, for the rates; the history
+// sampler calls it every admin.HistoryEvery.
+func (t *streamStats) read(now time.Time) {
+	if t.readings != nil {
+		t.readings.Add(now, t.flow())
 	}
 }
 
 // metrics returns the counts as the collectors export them.
 func (t *streamStats) metrics() metrics.Streams {
-	return metrics.Streams{Open: t.open.Load(), Opened: t.opens.Load(),
-		MsgsIn: t.msgsIn.Load(), MsgsOut: t.msgsOut.Load(), BytesIn: t.bytesIn.Load(), BytesOut: t.bytesOut.Load()}
+	f := t.flow()
+	return metrics.Streams{Open: t.open.Load(), Opened: t.opens.Load(), MsgsIn: f[0], MsgsOut: f[1], BytesIn: f[2], BytesOut: f[3]}
 }
 
-// streamStatus returns a stream method's streams as the status page shows
-// them, with the rates of the window since start.
+// streamStatus returns a stream method's streams as the status page
+// shows them, with their rates over the last minute, or since start.
 func (m *method) streamStatus(now, start time.Time) *admin.StreamStatus {
 	t := &m.streams
+	f := t.flow()
 	st := &admin.StreamStatus{Kind: m.kind.String(), Open: t.open.Load(), Opened: t.opens.Load(),
-		MsgsIn: t.msgsIn.Load(), MsgsOut: t.msgsOut.Load(), BytesIn: t.bytesIn.Load(), BytesOut: t.bytesOut.Load()}
-	if t.flow != nil {
-		w := t.flow.Summary(now, start)
-		st.MsgInRate, st.MsgOutRate, st.ByteInRate, st.ByteOutRate = w.MsgInRate, w.MsgOutRate, w.ByteInRate, w.ByteOutRate
+		MsgsIn: f[0], MsgsOut: f[1], BytesIn: f[2], BytesOut: f[3]}
+	if t.readings != nil {
+		r, span := t.readings.Rates(now, start, f)
+		st.MsgInRate, st.MsgOutRate, st.ByteInRate, st.ByteOutRate = r[0], r[1], r[2], r[3]
+		st.WindowSec = span.Seconds()
 	}
 	return st
 }

@@ -72,7 +72,10 @@ type MethodStatus struct {
 // running), opened since the server started, and their messages and
 // encoded bytes each way, in (from clients) and out (to them). A stream
 // counts as a call once it ends, in its method's calls, errors and
-// latencies. The rates are per second over the method's WindowSec.
+// latencies. The rates are per second over WindowSec: the last minute,
+// from the oldest of the readings the server's history takes every
+// HistoryEvery in it (so that a message costs no clock read), or the time
+// since the server started if there is none.
 type StreamStatus struct {
 	Kind        string  `json:"kind"` // "server stream", "client stream" or "bidirectional stream"
 	Open        int64   `json:"open"`
@@ -85,6 +88,7 @@ type StreamStatus struct {
 	MsgOutRate  float64 `json:"message_out_rate"`
 	ByteInRate  float64 `json:"byte_in_rate"`
 	ByteOutRate float64 `json:"byte_out_rate"`
+	WindowSec   float64 `json:"window_sec"` // the seconds the rates cover
 }
 
 // SchedulerStatus is the overload scheduler's state. Workers is the limit
