@@ -66,6 +66,12 @@ type Handler func(ctx context.Context, req *Request) error
 // answers ErrNotFound): so an authentication interceptor such as
 // TokenAuth answers a caller without credentials the same whatever it
 // asks for, and names cannot be probed.
+//
+// For a stream, an interceptor runs around the whole stream, on the
+// goroutine of its handler: Request.Stream says which kind it is, one
+// that returns without calling next refuses the stream before its
+// handler runs, next returns once the handler has, and Request.OnMessage
+// observes the messages.
 type ServerInterceptor func(next Handler) Handler
 
 // Invoker sends one call and waits for its outcome.

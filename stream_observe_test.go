@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +214,55 @@ func TestLeakedStreamIsCountedAndEnded(t *testing.T) {
 	}
 	if page := get(t, hs.URL+"/debug/kiev"); !strings.Contains(page, `<span class="bad leaked">1 leaked</span>`) {
 		t.Errorf("the status page does not show the leaked stream")
+	}
+}
+
+// TestStreamsOnTheStatusPageInBrowser loads the status page in headless
+// Chromium while a stream is open: its script's refresh shows the
+// stream's messages sent after the page loaded.
+func TestStreamsOnTheStatusPageInBrowser(t *testing.T) {
+	chromium := os.Getenv("KIEV_CHROMIUM")
+	if chromium == "" {
+		t.Skip("KIEV_CHROMIUM is not set; run scripts/services.sh up and eval \"$(scripts/services.sh env)\" to test the status page in headless Chromium")
+	}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := srv.Register(&Feed{}); err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, srv)
+	c := dial(t, addr)
+	ctx := context.Background()
+	chat, err := c.Stream(ctx, "Feed.Chat", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chat.Close()
+	adminPages := srv.AdminHandler()
+	var pages atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/debug/kiev" && pages.Add(1) == 2 { // the first refresh
+			for i := range 2 {
+				if err := chat.Send(r.Context(), Event{N: i}); err != nil {
+					t.Error(err)
+				}
+				if err := chat.Recv(r.Context(), new(Event)); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		adminPages.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	dom := dumpDOM(t, chromium, front.URL+"/debug/kiev", "--virtual-time-budget=5000")
+	if pages.Load() < 2 {
+		t.Fatalf("the page was fetched %d times; want a refresh too", pages.Load())
+	}
+	for _, want := range []string{
+		`<tr data-stream="Feed.Chat"><td>Feed.Chat</td><td class="kind">bidirectional stream</td><td class="open">1</td><td class="opened">1</td><td class="messages-in">2</td><td class="messages-out">2</td>`,
+		`<span class="streams">streams open 1, opened 1, messages in 2, out 2; <span class="leaked">0 leaked</span>`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the refreshed page lacks %s", want)
+		}
 	}
 }
