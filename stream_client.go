@@ -72,11 +72,11 @@ type clientStream struct {
 //
 // The client's stream interceptors (WithStreamInterceptor) wrap the open.
 func (c *Client) Stream(ctx context.Context, serviceMethod string, args any) (*Stream, error) {
-	desc := &StreamDesc{ServiceMethod: serviceMethod, Args: args, Target: c.target}
 	if ics := c.opts.streamChain; len(ics) > 0 {
-		return chainStream(c.stream, ics)(ctx, desc)
+		return chainStream(c.stream, ics)(ctx, &StreamDesc{ServiceMethod: serviceMethod, Args: args, Target: c.target})
 	}
-	return c.stream(ctx, desc)
+	desc := StreamDesc{ServiceMethod: serviceMethod, Args: args, Target: c.target} // on the stack: no interceptor keeps it
+	return c.stream(ctx, &desc)
 }
 
 // stream opens desc's stream: Stream beneath the stream interceptors.
