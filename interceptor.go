@@ -112,8 +112,9 @@ func (d *StreamDesc) OnMessage(f func(MessageEvent)) {
 // ended, with the error it ended with: nil if the server ended it with
 // success (Recv returned io.EOF, or a client stream's reply), an error
 // matching context.Canceled if Close ended it first, the error of the
-// context it was opened with if that ended it first, else the error
-// Recv returns. Call it before next. f is called only for a
+// context it was opened with if that ended it first, one that says so
+// for a stream dropped unclosed, else the error Recv returns. Call it
+// before next. f is called only for a
 // stream that opened (next returned no error), on whatever goroutine
 // ended the stream, the garbage collector's for a stream dropped
 // unclosed; it must not block.

@@ -189,7 +189,13 @@ func TestLeakedStreamIsCountedAndEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := startServer(t, srv)
-	c := dial(t, addr)
+	ends := make(chan error, 1)
+	c := dial(t, addr, kiev.WithStreamInterceptor(func(next kiev.StreamOpener) kiev.StreamOpener {
+		return func(ctx context.Context, desc *kiev.StreamDesc) (*kiev.Stream, error) {
+			desc.OnEnd(func(err error) { ends <- err })
+			return next(ctx, desc)
+		}
+	}))
 	hs := httptest.NewServer(srv.AdminHandler())
 	defer hs.Close()
 	func() {
@@ -209,6 +215,9 @@ func TestLeakedStreamIsCountedAndEnded(t *testing.T) {
 		ws, _ := streamStatus(t, hs.URL, "Feed.Watch", addr)
 		return ws != nil && ws.Open == 0
 	})
+	if err := <-ends; err == nil || !strings.Contains(err.Error(), "dropped without Close") {
+		t.Errorf("a stream interceptor saw the leaked stream end with %v; want it dropped", err)
+	}
 	if body := get(t, hs.URL+"/metrics"); !strings.Contains(body, `kiev_client_streams_leaked_total{target="`+addr+`"} 1`) {
 		t.Errorf("/metrics lacks the leaked stream")
 	}
