@@ -72,7 +72,7 @@ func clientMetrics() []metrics.Client {
 			c.group.mu.Unlock()
 			for _, ep := range eps {
 				mc.Providers = append(mc.Providers, metrics.Provider{ID: ep.id, Totals: &ep.stats.Totals,
-					InFlight: ep.InFlight(), Ejected: ep.ejectedUntil().After(now)})
+					InFlight: ep.InFlight(), Streams: ep.Streams(), Ejected: ep.ejectedUntil().After(now)})
 			}
 		}
 		out = append(out, mc)

@@ -79,6 +79,8 @@ var (
 		"How long attempts to each provider took.", []string{"target", "provider"}, nil)
 	descProviderInFlight = prometheus.NewDesc("kiev_client_provider_in_flight",
 		"Calls in flight to each provider.", []string{"target", "provider"}, nil)
+	descProviderStreams = prometheus.NewDesc("kiev_client_provider_streams_open",
+		"Streams open to each provider.", []string{"target", "provider"}, nil)
 	descProviderEjected = prometheus.NewDesc("kiev_client_provider_ejected",
 		"1 while a provider is out of balancing.", []string{"target", "provider"}, nil)
 )
@@ -211,6 +213,7 @@ type Provider struct {
 	ID       string
 	Totals   *callstats.Totals
 	InFlight int
+	Streams  int // streams open to it
 	Ejected  bool
 }
 
@@ -230,7 +233,7 @@ type clientCollector struct {
 func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientHedges, descClientBudget,
 		descClientStreamsOpen, descClientStreamsOpened, descClientStreamMsgs, descClientStreamBytes, descClientStreamsLeaked,
-		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderEjected} {
+		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderStreams, descProviderEjected} {
 		ch <- d
 	}
 }
@@ -287,6 +290,7 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 func (cc clientCollector) collectProviders(ch chan<- prometheus.Metric, target string, same []Client) {
 	provs := map[string]*callstats.Totals{}
 	inflight := map[string]int{}
+	streams := map[string]int{}
 	ejected := map[string]bool{}
 	for _, o := range same {
 		for _, p := range o.Providers {
@@ -295,6 +299,7 @@ func (cc clientCollector) collectProviders(ch chan<- prometheus.Metric, target s
 			}
 			provs[p.ID].Add(p.Totals)
 			inflight[p.ID] += p.InFlight
+			streams[p.ID] += p.Streams
 			ejected[p.ID] = ejected[p.ID] || p.Ejected
 		}
 	}
@@ -302,6 +307,7 @@ func (cc clientCollector) collectProviders(ch chan<- prometheus.Metric, target s
 		callstats.CodeCounters(ch, descProviderCalls, st, cc.names, target, id)
 		ch <- callstats.Histogram(descProviderDuration, st, target, id)
 		ch <- prometheus.MustNewConstMetric(descProviderInFlight, prometheus.GaugeValue, float64(inflight[id]), target, id)
+		ch <- prometheus.MustNewConstMetric(descProviderStreams, prometheus.GaugeValue, float64(streams[id]), target, id)
 		e := 0.0
 		if ejected[id] {
 			e = 1

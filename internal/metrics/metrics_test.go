@@ -15,7 +15,8 @@ import (
 var names = [callstats.NumCodes]string{"OK", "Application"}
 
 // Two clients of one target make one series, their counts added; a
-// provider seen by both adds up too, and an ejected one shows as such.
+// provider seen by both adds up too (its calls and open streams), and an
+// ejected one shows as such.
 func TestClientsOfOneTargetAddUp(t *testing.T) {
 	var a, b, p1, p2 callstats.Stats
 	now := time.Now()
@@ -26,8 +27,8 @@ func TestClientsOfOneTargetAddUp(t *testing.T) {
 	p2.Record(now, time.Millisecond, 0)
 	c := metrics.NewClientCollector(&names, func() []metrics.Client {
 		return []metrics.Client{
-			{Target: "Calc", Totals: &a.Totals, Retries: 1, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p1.Totals}}},
-			{Target: "Calc", Totals: &b.Totals, Retries: 2, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p2.Totals, Ejected: true}}},
+			{Target: "Calc", Totals: &a.Totals, Retries: 1, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p1.Totals, Streams: 1}}},
+			{Target: "Calc", Totals: &b.Totals, Retries: 2, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p2.Totals, Ejected: true, Streams: 2}}},
 		}
 	})
 	reg := prometheus.NewRegistry()
@@ -43,11 +44,14 @@ kiev_client_provider_calls_total{code="OK",provider="p",target="Calc"} 2
 # HELP kiev_client_provider_ejected 1 while a provider is out of balancing.
 # TYPE kiev_client_provider_ejected gauge
 kiev_client_provider_ejected{provider="p",target="Calc"} 1
+# HELP kiev_client_provider_streams_open Streams open to each provider.
+# TYPE kiev_client_provider_streams_open gauge
+kiev_client_provider_streams_open{provider="p",target="Calc"} 3
 # HELP kiev_client_retries_total Retries a client sent, by target.
 # TYPE kiev_client_retries_total counter
 kiev_client_retries_total{target="Calc"} 3
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_client_calls_total", "kiev_client_provider_calls_total", "kiev_client_provider_ejected", "kiev_client_retries_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_client_calls_total", "kiev_client_provider_calls_total", "kiev_client_provider_ejected", "kiev_client_provider_streams_open", "kiev_client_retries_total"); err != nil {
 		t.Error(err)
 	}
 }
