@@ -228,7 +228,8 @@ func TestLeakedStreamIsCountedAndEnded(t *testing.T) {
 
 // TestStreamsOnTheStatusPageInBrowser loads the status page in headless
 // Chromium while a stream is open: its script's refresh shows the
-// stream's messages sent after the page loaded.
+// stream's messages sent after the page loaded, and the chart of its
+// messages has the history's samples.
 func TestStreamsOnTheStatusPageInBrowser(t *testing.T) {
 	chromium := os.Getenv("KIEV_CHROMIUM")
 	if chromium == "" {
@@ -246,6 +247,15 @@ func TestStreamsOnTheStatusPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer chat.Close()
+	for range 3 { // the history's samples, a message each way in each
+		if err := chat.Send(ctx, Event{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.Recv(ctx, new(Event)); err != nil {
+			t.Fatal(err)
+		}
+		kiev.SampleHistory(srv)
+	}
 	adminPages := srv.AdminHandler()
 	var pages atomic.Int32
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -267,11 +277,13 @@ func TestStreamsOnTheStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("the page was fetched %d times; want a refresh too", pages.Load())
 	}
 	for _, want := range []string{
-		`<tr data-stream="Feed.Chat"><td>Feed.Chat</td><td class="kind">bidirectional stream</td><td class="open">1</td><td class="opened">1</td><td class="messages-in">2</td><td class="messages-out">2</td>`,
-		`<span class="streams">streams open 1, opened 1, messages in 2, out 2; <span class="leaked">0 leaked</span>`,
+		`<tr data-stream="Feed.Chat"><td>Feed.Chat</td><td class="kind">bidirectional stream</td><td class="open">1</td><td class="opened">1</td><td class="messages-in">5</td><td class="messages-out">5</td>`,
+		`<span class="streams">streams open 1, opened 1, messages in 5, out 5; <span class="leaked">0 leaked</span>`,
+		`data-chart="method-messages" data-method="Feed.Chat"`,
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the refreshed page lacks %s", want)
 		}
 	}
+	checkChart(t, dom, "method-messages", 2)
 }
