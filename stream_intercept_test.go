@@ -297,6 +297,23 @@ func TestStreamInterceptorSeesEachStreamsMessagesAndEnd(t *testing.T) {
 		}
 		<-seen
 	})
+	t.Run("its context ended after the reply", func(t *testing.T) {
+		sctx, cancel := context.WithCancel(ctx)
+		s, err := c.Stream(sctx, "Feed.Upload", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.CloseSend()
+		var sum Sum
+		if err := s.Recv(ctx, &sum); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := o.end(t); err != nil {
+			t.Errorf("a client stream whose context ended after its reply ended with %v; want nil", err)
+		}
+		<-seen
+	})
 	t.Run("failed", func(t *testing.T) {
 		s, err := c.Stream(ctx, "Feed.Fail", Query{From: 1})
 		if err != nil {

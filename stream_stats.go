@@ -2,6 +2,7 @@ package kiev
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -81,9 +82,12 @@ func (c *Client) streamStatus() *admin.ClientStreamStatus {
 func (cs *clientStream) outcome() error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	closed := cs.err == errStreamClosed || errors.Is(cs.err, context.Canceled) || errors.Is(cs.err, context.DeadlineExceeded)
 	switch {
-	case cs.final != nil && cs.final.Code == CodeOK, cs.err == io.EOF:
+	case cs.err == io.EOF:
 		return nil
+	case closed && cs.final != nil && cs.final.Code == CodeOK:
+		return nil // closed once the server had ended it well
 	case cs.err == errStreamClosed:
 		return errClosedFirst
 	}
