@@ -110,7 +110,8 @@ func (d *StreamDesc) OnMessage(f func(MessageEvent)) {
 
 // OnEnd adds f to the functions called once the stream desc opens has
 // ended, with the error it ended with: nil if the server ended it with
-// success (Recv returned io.EOF, or a client stream's reply), an error
+// success (Recv returned io.EOF, or a client stream's reply, whether
+// Close or the end of its context came after), an error
 // matching context.Canceled if Close ended it first, the error of the
 // context it was opened with if that ended it first, one that says so
 // for a stream dropped unclosed, else the error Recv returns. Call it
