@@ -32,6 +32,8 @@ type Call struct {
 	signal chan *Call  // internal completion channel of Client.Call
 	stop   func() bool // stops the context watch of Client.Go
 	stream bool        // it opens a stream (Client.Stream)
+	// hooks are the stream's observers, from its StreamDesc.
+	hooks *streamHooks
 }
 
 // complete delivers a finished call to whoever waits for it.

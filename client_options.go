@@ -22,6 +22,7 @@ type dialOptions struct {
 	connOptions
 	codec          codec.Codec
 	interceptors   []ClientInterceptor
+	streamChain    []StreamInterceptor
 	dialTimeout    time.Duration
 	minBackoff     time.Duration
 	maxBackoff     time.Duration
@@ -131,6 +132,14 @@ func WithClientInterceptor(ics ...ClientInterceptor) DialOption {
 	return dialOption(func(o *dialOptions) { o.interceptors = append(o.interceptors, ics...) })
 }
 
+// WithStreamInterceptor adds interceptors that wrap the opening of
+// every stream a Client opens (Client.Stream), and may observe its
+// messages and end (see StreamDesc). The first one given is the
+// outermost. A Client's ClientInterceptors do not see streams.
+func WithStreamInterceptor(ics ...StreamInterceptor) DialOption {
+	return dialOption(func(o *dialOptions) { o.streamChain = append(o.streamChain, ics...) })
+}
+
 // WithDialTimeout bounds connecting and the protocol handshake
 // (DefaultDialTimeout, 5s, if d is 0).
 func WithDialTimeout(d time.Duration) DialOption {
@@ -206,12 +215,17 @@ func WithPacketKey(id string, key []byte) DialOption {
 }
 
 // WithToken makes a Client send token as the AuthorizationKey metadata of
-// every call, for a server's TokenAuth to check.
+// every call and stream, for a server's TokenAuth to check.
 func WithToken(token string) DialOption {
 	return dialOption(func(o *dialOptions) {
 		o.interceptors = append(o.interceptors, func(next Invoker) Invoker {
 			return func(ctx context.Context, call *Call) error {
 				return next(WithMetadata(ctx, AuthorizationKey, token), call)
+			}
+		})
+		o.streamChain = append(o.streamChain, func(next StreamOpener) StreamOpener {
+			return func(ctx context.Context, desc *StreamDesc) (*Stream, error) {
+				return next(WithMetadata(ctx, AuthorizationKey, token), desc)
 			}
 		})
 	})

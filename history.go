@@ -102,6 +102,10 @@ func (s *Server) counters(now time.Time) admin.Counters {
 				Limit: lim.Limit, InFlight: lim.InFlight,
 			}
 			m.stats.Read(&mc.Latency)
+			if m.kind != Unary {
+				mc.Stream, mc.MsgsIn, mc.MsgsOut = true, m.streams.msgsIn.Load(), m.streams.msgsOut.Load()
+				m.streams.read(now) // the status page's stream rates
+			}
 			c.Methods = append(c.Methods, mc)
 		}
 	}

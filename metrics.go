@@ -34,7 +34,12 @@ func (s *Server) metricsSnapshot() metrics.Server {
 		}
 		for _, m := range methods {
 			lim := m.cost.Limit()
-			ms.Methods = append(ms.Methods, metrics.Method{Name: m.name, Totals: &m.stats.Totals, Limit: lim.Limit, InFlight: lim.InFlight, Queued: lim.Queued})
+			mm := metrics.Method{Name: m.name, Totals: &m.stats.Totals, Limit: lim.Limit, InFlight: lim.InFlight, Queued: lim.Queued}
+			if m.kind != Unary {
+				st := m.streams.metrics()
+				mm.Streams = &st
+			}
+			ms.Methods = append(ms.Methods, mm)
 		}
 	}
 	ms.Conns = len(s.conns)
@@ -57,7 +62,8 @@ func clientMetrics() []metrics.Client {
 	out := make([]metrics.Client, 0, len(cs))
 	for _, c := range cs {
 		mc := metrics.Client{Target: c.target, Totals: &c.stats.Totals, Retries: c.retries.Load(),
-			Budget: float64(c.budget.balance.Load()) / 1000, Balanced: c.group != nil}
+			Budget: float64(c.budget.balance.Load()) / 1000, Balanced: c.group != nil,
+			Streams: c.streamStats.metrics(), Leaked: c.streamsLeaked.Load()}
 		h := c.HedgeStats()
 		mc.Hedges = metrics.Hedges{Sent: h.Sent, Won: h.Won, NoBudget: h.NoBudget, Overload: h.Overload}
 		if c.group != nil {
@@ -66,7 +72,7 @@ func clientMetrics() []metrics.Client {
 			c.group.mu.Unlock()
 			for _, ep := range eps {
 				mc.Providers = append(mc.Providers, metrics.Provider{ID: ep.id, Totals: &ep.stats.Totals,
-					InFlight: ep.InFlight(), Ejected: ep.ejectedUntil().After(now)})
+					InFlight: ep.InFlight(), Streams: ep.Streams(), Ejected: ep.ejectedUntil().After(now)})
 			}
 		}
 		out = append(out, mc)

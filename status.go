@@ -36,6 +36,9 @@ func (s *Server) Status(ctx context.Context) admin.Status {
 				InFlight: lim.InFlight, Queued: lim.Queued, Limit: lim.Limit, FloorMs: ms(lim.Floor), LatencyMs: ms(lim.Latency), Limited: lim.Limited,
 				LimitDecisions: lim.Decisions,
 			})
+			if m.kind != Unary {
+				ss.Methods[len(ss.Methods)-1].Streams = m.streamStatus(now, s.started)
+			}
 		}
 		slices.SortFunc(ss.Methods, func(a, b admin.MethodStatus) int { return strings.Compare(a.Name, b.Name) })
 		st.Services = append(st.Services, ss)
@@ -110,6 +113,7 @@ func (c *Client) status() admin.ClientStatus {
 	cs := admin.ClientStatus{
 		Target: c.target, Calls: c.stats.Calls.Load(), Errors: c.stats.Errors.Load(),
 		Retries: c.retries.Load(), Budget: float64(c.budget.balance.Load()) / 1000,
+		Streams: c.streamStatus(),
 	}
 	var eps []*endpoint
 	if c.single != nil {
@@ -131,7 +135,7 @@ func (c *Client) status() admin.ClientStatus {
 	for _, ep := range eps {
 		until := ep.ejectedUntil()
 		ps := admin.ProviderStatus{
-			ID: ep.id, Address: ep.inst.Address, Weight: ep.Weight(), InFlight: ep.InFlight(),
+			ID: ep.id, Address: ep.inst.Address, Weight: ep.Weight(), InFlight: ep.InFlight(), Streams: ep.Streams(),
 			Calls: ep.stats.Calls.Load(), Errors: ep.stats.Errors.Load(), Unlisted: ep.unlisted.Load(),
 			NotServing: ep.notServing.Load(),
 		}

@@ -47,6 +47,8 @@ type clientStream struct {
 	method string
 	codec  codec.Codec
 	stop   func() bool // stops the watch of the stream's context
+	// hooks are StreamDesc.OnMessage's and OnEnd's; nil if none.
+	hooks *streamHooks
 
 	mu       sync.Mutex // guards the fields below
 	final    *transport.Final
@@ -67,11 +69,23 @@ type clientStream struct {
 // provider, as calls are (see RetryPolicy). The balancer picks the
 // provider when the stream opens; least-loaded counts open streams apart
 // from calls.
+//
+// The client's stream interceptors (WithStreamInterceptor) wrap the open.
 func (c *Client) Stream(ctx context.Context, serviceMethod string, args any) (*Stream, error) {
+	if ics := c.opts.streamChain; len(ics) > 0 {
+		return chainStream(c.stream, ics)(ctx, &StreamDesc{ServiceMethod: serviceMethod, Args: args, Target: c.target})
+	}
+	desc := StreamDesc{ServiceMethod: serviceMethod, Args: args, Target: c.target} // on the stack: no interceptor keeps it
+	return c.stream(ctx, &desc)
+}
+
+// stream opens desc's stream: Stream beneath the stream interceptors.
+func (c *Client) stream(ctx context.Context, desc *StreamDesc) (*Stream, error) {
+	serviceMethod := desc.ServiceMethod
 	if c.rpcc != nil {
 		return nil, fmt.Errorf("kiev: %s: a client over a net/rpc codec carries no streams", serviceMethod)
 	}
-	call := &Call{ServiceMethod: serviceMethod, Args: args, Target: c.target, codec: c.opts.codec, stream: true}
+	call := &Call{ServiceMethod: serviceMethod, Args: desc.Args, Target: c.target, codec: c.opts.codec, stream: true, hooks: desc.hooks}
 	c.budget.deposit()
 	start := time.Now()
 	var tried triedSet
@@ -147,7 +161,7 @@ func (c *Client) tryStream(ctx context.Context, ep *endpoint, call *Call) (*clie
 		}
 		return nil, fmt.Errorf("kiev: the server ended stream %s before accepting it", call.ServiceMethod)
 	}
-	cs := &clientStream{c: c, ep: ep, conn: ct, s: s, method: call.ServiceMethod, codec: call.codec}
+	cs := &clientStream{c: c, ep: ep, conn: ct, s: s, method: call.ServiceMethod, codec: call.codec, hooks: call.hooks}
 	ep.streams.Add(1)
 	c.streamStats.opened()
 	if ctx.Done() != nil {
@@ -194,6 +208,7 @@ func (s *Stream) Send(ctx context.Context, v any) error {
 	switch err := cs.s.Send(ctx, b); {
 	case err == nil:
 		cs.c.streamStats.sent(len(b))
+		cs.hooks.message(true, len(b), v)
 		return nil
 	case errors.Is(err, transport.ErrSendEnded):
 		if cs.serverEnded() {
@@ -233,6 +248,7 @@ func (s *Stream) Recv(ctx context.Context, v any) error {
 		if err := cs.codec.Unmarshal(*m, v); err != nil {
 			return fmt.Errorf("kiev: %s: decoding a message (codec %s) into %T: %w", cs.method, cs.codec.Name(), v, err)
 		}
+		cs.hooks.message(false, len(*m), v)
 		return nil
 	case f != nil:
 		cs.mu.Lock()
@@ -269,6 +285,7 @@ func (cs *clientStream) finalMessage(f *transport.Final, v any) error {
 	if err := decodeReply(&call, &f.Response, nil); err != nil {
 		return cs.fail(err)
 	}
+	cs.hooks.message(false, len(f.Body), v)
 	return nil
 }
 
@@ -360,6 +377,9 @@ func (cs *clientStream) release() {
 	}
 	cs.ep.streams.Add(-1)
 	cs.c.streamStats.closed()
+	if cs.hooks != nil {
+		cs.hooks.end(cs.outcome())
+	}
 }
 
 // dropped cancels a stream whose handle was dropped unclosed, and counts

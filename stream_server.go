@@ -8,11 +8,11 @@ import (
 	"iter"
 	"math/rand/v2"
 	"reflect"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/callstats"
 	"github.com/kievrpc/kiev/internal/transport"
 )
 
@@ -175,6 +175,7 @@ func suitableStream(m reflect.Method) (*method, string) {
 		return nil, "must return exactly one value, of type error"
 	}
 	mth := &method{fn: m.Func, withCtx: true}
+	mth.streams.readings = new(callstats.Readings) // for the status page's rates
 	switch {
 	case a.Implements(typeOfOutSide):
 		return nil, fmt.Sprintf("its second argument is %s; kiev.Out comes last: (ctx, args, out kiev.Out[M]) or (ctx, in kiev.In[M], out kiev.Out[M])", a)
@@ -217,6 +218,7 @@ func (ss *serverStream) send(ctx context.Context, v any) error {
 	err = ss.s.Send(ctx, b)
 	if err == nil {
 		ss.sc.m.streams.sent(len(b))
+		ss.sc.req.hooks.message(true, len(b), v)
 	}
 	transport.PutBuf(buf)
 	return ss.err(err)
@@ -232,6 +234,7 @@ func (ss *serverStream) recv(ctx context.Context, v any) error {
 	if err := ss.codec.Unmarshal(*m, v); err != nil {
 		return fmt.Errorf("kiev: %s: decoding a message (codec %s) into %T: %w", ss.sc.m.name, ss.codec.Name(), v, err)
 	}
+	ss.sc.req.hooks.message(false, len(*m), v)
 	return nil
 }
 
@@ -425,20 +428,6 @@ var (
 func jitter(d time.Duration) time.Duration {
 	return d - time.Duration(rand.Int64N(int64(d)/10+1))
 }
-
-// streamStats counts a stream method's streams and messages, for metrics
-// and the status page.
-type streamStats struct {
-	open              atomic.Int64
-	opens             atomic.Int64
-	msgsIn, msgsOut   atomic.Int64
-	bytesIn, bytesOut atomic.Int64
-}
-
-func (t *streamStats) opened()        { t.open.Add(1); t.opens.Add(1) }
-func (t *streamStats) closed()        { t.open.Add(-1) }
-func (t *streamStats) sent(n int)     { t.msgsOut.Add(1); t.bytesOut.Add(int64(n)) }
-func (t *streamStats) received(n int) { t.msgsIn.Add(1); t.bytesIn.Add(int64(n)) }
 
 // Stream defaults; see the options of the same names.
 const (

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ func buildCharts(h *History, now time.Time) charts {
 	if h == nil {
 		return cs
 	}
-	samples, reasons, methods := h.samples()
+	samples, reasons, methods, streams := h.samples()
 	times := make([]time.Time, len(samples))
 	for i, s := range samples {
 		times[i] = s.Time
@@ -119,6 +120,21 @@ func buildCharts(h *History, now time.Time) charts {
 				line{"limit (0: off)", m(func(m *MethodSample) float64 { return float64(m.Limit) })},
 				line{"in flight", m(func(m *MethodSample) float64 { return float64(m.InFlight) })}),
 		}}
+		if k := slices.Index(streams, name); k >= 0 {
+			st := func(f func(s *StreamSample) float32) []float64 {
+				v := make([]float64, len(samples))
+				for j := range samples {
+					v[j] = math.NaN()
+					if ss := samples[j].Streams; k < len(ss) && ss[k].Seen {
+						v[j] = float64(f(&ss[k]))
+					}
+				}
+				return v
+			}
+			mc.Charts = append(mc.Charts, draw("messages", "stream messages in and out", "/s",
+				line{"in/s", st(func(s *StreamSample) float32 { return s.MsgsIn })},
+				line{"out/s", st(func(s *StreamSample) float32 { return s.MsgsOut })}))
+		}
 		for j := range mc.Charts {
 			mc.Charts[j].Method = name
 			mc.Charts[j].ID = "method-" + mc.Charts[j].ID

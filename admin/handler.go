@@ -168,4 +168,24 @@ var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
 	"half":    func(v int) int { return v / 2 },
 	"minutes": func(d time.Duration) string { return strconv.Itoa(int(d.Minutes())) + " min" },
 	"minus":   func(a, b int) int { return a - b },
+	"streams": streamRows,
 }).Parse(statusPageHTML))
+
+// streamRow is a stream method, as the page's table of streams shows it.
+type streamRow struct {
+	Name string // Service.Method
+	*StreamStatus
+}
+
+// streamRows returns the stream methods of services, in their order.
+func streamRows(services []ServiceStatus) []streamRow {
+	var rows []streamRow
+	for _, svc := range services {
+		for _, m := range svc.Methods {
+			if m.Streams != nil {
+				rows = append(rows, streamRow{svc.Name + "." + m.Name, m.Streams})
+			}
+		}
+	}
+	return rows
+}

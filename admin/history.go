@@ -11,10 +11,11 @@ import (
 // A History keeps HistoryLen samples, one every HistoryEvery: the last
 // 15 minutes, which the status page charts.
 //
-// Its memory is bounded: a sample takes at most 160 bytes and 28 more
-// per method (the names are kept once, not per sample), so a server with
-// 20 methods keeps at most 127 KiB of history; the previous reading adds
-// 1.5 KiB a method.
+// Its memory is bounded: a sample takes at most 160 bytes, 28 more per
+// method and 12 more per stream method (the names are kept once, not per
+// sample), so a server with 20 methods keeps at most 127 KiB of history,
+// and 2 KiB more for each stream method; the previous reading adds 1.5
+// KiB a method.
 const (
 	HistoryEvery = 5 * time.Second
 	HistoryLen   = 180
@@ -54,6 +55,10 @@ type MethodCounters struct {
 	Calls, Errors   int64
 	Latency         callstats.Buckets // calls by latency bucket
 	Limit, InFlight int               // Limit is 0 while off
+	// Stream marks a stream method, whose streams' messages MsgsIn (from
+	// clients) and MsgsOut (to them) count since start.
+	Stream          bool
+	MsgsIn, MsgsOut int64
 }
 
 // Sample is what a server did over one interval of its History: rates
@@ -66,6 +71,7 @@ type Sample struct {
 	Dropped       []float32         // per second, by reason, in the order of History.reasons
 	Bands         [numBands]float32 // drops per second by priority band
 	Methods       []MethodSample    // in the order of History.methods
+	Streams       []StreamSample    // in the order of History.streams
 }
 
 // MethodSample is what a method did over one interval.
@@ -73,6 +79,13 @@ type MethodSample struct {
 	Calls, Errors   float32 // per second
 	P50Ms, P99Ms    float32
 	Limit, InFlight int32
+	Seen            bool // the method was registered during the interval
+}
+
+// StreamSample is what a stream method's streams did over one interval:
+// their messages per second each way.
+type StreamSample struct {
+	MsgsIn, MsgsOut float32
 	Seen            bool // the method was registered during the interval
 }
 
@@ -85,6 +98,8 @@ type History struct {
 	reasons []string       // the drop reasons, sorted, from the first reading
 	methods []string       // the methods, in the order they were first seen
 	index   map[string]int // position in methods
+	streams []string       // the stream methods, in the order they were first seen
+	sindex  map[string]int // position in streams
 	ring    [HistoryLen]Sample
 	next, n int // the slot of the next sample; how many the ring holds
 }
@@ -102,6 +117,7 @@ func (h *History) Add(c Counters) {
 		}
 		slices.Sort(h.reasons)
 		h.index = make(map[string]int)
+		h.sindex = make(map[string]int)
 		h.prev, h.primed = c, true
 		return
 	}
@@ -151,6 +167,9 @@ func (h *History) Add(c Counters) {
 			s.Methods = append(s.Methods, MethodSample{})
 		}
 		s.Methods[at] = ms
+		if m.Stream {
+			h.addStream(&s, m, prev[m.Name], secs)
+		}
 	}
 	s.Calls, s.Errors = float32(float64(calls)/secs), float32(float64(errs)/secs)
 	s.P50Ms, s.P99Ms = msOf(all.Percentile(0.50)), msOf(all.Percentile(0.99))
@@ -158,6 +177,26 @@ func (h *History) Add(c Counters) {
 	h.next = (h.next + 1) % HistoryLen
 	h.n = min(h.n+1, HistoryLen)
 	h.prev = c
+}
+
+// addStream adds to s the rates of stream method m over the secs since
+// its previous reading p, or since start if it has none.
+// REQUIRES h.mu is held.
+func (h *History) addStream(s *Sample, m, p *MethodCounters, secs float64) {
+	at, ok := h.sindex[m.Name]
+	if !ok {
+		at = len(h.streams)
+		h.streams = append(h.streams, m.Name)
+		h.sindex[m.Name] = at
+	}
+	in, out := m.MsgsIn, m.MsgsOut
+	if p != nil {
+		in, out = in-p.MsgsIn, out-p.MsgsOut
+	}
+	for len(s.Streams) <= at {
+		s.Streams = append(s.Streams, StreamSample{})
+	}
+	s.Streams[at] = StreamSample{MsgsIn: float32(float64(in) / secs), MsgsOut: float32(float64(out) / secs), Seen: true}
 }
 
 func msOf(d time.Duration) float32 { return float32(d) / float32(time.Millisecond) }
@@ -170,13 +209,13 @@ func (h *History) Len() int {
 }
 
 // samples returns the samples, oldest first, and the names of the
-// reasons and methods they count.
-func (h *History) samples() (out []Sample, reasons, methods []string) {
+// reasons, methods and stream methods they count.
+func (h *History) samples() (out []Sample, reasons, methods, streams []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out = make([]Sample, 0, h.n)
 	for i := range h.n {
 		out = append(out, h.ring[(h.next-h.n+i+HistoryLen)%HistoryLen])
 	}
-	return out, h.reasons, slices.Clone(h.methods)
+	return out, h.reasons, slices.Clone(h.methods), slices.Clone(h.streams)
 }

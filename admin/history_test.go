@@ -2,6 +2,7 @@ package admin
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -28,7 +29,7 @@ func TestHistoryRates(t *testing.T) {
 	for i := 1; i <= HistoryLen+20; i++ {
 		h.Add(reading(i))
 	}
-	samples, reasons, methods := h.samples()
+	samples, reasons, methods, _ := h.samples()
 	if len(samples) != HistoryLen {
 		t.Fatalf("the history holds %d samples; want %d", len(samples), HistoryLen)
 	}
@@ -62,7 +63,38 @@ func TestHistoryRates(t *testing.T) {
 func TestHistorySize(t *testing.T) {
 	perSample := unsafe.Sizeof(Sample{}) + 8*4 // and its drops by reason
 	perMethod := unsafe.Sizeof(MethodSample{})
-	if perSample > 160 || perMethod > 28 {
-		t.Errorf("a sample takes %d bytes and %d per method; the doc says at most 160 and 28", perSample, perMethod)
+	perStream := unsafe.Sizeof(StreamSample{})
+	if perSample > 160 || perMethod > 28 || perStream > 12 {
+		t.Errorf("a sample takes %d bytes, %d per method and %d per stream method; the doc says at most 160, 28 and 12", perSample, perMethod, perStream)
+	}
+}
+
+// A stream method's samples hold its messages per second each way, and
+// its charts add one of them; a unary method has no such chart.
+func TestHistoryStreamRates(t *testing.T) {
+	var h History
+	t0 := time.Unix(1_000_000, 0)
+	for i := range 4 {
+		h.Add(Counters{Time: t0.Add(time.Duration(i) * HistoryEvery), Dropped: map[string]uint64{}, Methods: []MethodCounters{
+			{Name: "Shop.Place", Calls: int64(10 * i)},
+			{Name: "Feed.Watch", Calls: int64(i), Stream: true, MsgsIn: int64(5 * i), MsgsOut: int64(50 * i)},
+		}})
+	}
+	samples, _, _, streams := h.samples()
+	if len(samples) != 3 || len(streams) != 1 || streams[0] != "Feed.Watch" {
+		t.Fatalf("%d samples of streams %v; want 3 of Feed.Watch", len(samples), streams)
+	}
+	if s := samples[2].Streams; len(s) != 1 || s[0] != (StreamSample{MsgsIn: 1, MsgsOut: 10, Seen: true}) {
+		t.Errorf("the last sample's streams: %+v; want 1 message/s in, 10 out", s)
+	}
+	cs := buildCharts(&h, samples[2].Time)
+	for _, mc := range cs.Methods {
+		var ids []string
+		for _, c := range mc.Charts {
+			ids = append(ids, c.ID)
+		}
+		if has := slices.Contains(ids, "method-messages"); has != (mc.Name == "Feed.Watch") {
+			t.Errorf("%s's charts are %v", mc.Name, ids)
+		}
 	}
 }

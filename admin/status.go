@@ -63,6 +63,32 @@ type MethodStatus struct {
 	// rule fired (a surge, congestion, the CPU's veto…), on what signal,
 	// with how many calls in flight.
 	LimitDecisions []shed.Decision `json:"limit_decisions,omitempty"`
+	// Streams counts a stream method's streams and their messages; nil
+	// for a unary method.
+	Streams *StreamStatus `json:"streams,omitempty"`
+}
+
+// StreamStatus is a stream method's streams: open now (their handlers
+// running), opened since the server started, and their messages and
+// encoded bytes each way, in (from clients) and out (to them). A stream
+// counts as a call once it ends, in its method's calls, errors and
+// latencies. The rates are per second over WindowSec: the last minute,
+// from the oldest of the readings the server's history takes every
+// HistoryEvery in it (so that a message costs no clock read), or the time
+// since the server started if there is none.
+type StreamStatus struct {
+	Kind        string  `json:"kind"` // "server stream", "client stream" or "bidirectional stream"
+	Open        int64   `json:"open"`
+	Opened      int64   `json:"opened"`
+	MsgsIn      int64   `json:"messages_in"`
+	MsgsOut     int64   `json:"messages_out"`
+	BytesIn     int64   `json:"bytes_in"`
+	BytesOut    int64   `json:"bytes_out"`
+	MsgInRate   float64 `json:"message_in_rate"`
+	MsgOutRate  float64 `json:"message_out_rate"`
+	ByteInRate  float64 `json:"byte_in_rate"`
+	ByteOutRate float64 `json:"byte_out_rate"`
+	WindowSec   float64 `json:"window_sec"` // the seconds the rates cover
 }
 
 // SchedulerStatus is the overload scheduler's state. Workers is the limit
@@ -102,6 +128,23 @@ type ClientStatus struct {
 	// Hedges counts the client's hedges (kiev.Hedging); nil for a client
 	// that hedges no method.
 	Hedges *HedgeStatus `json:"hedges,omitempty"`
+	// Streams counts the client's streams; nil for a client that never
+	// opened one.
+	Streams *ClientStreamStatus `json:"streams,omitempty"`
+}
+
+// ClientStreamStatus is a client's streams: open now, opened, leaked
+// (dropped without Close, nor an error from Recv, nor their context's
+// end, and canceled once the garbage collector found them), and their
+// messages and encoded bytes, in (from servers) and out (to them).
+type ClientStreamStatus struct {
+	Open     int64 `json:"open"`
+	Opened   int64 `json:"opened"`
+	Leaked   int64 `json:"leaked"`
+	MsgsIn   int64 `json:"messages_in"`
+	MsgsOut  int64 `json:"messages_out"`
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
 }
 
 // DiscoveryStatus is how a client's discovery of its providers fares, as
@@ -128,6 +171,7 @@ type ProviderStatus struct {
 	Address      string    `json:"address"`
 	Weight       int       `json:"weight"`
 	InFlight     int       `json:"in_flight"`
+	Streams      int       `json:"streams,omitempty"` // streams open to it
 	Calls        int64     `json:"calls"`
 	Errors       int64     `json:"errors"`
 	Ejected      bool      `json:"ejected"`

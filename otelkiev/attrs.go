@@ -24,6 +24,10 @@ const (
 	// ShedKey says the server shed the call without running it (see the
 	// package doc): ShedOverloaded or ShedLimited.
 	ShedKey = attribute.Key("kiev.shed")
+	// StreamKey is a stream's kind, as kiev.StreamKind.String prints it
+	// ("server stream", "client stream", "bidirectional stream"), on a
+	// server span; a unary call has none.
+	StreamKey = attribute.Key("kiev.stream")
 )
 
 // Values of ShedKey.

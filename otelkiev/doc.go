@@ -16,6 +16,30 @@
 // Put the server interceptor first, so that its span covers the others,
 // such as kiev.TokenAuth, and calls they refuse have a span too.
 //
+// # Streams
+//
+// A stream is one span on each side, from its open to its end:
+// StreamInterceptor makes the client's (kiev.WithStreamInterceptor), and
+// ServerInterceptor the server's, which runs around the whole stream and
+// sets kiev.stream to its kind ("server stream", "client stream",
+// "bidirectional stream"). Each message sent or received is an
+// "rpc.message" event, as the RPC conventions have it: rpc.message.type
+// SENT or RECEIVED, rpc.message.id counting each way from 1, and
+// rpc.message.uncompressed_size, the bytes its codec encoded it to. A
+// client stream's reply is a message the client received.
+//
+//	c, err := kiev.Dial(addr,
+//		kiev.WithClientInterceptor(otelkiev.ClientInterceptor()),
+//		kiev.WithStreamInterceptor(otelkiev.StreamInterceptor()),
+//	)
+//
+// A stream's client span ends when the stream does: Recv returned io.EOF
+// or an error, Close, or the end of the context it was opened with. A
+// stream the client ended first (Close, or its context canceled) has
+// rpc.kiev.code "Canceled" and no Error status. Streams record no
+// rpc.server.duration or rpc.client.duration: as the conventions say, a
+// stream's time is no call's.
+//
 // # Propagation
 //
 // The client interceptor injects the span's context into the call's

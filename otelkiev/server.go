@@ -17,7 +17,9 @@ import (
 // ServerInterceptor returns a kiev.ServerInterceptor that runs each call
 // in a server span, a child of the caller's span when the call's metadata
 // carries one, with the call's trace and span ids on its log lines, and
-// records its duration as rpc.server.duration (see the package doc).
+// records its duration as rpc.server.duration (see the package doc). A
+// stream's span covers the whole stream, with StreamKey set and an
+// "rpc.message" event for each message; its duration is not recorded.
 func ServerInterceptor(opts ...Option) kiev.ServerInterceptor {
 	c := newConfig(opts)
 	duration, err := rpcconv.NewServerDuration(c.meter)
@@ -36,6 +38,10 @@ func ServerInterceptor(opts ...Option) kiev.ServerInterceptor {
 				trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 			if sc := span.SpanContext(); sc.IsValid() {
 				ctx = kiev.WithLogAttrs(ctx, slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+			}
+			if req.Stream != kiev.Unary && span.IsRecording() {
+				span.SetAttributes(StreamKey.String(req.Stream.String()))
+				req.OnMessage(func(ev kiev.MessageEvent) { messageEvent(span, ev) })
 			}
 
 			err := next(ctx, req)
@@ -57,7 +63,9 @@ func ServerInterceptor(opts ...Option) kiev.ServerInterceptor {
 				}
 			}
 			span.End()
-			if duration.Enabled(ctx) {
+			// A stream's time is no call's duration (the conventions
+			// leave streams out of rpc.server.duration).
+			if req.Stream == kiev.Unary && duration.Enabled(ctx) {
 				duration.Record(ctx, sinceMillis(start), system, metricAttrs(service, method, CodeKey.String(code.String()))...)
 			}
 			return err

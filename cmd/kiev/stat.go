@@ -256,6 +256,28 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
+// renderStreams writes a table of the stream methods of services, if
+// they have any.
+func renderStreams(b *bytes.Buffer, services []admin.ServiceStatus) {
+	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	n := 0
+	for _, s := range services {
+		for _, m := range s.Methods {
+			st := m.Streams
+			if st == nil {
+				continue
+			}
+			if n++; n == 1 {
+				b.WriteString("\n")
+				fmt.Fprintln(tw, "STREAM\tKIND\tOPEN\tOPENED\tMSGS IN\tMSGS OUT\tIN/S\tOUT/S\tBYTES IN/S\tBYTES OUT/S")
+			}
+			fmt.Fprintf(tw, "%s.%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, m.Name, st.Kind, st.Open, st.Opened, st.MsgsIn, st.MsgsOut,
+				figure.Format(st.MsgInRate), figure.Format(st.MsgOutRate), figure.Format(st.ByteInRate), figure.Format(st.ByteOutRate))
+		}
+	}
+	tw.Flush()
+}
+
 // renderStatus writes a compact view of st; fetchErr, if not nil, is why
 // st is not fresh.
 func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
@@ -286,6 +308,7 @@ func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
 		fmt.Fprintln(tw, "(no services)")
 	}
 	tw.Flush()
+	renderStreams(&b, st.Services)
 
 	sc := st.Scheduler
 	queued := make([]string, len(sc.Queued))
@@ -312,7 +335,11 @@ func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
 		tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "CLIENT\tPROVIDER\tWEIGHT\tIN FLIGHT\tCALLS\tERRORS\tSTATE")
 		for _, c := range st.Clients {
-			fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\tretries %d, budget %s\n", c.Target, c.Calls, c.Errors, c.Retries, figure.Format(c.Budget))
+			var streams string
+			if cs := c.Streams; cs != nil {
+				streams = fmt.Sprintf(", streams %d open of %d, %d leaked", cs.Open, cs.Opened, cs.Leaked)
+			}
+			fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\tretries %d, budget %s%s\n", c.Target, c.Calls, c.Errors, c.Retries, figure.Format(c.Budget), streams)
 			for _, p := range c.Providers {
 				state := "ok"
 				switch {

@@ -23,13 +23,17 @@ const statusJSON = `{
   "services": [
     {"name": "Shop", "methods": [
       {"name": "Place", "calls": 1200, "errors": 3, "minute_calls": 600, "minute_errors": 1, "window_sec": 60, "rate": 10, "error_rate": 0.02, "p50_ms": 0.25, "p99_ms": 12.5},
-      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "window_sec": 60, "rate": 0, "error_rate": 0, "p50_ms": 0, "p99_ms": 0}
+      {"name": "Wait", "calls": 7, "errors": 0, "minute_calls": 0, "minute_errors": 0, "window_sec": 60, "rate": 0, "error_rate": 0, "p50_ms": 0, "p99_ms": 0},
+      {"name": "Feed", "calls": 4, "errors": 0, "minute_calls": 0, "minute_errors": 0, "window_sec": 60, "rate": 0, "error_rate": 0, "p50_ms": 0, "p99_ms": 0,
+       "streams": {"kind": "server stream", "open": 2, "opened": 6, "messages_in": 0, "messages_out": 900, "bytes_in": 0, "bytes_out": 90000,
+         "message_in_rate": 0, "message_out_rate": 15, "byte_in_rate": 0, "byte_out_rate": 1500, "window_sec": 60}}
     ]}
   ],
   "scheduler": {"workers": 8, "running": 2, "queued": [0,0,0,0,0,1,0,0,0,0], "overloaded": true, "ran": 123456,
     "dropped": {"queue_full": 5, "expired": 0}},
   "clients": [
     {"target": "zookeeper://zk:2181/Arith", "balancer": "round_robin", "calls": 50, "errors": 1, "retries": 2, "retry_budget": 9.5,
+     "streams": {"open": 1, "opened": 3, "leaked": 2, "messages_in": 10, "messages_out": 0, "bytes_in": 100, "bytes_out": 0},
      "providers": [
        {"id": "tcp://10.0.0.7:7000", "address": "10.0.0.7:7000", "weight": 2, "in_flight": 1, "calls": 30, "errors": 0, "ejected": false},
        {"id": "tcp://10.0.0.8:7000", "address": "10.0.0.8:7000", "weight": 1, "in_flight": 0, "calls": 20, "errors": 1, "ejected": true, "ejected_until": "2026-01-02T03:04:35Z"}
@@ -76,6 +80,8 @@ func TestStatOnce(t *testing.T) {
 		"scheduler: workers 8   running 2   queued by priority [0 0 0 0 0 1 0 0 0 0]   ran 123456   OVERLOADED",
 		"dropped: queue_full 5\n",
 		"zookeeper://zk:2181/Arith",
+		"retries 2, budget 9.5, streams 1 open of 3, 2 leaked\n",
+		"STREAM     KIND           OPEN  OPENED  MSGS IN  MSGS OUT  IN/S  OUT/S  BYTES IN/S  BYTES OUT/S\nShop.Feed  server stream  2     6       0        900       0     15     0           1500\n",
 		"tcp://10.0.0.7:7000  2       1          30     0       ok",
 		"tcp://10.0.0.8:7000  1       0          20     1       ejected until",
 		"health:  mysql ok (1.5 ms)  redis FAILING: dial tcp: connection refused",

@@ -42,6 +42,14 @@ var (
 		"Retransmitted UDP requests answered from the duplicate cache or ignored while running.", nil, nil)
 	descUDPMalformed = prometheus.NewDesc("kiev_server_udp_malformed_total",
 		"Datagrams dropped as not kiev's.", nil, nil)
+	descServerStreamsOpen = prometheus.NewDesc("kiev_server_streams_open",
+		"Streams open now (their handlers running), by method.", []string{"method"}, nil)
+	descServerStreamsOpened = prometheus.NewDesc("kiev_server_streams_opened_total",
+		"Streams opened (accepted), by method.", []string{"method"}, nil)
+	descServerStreamMsgs = prometheus.NewDesc("kiev_server_stream_messages_total",
+		"Messages of streams, by method and direction: received from clients, or sent to them.", []string{"method", "direction"}, nil)
+	descServerStreamBytes = prometheus.NewDesc("kiev_server_stream_bytes_total",
+		"Encoded bytes of stream messages, by method and direction: received from clients, or sent to them.", []string{"method", "direction"}, nil)
 	descLogSuppressed = prometheus.NewDesc("kiev_server_log_lines_suppressed_total",
 		"Log lines not written because more than LogBurst of the same message came in one second (refusals, failed handshakes, protocol errors).", []string{"msg"}, nil)
 
@@ -55,12 +63,24 @@ var (
 		"Hedged copies of calls, by target and outcome: sent, won (answered first), and not sent for want of retry budget (no_budget) or because of overload (overload).", []string{"target", "outcome"}, nil)
 	descClientBudget = prometheus.NewDesc("kiev_client_retry_budget",
 		"Retries the client's retry budget holds now, by target.", []string{"target"}, nil)
+	descClientStreamsOpen = prometheus.NewDesc("kiev_client_streams_open",
+		"Streams a client has open now, by target.", []string{"target"}, nil)
+	descClientStreamsOpened = prometheus.NewDesc("kiev_client_streams_opened_total",
+		"Streams a client opened, by target.", []string{"target"}, nil)
+	descClientStreamMsgs = prometheus.NewDesc("kiev_client_stream_messages_total",
+		"Messages of a client's streams, by target and direction: received from servers, or sent to them.", []string{"target", "direction"}, nil)
+	descClientStreamBytes = prometheus.NewDesc("kiev_client_stream_bytes_total",
+		"Encoded bytes of a client's stream messages, by target and direction: received from servers, or sent to them.", []string{"target", "direction"}, nil)
+	descClientStreamsLeaked = prometheus.NewDesc("kiev_client_streams_leaked_total",
+		"Streams dropped without Close, nor an error from Recv, nor their context's end, which the garbage collector found and canceled, by target.", []string{"target"}, nil)
 	descProviderCalls = prometheus.NewDesc("kiev_client_provider_calls_total",
 		"Attempts sent to each provider of a dialed service, by code.", []string{"target", "provider", "code"}, nil)
 	descProviderDuration = prometheus.NewDesc("kiev_client_provider_call_duration_seconds",
 		"How long attempts to each provider took.", []string{"target", "provider"}, nil)
 	descProviderInFlight = prometheus.NewDesc("kiev_client_provider_in_flight",
 		"Calls in flight to each provider.", []string{"target", "provider"}, nil)
+	descProviderStreams = prometheus.NewDesc("kiev_client_provider_streams_open",
+		"Streams open to each provider.", []string{"target", "provider"}, nil)
 	descProviderEjected = prometheus.NewDesc("kiev_client_provider_ejected",
 		"1 while a provider is out of balancing.", []string{"target", "provider"}, nil)
 )
@@ -72,6 +92,36 @@ type Method struct {
 	// Its adaptive concurrency limit (0 while off), its calls past the
 	// limit, and those waiting for room under it.
 	Limit, InFlight, Queued int
+	// Streams counts a stream method's streams; nil for a unary method.
+	Streams *Streams
+}
+
+// Streams counts streams, a method's or a client's: open now, opened, and
+// their messages and encoded bytes, received (in) and sent (out).
+type Streams struct {
+	Open, Opened      int64
+	MsgsIn, MsgsOut   int64
+	BytesIn, BytesOut int64
+}
+
+// add adds o's counts to s.
+func (s *Streams) add(o *Streams) {
+	s.Open += o.Open
+	s.Opened += o.Opened
+	s.MsgsIn += o.MsgsIn
+	s.MsgsOut += o.MsgsOut
+	s.BytesIn += o.BytesIn
+	s.BytesOut += o.BytesOut
+}
+
+// collect sends the series of s, whose labels are label, to ch.
+func (s *Streams) collect(ch chan<- prometheus.Metric, open, opened, msgs, bytes *prometheus.Desc, label string) {
+	ch <- prometheus.MustNewConstMetric(open, prometheus.GaugeValue, float64(s.Open), label)
+	ch <- prometheus.MustNewConstMetric(opened, prometheus.CounterValue, float64(s.Opened), label)
+	ch <- prometheus.MustNewConstMetric(msgs, prometheus.CounterValue, float64(s.MsgsIn), label, "received")
+	ch <- prometheus.MustNewConstMetric(msgs, prometheus.CounterValue, float64(s.MsgsOut), label, "sent")
+	ch <- prometheus.MustNewConstMetric(bytes, prometheus.CounterValue, float64(s.BytesIn), label, "received")
+	ch <- prometheus.MustNewConstMetric(bytes, prometheus.CounterValue, float64(s.BytesOut), label, "sent")
 }
 
 // Server is a server's state, as its collector sees it at a scrape.
@@ -99,7 +149,8 @@ type serverCollector struct {
 
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServerCalls, descServerDuration, descServerInFlight, descServerConns,
-		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descMethodQueued, descUDPDuplicates, descUDPMalformed, descLogSuppressed} {
+		descQueue, descShed, descOverloaded, descWorkerLimit, descMethodLimit, descMethodInFlight, descMethodQueued, descUDPDuplicates, descUDPMalformed, descLogSuppressed,
+		descServerStreamsOpen, descServerStreamsOpened, descServerStreamMsgs, descServerStreamBytes} {
 		ch <- d
 	}
 }
@@ -112,6 +163,9 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMethodLimit, prometheus.GaugeValue, float64(m.Limit), m.Name)
 		ch <- prometheus.MustNewConstMetric(descMethodInFlight, prometheus.GaugeValue, float64(m.InFlight), m.Name)
 		ch <- prometheus.MustNewConstMetric(descMethodQueued, prometheus.GaugeValue, float64(m.Queued), m.Name)
+		if m.Streams != nil {
+			m.Streams.collect(ch, descServerStreamsOpen, descServerStreamsOpened, descServerStreamMsgs, descServerStreamBytes, m.Name)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(s.InFlight))
 	ch <- prometheus.MustNewConstMetric(descServerConns, prometheus.GaugeValue, float64(s.Conns))
@@ -143,7 +197,9 @@ type Client struct {
 	Totals    *callstats.Totals
 	Retries   int64
 	Hedges    Hedges
-	Budget    float64    // retries its budget holds now
+	Budget    float64 // retries its budget holds now
+	Streams   Streams
+	Leaked    int64      // streams dropped unclosed, which the garbage collector canceled
 	Balanced  bool       // a client of a service, balancing over Providers
 	Providers []Provider // when Balanced
 }
@@ -157,6 +213,7 @@ type Provider struct {
 	ID       string
 	Totals   *callstats.Totals
 	InFlight int
+	Streams  int // streams open to it
 	Ejected  bool
 }
 
@@ -175,7 +232,8 @@ type clientCollector struct {
 
 func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientHedges, descClientBudget,
-		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderEjected} {
+		descClientStreamsOpen, descClientStreamsOpened, descClientStreamMsgs, descClientStreamBytes, descClientStreamsLeaked,
+		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderStreams, descProviderEjected} {
 		ch <- d
 	}
 }
@@ -198,7 +256,11 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 		var retries int64
 		var hedges Hedges
 		var budget float64
+		var streams Streams
+		var leaked int64
 		for _, o := range same {
+			streams.add(&o.Streams)
+			leaked += o.Leaked
 			total.Add(o.Totals)
 			retries += o.Retries
 			h := o.Hedges
@@ -215,6 +277,8 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descClientHedges, prometheus.CounterValue, float64(o.n), c.Target, o.name)
 		}
 		ch <- prometheus.MustNewConstMetric(descClientBudget, prometheus.GaugeValue, budget, c.Target)
+		streams.collect(ch, descClientStreamsOpen, descClientStreamsOpened, descClientStreamMsgs, descClientStreamBytes, c.Target)
+		ch <- prometheus.MustNewConstMetric(descClientStreamsLeaked, prometheus.CounterValue, float64(leaked), c.Target)
 		if c.Balanced {
 			cc.collectProviders(ch, c.Target, same)
 		}
@@ -226,6 +290,7 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 func (cc clientCollector) collectProviders(ch chan<- prometheus.Metric, target string, same []Client) {
 	provs := map[string]*callstats.Totals{}
 	inflight := map[string]int{}
+	streams := map[string]int{}
 	ejected := map[string]bool{}
 	for _, o := range same {
 		for _, p := range o.Providers {
@@ -234,6 +299,7 @@ func (cc clientCollector) collectProviders(ch chan<- prometheus.Metric, target s
 			}
 			provs[p.ID].Add(p.Totals)
 			inflight[p.ID] += p.InFlight
+			streams[p.ID] += p.Streams
 			ejected[p.ID] = ejected[p.ID] || p.Ejected
 		}
 	}
@@ -241,6 +307,7 @@ func (cc clientCollector) collectProviders(ch chan<- prometheus.Metric, target s
 		callstats.CodeCounters(ch, descProviderCalls, st, cc.names, target, id)
 		ch <- callstats.Histogram(descProviderDuration, st, target, id)
 		ch <- prometheus.MustNewConstMetric(descProviderInFlight, prometheus.GaugeValue, float64(inflight[id]), target, id)
+		ch <- prometheus.MustNewConstMetric(descProviderStreams, prometheus.GaugeValue, float64(streams[id]), target, id)
 		e := 0.0
 		if ejected[id] {
 			e = 1

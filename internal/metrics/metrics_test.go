@@ -15,7 +15,8 @@ import (
 var names = [callstats.NumCodes]string{"OK", "Application"}
 
 // Two clients of one target make one series, their counts added; a
-// provider seen by both adds up too, and an ejected one shows as such.
+// provider seen by both adds up too (its calls and open streams), and an
+// ejected one shows as such.
 func TestClientsOfOneTargetAddUp(t *testing.T) {
 	var a, b, p1, p2 callstats.Stats
 	now := time.Now()
@@ -26,8 +27,8 @@ func TestClientsOfOneTargetAddUp(t *testing.T) {
 	p2.Record(now, time.Millisecond, 0)
 	c := metrics.NewClientCollector(&names, func() []metrics.Client {
 		return []metrics.Client{
-			{Target: "Calc", Totals: &a.Totals, Retries: 1, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p1.Totals}}},
-			{Target: "Calc", Totals: &b.Totals, Retries: 2, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p2.Totals, Ejected: true}}},
+			{Target: "Calc", Totals: &a.Totals, Retries: 1, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p1.Totals, Streams: 1}}},
+			{Target: "Calc", Totals: &b.Totals, Retries: 2, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p2.Totals, Ejected: true, Streams: 2}}},
 		}
 	})
 	reg := prometheus.NewRegistry()
@@ -43,11 +44,14 @@ kiev_client_provider_calls_total{code="OK",provider="p",target="Calc"} 2
 # HELP kiev_client_provider_ejected 1 while a provider is out of balancing.
 # TYPE kiev_client_provider_ejected gauge
 kiev_client_provider_ejected{provider="p",target="Calc"} 1
+# HELP kiev_client_provider_streams_open Streams open to each provider.
+# TYPE kiev_client_provider_streams_open gauge
+kiev_client_provider_streams_open{provider="p",target="Calc"} 3
 # HELP kiev_client_retries_total Retries a client sent, by target.
 # TYPE kiev_client_retries_total counter
 kiev_client_retries_total{target="Calc"} 3
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_client_calls_total", "kiev_client_provider_calls_total", "kiev_client_provider_ejected", "kiev_client_retries_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_client_calls_total", "kiev_client_provider_calls_total", "kiev_client_provider_ejected", "kiev_client_provider_streams_open", "kiev_client_retries_total"); err != nil {
 		t.Error(err)
 	}
 }
@@ -67,6 +71,65 @@ func TestServerCodesPastTheTableAreUser(t *testing.T) {
 kiev_server_calls_total{code="User",method="Calc.Add"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_server_calls_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A stream method has its streams' series, each way; a unary one has
+// none. Clients of one target add their streams up, the leaked ones too.
+func TestStreamSeries(t *testing.T) {
+	var s callstats.Stats
+	srv := metrics.NewServerCollector(&names, func() metrics.Server {
+		return metrics.Server{Methods: []metrics.Method{
+			{Name: "Feed.Watch", Totals: &s.Totals, Streams: &metrics.Streams{Open: 2, Opened: 5, MsgsIn: 0, MsgsOut: 40, BytesIn: 0, BytesOut: 4000}},
+			{Name: "Calc.Add", Totals: &s.Totals},
+		}}
+	})
+	cl := metrics.NewClientCollector(&names, func() []metrics.Client {
+		return []metrics.Client{
+			{Target: "Feed", Totals: &s.Totals, Streams: metrics.Streams{Open: 1, Opened: 3, MsgsIn: 30, MsgsOut: 1, BytesIn: 3000, BytesOut: 10}, Leaked: 1},
+			{Target: "Feed", Totals: &s.Totals, Streams: metrics.Streams{Open: 1, Opened: 2, MsgsIn: 10, BytesIn: 1000}, Leaked: 2},
+		}
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv, cl)
+	want := `
+# HELP kiev_server_streams_open Streams open now (their handlers running), by method.
+# TYPE kiev_server_streams_open gauge
+kiev_server_streams_open{method="Feed.Watch"} 2
+# HELP kiev_server_streams_opened_total Streams opened (accepted), by method.
+# TYPE kiev_server_streams_opened_total counter
+kiev_server_streams_opened_total{method="Feed.Watch"} 5
+# HELP kiev_server_stream_messages_total Messages of streams, by method and direction: received from clients, or sent to them.
+# TYPE kiev_server_stream_messages_total counter
+kiev_server_stream_messages_total{direction="received",method="Feed.Watch"} 0
+kiev_server_stream_messages_total{direction="sent",method="Feed.Watch"} 40
+# HELP kiev_server_stream_bytes_total Encoded bytes of stream messages, by method and direction: received from clients, or sent to them.
+# TYPE kiev_server_stream_bytes_total counter
+kiev_server_stream_bytes_total{direction="received",method="Feed.Watch"} 0
+kiev_server_stream_bytes_total{direction="sent",method="Feed.Watch"} 4000
+# HELP kiev_client_streams_open Streams a client has open now, by target.
+# TYPE kiev_client_streams_open gauge
+kiev_client_streams_open{target="Feed"} 2
+# HELP kiev_client_streams_opened_total Streams a client opened, by target.
+# TYPE kiev_client_streams_opened_total counter
+kiev_client_streams_opened_total{target="Feed"} 5
+# HELP kiev_client_stream_messages_total Messages of a client's streams, by target and direction: received from servers, or sent to them.
+# TYPE kiev_client_stream_messages_total counter
+kiev_client_stream_messages_total{direction="received",target="Feed"} 40
+kiev_client_stream_messages_total{direction="sent",target="Feed"} 1
+# HELP kiev_client_stream_bytes_total Encoded bytes of a client's stream messages, by target and direction: received from servers, or sent to them.
+# TYPE kiev_client_stream_bytes_total counter
+kiev_client_stream_bytes_total{direction="received",target="Feed"} 4000
+kiev_client_stream_bytes_total{direction="sent",target="Feed"} 10
+# HELP kiev_client_streams_leaked_total Streams dropped without Close, nor an error from Recv, nor their context's end, which the garbage collector found and canceled, by target.
+# TYPE kiev_client_streams_leaked_total counter
+kiev_client_streams_leaked_total{target="Feed"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"kiev_server_streams_open", "kiev_server_streams_opened_total", "kiev_server_stream_messages_total", "kiev_server_stream_bytes_total",
+		"kiev_client_streams_open", "kiev_client_streams_opened_total", "kiev_client_stream_messages_total", "kiev_client_stream_bytes_total",
+		"kiev_client_streams_leaked_total"); err != nil {
 		t.Error(err)
 	}
 }
