@@ -313,15 +313,21 @@ func TestCancelEndsTheStreamAndItsHandlersContext(t *testing.T) {
 	c.call(2)
 }
 
-func TestAnEmptyMessageNeedsNoCredit(t *testing.T) {
-	c := dialHand(t, startHand(t, newHand()))
+func TestAnEmptyMessageCostsCredit(t *testing.T) {
+	logOpt, logs := captureLog()
+	c := dialHand(t, startHand(t, newHand(), logOpt))
 	// A server stream: the server grants the client's messages 0 bytes,
-	// and the client grants the server's none yet.
+	// and the client grants the server's none yet: the server waits for
+	// credit, since even an empty message costs MessageCost.
 	c.open(1, "Hand.Count", 1, 0)
-	c.write(chunk(1, 0, nil), chunk(1, 0, nil), creditFrame(1, 100))
-	c.expect(wire.TypeMessage, 1)
-	c.expect(wire.TypeResponse, 1)
-	c.call(2)
+	c.write(creditFrame(1, transport.MessageCost-1))
+	c.call(2) // nothing of stream 1's comes first
+	// The client may send none either: the server granted it nothing.
+	c.write(chunk(1, 0, nil))
+	expectClosed(t, c.nc)
+	if !strings.Contains(logs.String(), "sent past its credit") {
+		t.Errorf("the server's log does not say why it closed:\n%s", logs.String())
+	}
 }
 
 func TestFramesForAnEndedStreamAreDropped(t *testing.T) {
@@ -372,7 +378,7 @@ func TestStreamViolationsCloseTheConnection(t *testing.T) {
 		reason string
 	}{
 		{"a message past the credit", func(credit uint64) []byte {
-			return message(1, make([]byte, credit+1))
+			return message(1, make([]byte, credit-transport.MessageCost+1)) // a message costs its bytes and MessageCost
 		}, "sent past its credit: 65536 bytes granted, 65537 sent"},
 		{"a chunk over 64 KiB", func(uint64) []byte {
 			return chunk(1, transport.MaxChunk+1, make([]byte, transport.MaxChunk+1))
@@ -392,6 +398,9 @@ func TestStreamViolationsCloseTheConnection(t *testing.T) {
 		{"a Message after End", func(uint64) []byte {
 			return append(endFrame(1), message(1, []byte{1})...)
 		}, "a Message on stream 1 after its sender ended it"},
+		{"an End inside a message", func(uint64) []byte {
+			return append(chunk(1, 10, []byte{1, 2, 3}), endFrame(1)...)
+		}, "an End on stream 1 inside a message, 7 bytes short of its Size"},
 		{"a Credit without its Credit field", func(uint64) []byte {
 			return frame(wire.TypeCredit, 1, func(b []byte) []byte { return wire.AppendUvarint(b, wire.KeyConsumed, 0) }, nil)
 		}, "a Credit frame for stream 1 without its Credit field"},
@@ -591,13 +600,17 @@ func TestStreamToAServerWithoutStreamsFailsAndSendsNoStreamFrame(t *testing.T) {
 // (200,000 of them, 3.8 MB on the wire, held 100 MB). The server must
 // hold about what it granted.
 func TestStreamHoldsAboutTheBytesItGranted(t *testing.T) {
-	const empties = 200000
 	tap := newHand()
 	c := dialHand(t, startHand(t, tap))
 	h := c.open(1, "Hand.Hold", nil, 1<<20)
 	<-tap.started
+	// Each message costs MessageCost of credit beyond its bytes, so the
+	// credit bounds the messages held too: half of it in one-byte
+	// messages, half in empty ones.
 	var small, empty []byte
-	for range h.Credit {
+	ones := h.Credit / 2 / (transport.MessageCost + 1)
+	empties := (h.Credit - ones*(transport.MessageCost+1)) / transport.MessageCost
+	for range ones {
 		small = append(small, chunk(1, 1, []byte{7})...)
 	}
 	for range empties {
@@ -617,7 +630,7 @@ func TestStreamHoldsAboutTheBytesItGranted(t *testing.T) {
 	c.call(3)
 	afterEmpty := heap()
 	if d := afterSmall - before; d > 8<<20 {
-		t.Errorf("%d one-byte messages made the heap grow by %d KiB; want it to hold about their %d bytes", h.Credit, d>>10, h.Credit)
+		t.Errorf("%d one-byte messages made the heap grow by %d KiB; want it to hold about their %d bytes of credit", ones, d>>10, h.Credit/2)
 	}
 	if d := afterEmpty - afterSmall; d > 4<<20 {
 		t.Errorf("%d empty messages made the heap grow by %d KiB; want them to hold nothing", empties, d>>10)

@@ -41,6 +41,11 @@ const (
 	// MaxChunk is the largest chunk a receiver takes; past it is a
 	// protocol error.
 	MaxChunk = 64 << 10
+	// MessageCost is the credit a message costs beyond its bytes, which
+	// its first chunk takes: what a receiver pays to hold a message, so
+	// that a peer's empty or one-byte messages cannot make a stream hold
+	// many times the bytes it granted.
+	MessageCost = 32
 	// InitialWindow is a stream's first window, each way.
 	InitialWindow = 64 << 10
 	// MaxWindow bounds how far a stream's window grows.
@@ -179,7 +184,7 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 		}
 		s.credited(h.Credit, h.Consumed)
 	case wire.TypeEnd:
-		s.peerEnded()
+		return s.peerEnded()
 	}
 	return nil
 }
@@ -289,17 +294,21 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inPart := s.partLeft > 0 // the chunk continues a message
+	cost := n
+	if !inPart {
+		cost += MessageCost
+	}
 	switch {
 	case s.peerEnd:
 		return fmt.Errorf("kiev: protocol error: a Message on stream %d after its sender ended it", s.ID)
-	case s.recvd+n > s.granted:
-		return fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+n)
+	case s.recvd+cost > s.granted:
+		return fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+cost)
 	case !inPart && !h.HasSize:
 		return fmt.Errorf("kiev: protocol error: the first chunk of a message on stream %d has no Size", s.ID)
 	case inPart && h.HasSize:
 		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
 	}
-	s.recvd += n
+	s.recvd += cost
 	s.accepted = true             // a server's first frame is its Credit; be lenient all the same
 	if h.Consumed > s.peerTaken { // a bidirectional stream's progress
 		s.peerTaken = min(h.Consumed, s.queued)
@@ -391,11 +400,17 @@ func (s *Stream) credited(offset, taken uint64) {
 }
 
 // peerEnded takes the peer's End: it sends no more messages.
-func (s *Stream) peerEnded() {
+func (s *Stream) peerEnded() error {
 	s.mu.Lock()
+	if s.partLeft > 0 {
+		left := s.partLeft
+		s.mu.Unlock()
+		return fmt.Errorf("kiev: protocol error: an End on stream %d inside a message, %d bytes short of its Size", s.ID, left)
+	}
 	s.peerEnd, s.accepted = true, true
 	s.mu.Unlock()
 	wake(s.recvWake)
+	return nil
 }
 
 // ended takes the server's Response r, which ends a client's stream:
@@ -470,7 +485,7 @@ func (s *Stream) Recv(ctx context.Context) (*[]byte, *Final, error) {
 		s.recvWaiting = false
 	}
 	m := s.nextLocked()
-	n := uint64(len(*m))
+	n := uint64(len(*m)) + MessageCost
 	s.consumed += n
 	s.taken++
 	if s.recvd == s.granted && s.granted-s.consumed <= s.window/2 && s.window < MaxWindow {
@@ -533,19 +548,25 @@ func (s *Stream) grantLocked() credit {
 // what is held past the budget is held by readers that wait, never by
 // stalled streams. REQUIRES s.mu is held.
 func (s *Stream) growForPart() credit {
-	if s.err != nil || s.released || s.peerEnd || s.recvd < s.granted {
+	if s.err != nil || s.released || s.peerEnd {
 		return s.grantLocked()
 	}
-	if s.part != nil {
+	if s.partLeft > 0 {
+		if s.recvd < s.granted {
+			return s.grantLocked()
+		}
 		need := s.recvd + s.partLeft - s.granted
 		s.owner.budget.force(int64(need))
 		s.granted += need
 		return s.creditLocked()
 	}
-	if c := s.grantLocked(); c.ok {
+	if s.granted-s.recvd > MessageCost { // the peer can send a message
+		return s.grantLocked()
+	}
+	if c := s.grantLocked(); s.granted-s.recvd > MessageCost {
 		return c
 	}
-	n := min(s.window, ChunkSize)
+	n := min(s.window, ChunkSize) + MessageCost
 	s.owner.budget.force(int64(n))
 	s.granted += n
 	return s.creditLocked()
@@ -654,8 +675,8 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 			s.mu.Unlock()
 			return ErrSendEnded
 		}
-		pending := uint64(len(s.out) - s.outOff)
-		if pending == 0 || pending+uint64(len(msg)) <= min(s.credit-s.sent, maxStreamQueued) {
+		pending := uint64(len(s.out)-s.outOff) + MessageCost*uint64(s.outSizes.len())
+		if pending == 0 || pending+uint64(len(msg))+MessageCost <= min(s.credit-s.sent, maxStreamQueued) {
 			break
 		}
 		s.mu.Unlock()
@@ -827,7 +848,10 @@ func (s *Stream) sendable() bool {
 		return true
 	}
 	if s.outSizes.len() > 0 {
-		return s.credit > s.sent || s.outSizes.peek() == 0
+		if s.outHead == 0 { // a message's first chunk: its cost, and a byte if it has any
+			return s.credit-s.sent >= MessageCost+min(uint64(s.outSizes.peek()), 1)
+		}
+		return s.credit > s.sent
 	}
 	return len(s.last) > 0
 }
@@ -848,7 +872,12 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 			break
 		}
 		size := s.outSizes.peek()
-		n := min(size-s.outHead, ChunkSize, int(min(s.credit-s.sent, MaxChunk)))
+		avail := s.credit - s.sent
+		if s.outHead == 0 {
+			avail -= MessageCost // sendable: there is that much
+			s.sent += MessageCost
+		}
+		n := min(size-s.outHead, ChunkSize, int(min(avail, MaxChunk)))
 		start := len(b)
 		b = wire.BeginFrame(b, wire.TypeMessage, s.ID)
 		if s.outHead == 0 {

@@ -37,6 +37,10 @@ func fill(t *testing.T, s *Stream) {
 		if inPart {
 			n = min(room, left)
 		} else {
+			if room <= MessageCost {
+				return
+			}
+			n = min(room-MessageCost, 1<<10)
 			h.Size, h.HasSize = 1<<10, true
 		}
 		if err := s.chunk(&h, make([]byte, n)); err != nil {

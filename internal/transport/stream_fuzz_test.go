@@ -258,6 +258,9 @@ func (z *streamFuzz) drain(t *testing.T, pong chan<- struct{}) {
 			}
 		case wire.TypeMessage:
 			z.sent[f.ID] += uint64(len(f.Body))
+			if h.HasSize {
+				z.sent[f.ID] += MessageCost
+			}
 			switch {
 			case !z.open[f.ID]:
 				t.Errorf("the server sent a Message for stream %d before its first Credit, or after its Response", f.ID)
@@ -296,7 +299,7 @@ func (z *streamFuzz) checkHeld(t *testing.T) {
 		credit := s.granted - s.consumed
 		s.mu.Unlock()
 		switch {
-		case uint64(bytes) > credit:
+		case uint64(bytes)+uint64(msgs)*MessageCost > credit:
 			t.Errorf("stream %d holds %d bytes, past the %d it granted and was not taken", s.ID, bytes, credit)
 		case room > 2*bytes+MaxChunk:
 			t.Errorf("stream %d holds %d bytes in buffers of %d", s.ID, bytes, room)

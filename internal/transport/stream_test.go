@@ -50,7 +50,7 @@ func TestEmptyMessagesKeepTheirPlaceAmongTheOthers(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.taken != uint64(len(sent)) || s.consumed != 3 {
-		t.Fatalf("taken %d messages, consumed %d bytes; want %d and 3: Consumed counts empty messages too", s.taken, s.consumed, len(sent))
+	if want := 3 + uint64(len(sent))*MessageCost; s.taken != uint64(len(sent)) || s.consumed != want {
+		t.Fatalf("taken %d messages, consumed %d bytes of credit; want %d and %d: Consumed counts empty messages too, and each costs MessageCost", s.taken, s.consumed, len(sent), want)
 	}
 }
