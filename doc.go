@@ -95,7 +95,9 @@ reads on. The client opens a stream with Client.Stream:
 	}
 
 args is nil for client and bidirectional streams, which Send and then
-CloseSend; a client stream's reply is its one message. A stream is freed
+CloseSend; a client stream's reply is its one message. ServerStreamOf,
+ClientStreamOf and BidiStreamOf build typed openers from a method
+expression, as MethodOf does for calls. A stream is freed
 when Recv returns an error (io.EOF at its end), when its ctx ends, or on
 Close, which never blocks. A stream opened to a server from before
 streams fails with ErrStreamsUnsupported; one whose connection is lost
