@@ -200,7 +200,13 @@ var _ transport.Call = (*serverCall)(nil)
 func (sc *serverCall) State() *transport.CallState { return &sc.st }
 func (sc *serverCall) Name() string                { return sc.m.name }
 func (sc *serverCall) Estimate() time.Duration     { return sc.m.cost.Estimate() }
-func (sc *serverCall) Cancel(err error)            { sc.ctx.cancel(err) }
+func (sc *serverCall) Cancel(err error) {
+	if err == errStreamDrained && sc.st.Stream != nil {
+		sc.endStream(err) // answered, once its handler returns, with why
+		return
+	}
+	sc.ctx.cancel(err)
+}
 
 // Priority, Deadline, Canceled, Cost, Run and Drop make a serverCall a
 // shed.Task, and Flow a shed.FlowTask: each connection is a flow that the

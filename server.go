@@ -76,8 +76,6 @@ type Server struct {
 	started  time.Time
 
 	streamsOpen atomic.Int64 // streams whose handler runs (WithMaxServerStreams)
-	streamsMu   sync.Mutex   // guards streamCalls
-	streamCalls map[*serverCall]struct{}
 
 	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
 	adminOnce sync.Once

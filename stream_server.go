@@ -359,8 +359,6 @@ func (sc *serverCall) runStream(start time.Time) {
 	defer sc.m.streams.closed()
 	st := sc.st.Stream
 	sc.ctx.start(start)
-	s.trackStream(sc, true)
-	defer s.trackStream(sc, false)
 	var aged *time.Timer
 	if d := s.opts.maxStreamAge; d > 0 {
 		aged = time.AfterFunc(jitter(d), func() { sc.endStream(errStreamAged) })
@@ -482,31 +480,10 @@ func WithStreamDrain(d time.Duration) ServerOption {
 	return serverOption(func(o *serverOptions) { o.streamDrain = d })
 }
 
-// trackStream adds sc to, or removes it from, the streams Shutdown ends
-// once their drain time is over.
-func (s *Server) trackStream(sc *serverCall, open bool) {
-	s.streamsMu.Lock()
-	defer s.streamsMu.Unlock()
-	if !open {
-		delete(s.streamCalls, sc)
-		return
-	}
-	if s.streamCalls == nil {
-		s.streamCalls = make(map[*serverCall]struct{})
-	}
-	s.streamCalls[sc] = struct{}{}
-}
-
-// endStreams ends every open stream with why.
+// endStreams ends every open stream with why (errStreamDrained).
 func (s *Server) endStreams(why error) {
-	s.streamsMu.Lock()
-	calls := make([]*serverCall, 0, len(s.streamCalls))
-	for sc := range s.streamCalls {
-		calls = append(calls, sc)
-	}
-	s.streamsMu.Unlock()
-	for _, sc := range calls {
-		sc.endStream(why)
+	for _, c := range keysOf(s, s.conns) {
+		c.CancelStreams(why)
 	}
 }
 

@@ -151,6 +151,9 @@ func (cfg config) check(systems, cells string) (config, error) {
 func availableSystems() []string {
 	var out []string
 	for _, s := range allSystems {
+		if s == sysKievBudget {
+			continue // on request only: kiev's defaults open every stream of the idle cell
+		}
 		if checkSystem(s) == nil {
 			out = append(out, s)
 		}

@@ -529,6 +529,21 @@ func (c *ServerConn) Close(err error) {
 	c.cancelCalls(context.Canceled, true)
 }
 
+// CancelStreams cancels every open stream's call with err.
+func (c *ServerConn) CancelStreams(err error) {
+	c.mu.Lock()
+	var streams []Call
+	for _, sc := range c.calls {
+		if sc.State().Stream != nil {
+			streams = append(streams, sc)
+		}
+	}
+	c.mu.Unlock()
+	for _, sc := range streams {
+		sc.Cancel(err)
+	}
+}
+
 // cancelCalls cancels the context of every call in flight. With
 // callerGone set, their replies are not sent.
 func (c *ServerConn) cancelCalls(err error, callerGone bool) {
