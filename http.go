@@ -143,6 +143,17 @@ func (s *Server) httpCheck(name string, st *tls.ConnectionState) (Code, string) 
 	return 0, ""
 }
 
+// httpStreams reports whether the method name takes messages from the
+// client and whether it sends them, for the HTTP front, which serves
+// server streams only.
+func (s *Server) httpStreams(name string) (in, out bool) {
+	m, err := s.lookup([]byte(name))
+	if err != nil {
+		return false, false
+	}
+	return m.kind == ClientStream || m.kind == BidiStream, m.kind == ServerStream || m.kind == BidiStream
+}
+
 // verifiedClient reports whether st, an HTTP request's TLS state, holds
 // the client certificate that a server with ClientAuth ca requires.
 func verifiedClient(st *tls.ConnectionState, ca tls.ClientAuthType) bool {
