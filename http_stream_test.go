@@ -279,6 +279,9 @@ func TestHTTPRefusesWhatItCannotStream(t *testing.T) {
 			if resp.StatusCode != tc.status || resp.Header.Get(kiev.HeaderCode) != tc.code || !strings.Contains(string(body), tc.contains) {
 				t.Errorf("got %d %s %s; want %d %s and a body with %q", resp.StatusCode, resp.Header.Get(kiev.HeaderCode), body, tc.status, tc.code, tc.contains)
 			}
+			if allow := resp.Header.Get("Allow"); tc.status == 405 && allow != "GET, POST" {
+				t.Errorf("Allow: %q; want GET, POST", allow)
+			}
 		})
 	}
 }

@@ -271,4 +271,7 @@ func TestReflectionDescribesStreamsAsStreams(t *testing.T) {
 	if diff := cmp.Diff(want, info.Methods); diff != "" {
 		t.Errorf("Feed's methods differ (-want +got):\n%s", diff)
 	}
+	if _, err := kiev.NewMethod[Query, Event](context.Background(), c, "Feed.Watch"); err == nil || !strings.Contains(err.Error(), "Feed.Watch is a stream method; open it with Client.Stream") {
+		t.Errorf("NewMethod of a stream method: %v; want an error that says to open it with Client.Stream", err)
+	}
 }

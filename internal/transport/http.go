@@ -71,7 +71,8 @@ type HTTPConfig struct {
 // calls are made and run as every front's (ServerHandler), and answered with
 // the reply as JSON, or with an error as JSON whose code is also in the
 // Kiev-Error-Code header and the status. Each request's goroutine waits
-// for its call's answer and writes it.
+// for its call's answer and writes it; for a server stream, its messages
+// too, as Server-Sent Events or NDJSON (http_stream.go).
 type HTTPFront struct {
 	cfg   HTTPConfig
 	calls peerCalls // calls in flight of each caller's connection (MaxCalls)
@@ -314,7 +315,9 @@ func (f *HTTPFront) error(w http.ResponseWriter, code codes.Code, msg string) {
 	case http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
 	case http.StatusMethodNotAllowed:
-		h.Set("Allow", http.MethodPost)
+		if h.Get("Allow") == "" {
+			h.Set("Allow", http.MethodPost)
+		}
 	}
 	w.WriteHeader(status)
 	w.Write(append(errorJSON(name, msg), '\n'))
