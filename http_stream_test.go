@@ -141,8 +141,11 @@ func readEvents(t *testing.T, r io.Reader) []sseEvent {
 		line := sc.Text()
 		switch {
 		case line == "":
-			evs = append(evs, ev)
+			if ev != (sseEvent{}) {
+				evs = append(evs, ev)
+			}
 			ev = sseEvent{}
+		case strings.HasPrefix(line, ":"): // a comment
 		case strings.HasPrefix(line, "event: "):
 			ev.event = line[len("event: "):]
 		case strings.HasPrefix(line, "data: "):
@@ -404,5 +407,57 @@ done
 	}
 	if n := streams.Load(); n != 2 {
 		t.Errorf("the page opened %d streams; want 2 (none reopened)", n)
+	}
+}
+
+// TestHTTPServerStreamBehindNginx reads a stream through nginx over
+// FastCGI: each message comes as it is sent, nginx buffering none.
+func TestHTTPServerStreamBehindNginx(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	tk := &Ticker{next: make(chan struct{}), ended: make(chan error, 1)}
+	for _, rcvr := range []any{&Feed{}, tk} {
+		if err := srv.Register(rcvr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { srv.Close() }) // if nginx is missing, fronts skips before it closes srv
+	base := fronts(t, srv)["nginx"]
+	// An event stream opens at once: its header comes before any event.
+	resp := openStream(t, t.Context(), base, "Ticker.Tick", `{}`, "text/event-stream")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	lines := bufio.NewReader(resp.Body)
+	for i := range 3 {
+		tk.next <- struct{}{}
+		var line string
+		for !strings.HasPrefix(line, "data: ") {
+			var err error
+			if line, err = lines.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := `data: {"N":` + string(rune('0'+i)) + `,"Text":""}` + "\n"; line != want {
+			t.Fatalf("line %d is %q; want %q", i, line, want)
+		}
+	}
+	// net/http/fcgi does not tell a handler that its client left: a
+	// Send that finds the connection closed ends it.
+	resp.Body.Close()
+	timeout := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case tk.next <- struct{}{}:
+		case <-tk.ended:
+			ended = true
+		case <-timeout:
+			t.Fatal("the handler did not end 10s after its client left, sending all along")
+		}
+	}
+
+	resp = openStream(t, t.Context(), base, "Feed.Fail", `{"From": 1}`, "application/x-ndjson")
+	body, err := io.ReadAll(resp.Body)
+	if want := `{"N":0,"Text":""}` + "\n" + `{"error":"failed after 1","code":"123"}` + "\n"; err != nil || string(body) != want {
+		t.Errorf("body %q (%v); want one message, then the error", body, err)
 	}
 }

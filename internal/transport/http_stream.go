@@ -212,12 +212,22 @@ func (f *HTTPFront) serveStream(w http.ResponseWriter, r *http.Request, c Call, 
 		f.answer(w, c, hs, timeout)
 		return
 	case <-r.Context().Done():
-		st.Abort(errClientLeft)
+		clientLeft(c, st)
 		return
 	}
 	st.writeHeader(w)
 	rc := http.NewResponseController(w)
-	err := rc.Flush()
+	// An event stream opens with a comment, which EventSource skips: a
+	// proxy such as nginx passes the header on only with body bytes. An
+	// NDJSON stream's header goes with its first line through nginx.
+	var open []byte
+	if st.format == formatSSE {
+		open = []byte(": open\n\n")
+	}
+	_, err := w.Write(open) // even empty, as net/http/fcgi writes a header only in Write
+	if err == nil {
+		err = rc.Flush()
+	}
 	for err == nil {
 		select {
 		case m := <-st.msgs:
@@ -230,11 +240,17 @@ func (f *HTTPFront) serveStream(w http.ResponseWriter, r *http.Request, c Call, 
 			f.writeEnd(w, rc, c, hs, timeout)
 			return
 		case <-r.Context().Done():
-			st.Abort(errClientLeft)
+			clientLeft(c, st)
 			return
 		}
 	}
-	// The client is gone: end the handler.
+	clientLeft(c, st) // a write failed
+}
+
+// clientLeft ends the handler of c, whose client went away. (Not left to
+// ServeHTTP's AfterFunc of the request's context, which a return on that
+// context's Done may stop before it runs.)
+func clientLeft(c Call, st *httpStream) {
 	st.Abort(errClientLeft)
 	c.State().CallerGone.Store(true)
 	c.Cancel(context.Canceled)
