@@ -184,7 +184,11 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-hs.end:
 	case <-r.Context().Done():
-		return // the client left; the call ends on its own
+		// The client left. (Canceled here too: the deferred stop may
+		// stop the AfterFunc above before it runs.)
+		c.State().CallerGone.Store(true)
+		c.Cancel(context.Canceled)
+		return
 	}
 	f.answer(w, c, hs, timeout)
 }
