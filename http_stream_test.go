@@ -414,7 +414,7 @@ done
 // FastCGI: each message comes as it is sent, nginx buffering none.
 func TestHTTPServerStreamBehindNginx(t *testing.T) {
 	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	tk := &Ticker{next: make(chan struct{}), ended: make(chan error, 1)}
+	tk := &Drip{next: make(chan struct{}), ended: make(chan error, 1)}
 	for _, rcvr := range []any{&Feed{}, tk} {
 		if err := srv.Register(rcvr); err != nil {
 			t.Fatal(err)
@@ -423,7 +423,7 @@ func TestHTTPServerStreamBehindNginx(t *testing.T) {
 	t.Cleanup(func() { srv.Close() }) // if nginx is missing, fronts skips before it closes srv
 	base := fronts(t, srv)["nginx"]
 	// An event stream opens at once: its header comes before any event.
-	resp := openStream(t, t.Context(), base, "Ticker.Tick", `{}`, "text/event-stream")
+	resp := openStream(t, t.Context(), base, "Drip.Tick", `{}`, "text/event-stream")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -460,4 +460,50 @@ func TestHTTPServerStreamBehindNginx(t *testing.T) {
 	if want := `{"N":0,"Text":""}` + "\n" + `{"error":"failed after 1","code":"123"}` + "\n"; err != nil || string(body) != want {
 		t.Errorf("body %q (%v); want one message, then the error", body, err)
 	}
+}
+
+// An open stream is not a call in flight for WithMaxConcurrentCalls,
+// which bounds the calls of each HTTP connection (one HTTP/2 connection
+// here, carrying both).
+func TestHTTPOpenStreamIsNotACallInFlight(t *testing.T) {
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), kiev.WithMaxConcurrentCalls(1))
+	tk := &Drip{next: make(chan struct{}), ended: make(chan error, 1)}
+	for _, rcvr := range []any{&Arith{}, tk} {
+		if err := srv.Register(rcvr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewUnstartedServer(srv.HTTPHandler())
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	defer func() {
+		hs.Close()
+		srv.Close()
+	}()
+	client := hs.Client()
+	defer client.CloseIdleConnections()
+	post := func(ctx context.Context, method, body, accept string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/"+method, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", accept)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stream := post(ctx, "Drip.Tick", `{}`, "text/event-stream")
+	defer stream.Body.Close()
+	if stream.StatusCode != 200 || stream.ProtoMajor != 2 {
+		t.Fatalf("the stream: status %d over HTTP/%d; want 200 over HTTP/2", stream.StatusCode, stream.ProtoMajor)
+	}
+	resp := post(t.Context(), "Arith.Add", `{"A": 1, "B": 2}`, "application/json")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"C":3`) {
+		t.Errorf("a call beside an open stream, at most one call in flight: %d %s; want 200", resp.StatusCode, body)
+	}
+	cancel()
+	<-tk.ended
 }

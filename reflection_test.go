@@ -267,6 +267,7 @@ func TestReflectionDescribesStreamsAsStreams(t *testing.T) {
 		{Name: "Fail", Args: query, Reply: event, ServerStreaming: true},
 		{Name: "Upload", Args: chunk, Reply: sum, ClientStreaming: true},
 		{Name: "Watch", Args: query, Reply: event, ServerStreaming: true},
+		{Name: "WatchPtr", Args: query, Reply: event, ServerStreaming: true}, // args by pointer
 	}
 	if diff := cmp.Diff(want, info.Methods); diff != "" {
 		t.Errorf("Feed's methods differ (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
@@ -144,6 +145,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	hd.Owned = buf
 	hs := &httpSink{f: f, peer: r.RemoteAddr, end: make(chan struct{})}
+	hs.counted.Store(true)
 	switch {
 	case format != 0:
 		// A stream has a deadline only if the caller asks for one: it
@@ -402,6 +404,9 @@ func (bb *bytesBuffer) Write(p []byte) (int, error) {
 type httpSink struct {
 	f    *HTTPFront
 	peer string // the request's RemoteAddr, its count in HTTPFront.calls
+	// counted says the call counts in HTTPFront.calls: until it is done,
+	// or, a stream, until it opens.
+	counted atomic.Bool
 	// stream carries the messages of a server stream; nil for a call.
 	stream *httpStream
 	mu     sync.Mutex // guards the fields below
@@ -435,8 +440,17 @@ func (hs *httpSink) Fail(_ Call, code codes.Code, msg string, limited bool) erro
 }
 
 func (hs *httpSink) Done(Call) {
-	hs.f.calls.put(hs.peer)
+	hs.uncount()
 	close(hs.end)
+}
+
+// uncount takes the call out of its caller's count in HTTPFront.calls,
+// once: an open stream, as over a connection, is not a call in flight
+// for WithMaxConcurrentCalls.
+func (hs *httpSink) uncount() {
+	if hs.counted.Swap(false) {
+		hs.f.calls.put(hs.peer)
+	}
 }
 
 // Stream is the call's stream, if it is a server stream's.

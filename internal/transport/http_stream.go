@@ -215,6 +215,7 @@ func (f *HTTPFront) serveStream(w http.ResponseWriter, r *http.Request, c Call, 
 		clientLeft(c, st)
 		return
 	}
+	hs.uncount()
 	st.writeHeader(w)
 	rc := http.NewResponseController(w)
 	// An event stream opens with a comment, which EventSource skips: a
