@@ -265,7 +265,7 @@ func (sc *serverCall) Run() { sc.RunTimed(time.Now()) }
 // ended, which makes a serverCall a shed.TimedTask: the scheduler takes
 // the handler's time from the clock reads the call's metrics make anyway.
 func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
-	if sc.st.Stream != nil {
+	if sc.sink.Stream(sc) != nil {
 		return sc.openStream(start)
 	}
 	defer sc.sink.Done(sc)

@@ -78,8 +78,8 @@ func (c *callContext) cancel(err error) {
 	afters := c.afters
 	c.afters = nil
 	c.mu.Unlock()
-	if sc := c.call; sc != nil && sc.st.Stream != nil {
-		sc.streamCanceled(err)
+	if sc := c.call; sc != nil {
+		sc.streamCanceled(err) // a stream's only while its handler runs
 	}
 	for _, a := range afters {
 		go a.f()

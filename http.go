@@ -39,13 +39,28 @@ const (
 // Kiev-Meta-Traceparent, say), so that a tracing interceptor such as
 // otelkiev's continues the caller's trace.
 //
+// A server stream (a method that takes kiev.Out) is served as
+// Server-Sent Events or as NDJSON, as the request's Accept asks
+// (text/event-stream or application/x-ndjson), each message written and
+// flushed as it is sent; it also takes GET with its args as JSON in the
+// args parameter, as EventSource sends it, from a page of the server's
+// own origin. See docs/streams.md for the events and lines. Client and
+// bidirectional streams are refused with 501: call them with a kiev
+// client.
+//
 // Errors are answered with a JSON body {"error": "...", "code": "..."},
 // the code (Code.String: a name such as "NotFound", or the number of a
 // handler's own code, such as "404") also in the Kiev-Error-Code header,
 // and the status:
 //
 //	unknown service or method                  404
-//	a method other than POST                   405 (Allow: POST)
+//	a method other than POST                   405 (Allow: POST; a server
+//	                                           stream takes GET too)
+//	a server stream asked for without Accept:  406
+//	text/event-stream or application/x-ndjson
+//	a server stream's GET from a page of       403
+//	another origin
+//	a client or bidirectional stream           501
 //	a Content-Type other than application/json 415 (or a +json type; so
 //	                                           that no web page can post
 //	                                           to the services unasked)
@@ -141,6 +156,17 @@ func (s *Server) httpCheck(name string, st *tls.ConnectionState) (Code, string) 
 		return CodeUnauthenticated, "kiev: this server requires a client certificate (WithTLS); serve HTTPHandler from an http.Server whose TLSConfig has the same ClientAuth and ClientCAs, and call it over HTTPS with the client's certificate"
 	}
 	return 0, ""
+}
+
+// httpStreams reports whether the method name takes messages from the
+// client and whether it sends them, for the HTTP front, which serves
+// server streams only.
+func (s *Server) httpStreams(name string) (in, out bool) {
+	m, err := s.lookup([]byte(name))
+	if err != nil {
+		return false, false
+	}
+	return m.kind == ClientStream || m.kind == BidiStream, m.kind == ServerStream || m.kind == BidiStream
 }
 
 // verifiedClient reports whether st, an HTTP request's TLS state, holds

@@ -218,6 +218,9 @@ func (c *codecCall) Done(transport.Call) {
 func (c *codecCall) Backlogged() (int, bool) { return 0, false }
 func (c *codecCall) Flow() *shed.Flow        { return nil }
 
+// Stream: a net/rpc codec carries no streams.
+func (c *codecCall) Stream(transport.Call) transport.HandlerStream { return nil }
+
 // NewClientWithCodec returns a Client whose calls c writes and reads, as
 // net/rpc's NewClientWithCodec does: with net/rpc/jsonrpc's codec, a kiev
 // client calls a JSON-RPC 1.0 server, or a net/rpc server on jsonrpc.

@@ -50,9 +50,25 @@ func (r reflectionSource) Methods(name string) ([]reflection.Method, bool) {
 	methods, ok := s.services[name]
 	ms := make([]reflection.Method, 0, len(methods))
 	for mname, m := range methods {
-		ms = append(ms, reflection.Method{Name: mname, Args: m.argType, Reply: m.replyType})
+		ms = append(ms, reflectMethod(mname, m))
 	}
 	return ms, ok
+}
+
+// reflectMethod describes m, named name in its service: a stream's
+// messages by the type In or Out carries (T of In[T], read from its
+// Recv, which returns it; of Out[T], from its Send, which takes it).
+func reflectMethod(name string, m *method) reflection.Method {
+	rm := reflection.Method{Name: name, Args: m.argType, Reply: m.replyType}
+	if m.kind == ClientStream || m.kind == BidiStream {
+		recv, _ := m.inType.MethodByName("Recv")
+		rm.Args, rm.ClientStreaming = recv.Type.Out(0), true
+	}
+	if m.kind == ServerStream || m.kind == BidiStream {
+		send, _ := m.outType.MethodByName("Send")
+		rm.Reply, rm.ServerStreaming = send.Type.In(2), true
+	}
+	return rm
 }
 
 func (r reflectionSource) NotFound(name string) error {

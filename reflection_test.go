@@ -251,3 +251,28 @@ func TestReflectionDescribesItself(t *testing.T) {
 		t.Errorf("Describe(Arith) on an empty server = %v; want ErrNotFound saying it has no services", err)
 	}
 }
+
+func TestReflectionDescribesStreamsAsStreams(t *testing.T) {
+	_, c := startFeed(t, &Feed{})
+	var info reflection.ServiceInfo
+	if err := c.Call(context.Background(), "kiev.Reflection.Describe", "Feed", &info); err != nil {
+		t.Fatal(err)
+	}
+	query := reflection.TypeShape{Type: "kiev_test.Query", Kind: "struct", Fields: []reflection.FieldShape{field("From", scalar("int", "int")), field("To", scalar("int", "int"))}}
+	event := reflection.TypeShape{Type: "kiev_test.Event", Kind: "struct", Fields: []reflection.FieldShape{field("N", scalar("int", "int")), field("Text", scalar("string", "string"))}}
+	chunk := reflection.TypeShape{Type: "kiev_test.Chunk", Kind: "struct", Fields: []reflection.FieldShape{field("Data", scalar("[]uint8", "bytes"))}}
+	sum := reflection.TypeShape{Type: "kiev_test.Sum", Kind: "struct", Fields: []reflection.FieldShape{field("Chunks", scalar("int", "int")), field("Bytes", scalar("int", "int"))}}
+	want := []reflection.MethodInfo{
+		{Name: "Chat", Args: event, Reply: event, ClientStreaming: true, ServerStreaming: true},
+		{Name: "Fail", Args: query, Reply: event, ServerStreaming: true},
+		{Name: "Upload", Args: chunk, Reply: sum, ClientStreaming: true},
+		{Name: "Watch", Args: query, Reply: event, ServerStreaming: true},
+		{Name: "WatchPtr", Args: query, Reply: event, ServerStreaming: true}, // args by pointer
+	}
+	if diff := cmp.Diff(want, info.Methods); diff != "" {
+		t.Errorf("Feed's methods differ (-want +got):\n%s", diff)
+	}
+	if _, err := kiev.NewMethod[Query, Event](context.Background(), c, "Feed.Watch"); err == nil || !strings.Contains(err.Error(), "Feed.Watch is a stream method; open it with Client.Stream") {
+		t.Errorf("NewMethod of a stream method: %v; want an error that says to open it with Client.Stream", err)
+	}
+}

@@ -139,6 +139,7 @@ func NewServer(opts ...ServerOption) *Server {
 		Timeout:  s.opts.httpTimeout,
 		MaxFrame: s.opts.maxFrame,
 		MaxCalls: s.opts.maxCalls,
+		Streams:  s.httpStreams,
 	})
 	s.unknown = &method{name: "(unknown method)", argType: reflect.TypeFor[struct{}](), replyType: reflect.TypeFor[struct{}](), dropped: dropMessages("(unknown method)")}
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {

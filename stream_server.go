@@ -203,7 +203,7 @@ func suitableStream(m reflect.Method) (*method, string) {
 // serverStream is a stream as its handler's In and Out use it.
 type serverStream struct {
 	sc    *serverCall
-	s     *transport.Stream
+	s     transport.HandlerStream
 	codec codec.Codec
 }
 
@@ -255,7 +255,7 @@ func (ss *serverStream) err(err error) error {
 // call's stream, and decodes a server stream's args.
 func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall) error {
 	m := sc.m
-	ss := &serverStream{sc: sc, s: sc.st.Stream, codec: sc.codec}
+	ss := &serverStream{sc: sc, s: sc.sink.Stream(sc), codec: sc.codec}
 	if m.direct.ok {
 		return s.invokeStreamDirect(ctx, req, sc, ss)
 	}
@@ -344,7 +344,7 @@ func (sc *serverCall) openStream(start time.Time) time.Time {
 		window = transport.InitialWindow
 	}
 	sc.m.streams.opened()
-	sc.st.Stream.Grant(window)
+	sc.sink.Stream(sc).Grant(window)
 	go sc.runStream(start)
 	return start
 }
@@ -357,7 +357,7 @@ func (sc *serverCall) runStream(start time.Time) {
 	defer sc.sink.Done(sc)
 	defer s.streamsOpen.Add(-1)
 	defer sc.m.streams.closed()
-	st := sc.st.Stream
+	st := sc.sink.Stream(sc)
 	sc.ctx.start(start)
 	var aged *time.Timer
 	if d := s.opts.maxStreamAge; d > 0 {
@@ -403,7 +403,7 @@ func (sc *serverCall) runStream(start time.Time) {
 // instead.
 func (sc *serverCall) streamCanceled(err error) {
 	if sc.handling.Load() && sc.ended.Load() == nil {
-		sc.st.Stream.Abort(err)
+		sc.sink.Stream(sc).Abort(err)
 	}
 }
 

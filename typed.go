@@ -272,6 +272,9 @@ func NewMethod[A, R any](ctx context.Context, c *Client, serviceMethod string) (
 		return nil, &methodError{fmt.Sprintf("kiev: %s: service %q has no method %q%s; it has %s", what, service, meth, suggest(meth, names), strings.Join(names, ", ")), ErrNotFound}
 	}
 	mi := info.Methods[i]
+	if mi.ClientStreaming || mi.ServerStreaming {
+		return nil, fmt.Errorf("kiev: %s: %s is a stream method; open it with Client.Stream", what, serviceMethod)
+	}
 	// The args travel from here to there, the reply from there to here.
 	where, here, there := "", reflection.TypeShape{}, reflection.TypeShape{}
 	if p, from, to, ok := reflection.Fits(reflection.ShapeOf(ta), mi.Args, "argument"); !ok {

@@ -31,11 +31,20 @@ type ServiceInfo struct {
 }
 
 // MethodInfo describes one method: its name within its service, such as
-// "Add", and the shapes of its argument and reply.
+// "Add", and the shapes of its argument and reply. A stream method
+// streams one way or both: Args is then the shape of each message the
+// client sends, if ClientStreaming, and Reply the shape of each message
+// the server sends, if ServerStreaming. So a server stream
+// (ctx, q Query, out kiev.Out[Event]) has Args Query and Reply Event,
+// with ServerStreaming; a client stream (ctx, in kiev.In[Chunk], sum
+// *Sum) Args Chunk and Reply Sum, with ClientStreaming; a bidirectional
+// one (ctx, in kiev.In[Msg], out kiev.Out[Msg]) both.
 type MethodInfo struct {
-	Name  string    `json:"name"`
-	Args  TypeShape `json:"args"`
-	Reply TypeShape `json:"reply"`
+	Name            string    `json:"name"`
+	Args            TypeShape `json:"args"`
+	Reply           TypeShape `json:"reply"`
+	ClientStreaming bool      `json:"client_streaming,omitempty"`
+	ServerStreaming bool      `json:"server_streaming,omitempty"`
 }
 
 // Server is what the reflection service reads of the server it
@@ -53,10 +62,14 @@ type Server interface {
 	NotFound(name string) error
 }
 
-// Method is one method of a service, as a Server reports it.
+// Method is one method of a service, as a Server reports it. For a
+// stream method, Args is the type of the client's messages if
+// ClientStreaming, and Reply that of the server's if ServerStreaming
+// (see MethodInfo).
 type Method struct {
-	Name        string // within its service, such as "Add"
-	Args, Reply reflect.Type
+	Name                             string // within its service, such as "Add"
+	Args, Reply                      reflect.Type
+	ClientStreaming, ServerStreaming bool
 }
 
 // Service is the receiver of ServiceName, which a server registers as
@@ -101,7 +114,8 @@ func (r *Service) describe(name string) (ServiceInfo, bool) {
 	slices.SortFunc(ms, func(a, b Method) int { return strings.Compare(a.Name, b.Name) })
 	info := ServiceInfo{Name: name, Methods: make([]MethodInfo, 0, len(ms))}
 	for _, m := range ms {
-		info.Methods = append(info.Methods, MethodInfo{Name: m.Name, Args: ShapeOf(m.Args), Reply: ShapeOf(m.Reply)})
+		info.Methods = append(info.Methods, MethodInfo{Name: m.Name, Args: ShapeOf(m.Args), Reply: ShapeOf(m.Reply),
+			ClientStreaming: m.ClientStreaming, ServerStreaming: m.ServerStreaming})
 	}
 	return info, true
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/kievrpc/kiev/reflection"
 )
 
-// argShape asks the server's reflection service for the shape of
-// method's argument. It returns nil, and no error, when the server cannot
-// say: it has no reflection service (an old kiev), or no such service or
-// method, which the call itself then reports with the names there are.
-func argShape(ctx context.Context, client *kiev.Client, method string) (*reflection.TypeShape, error) {
+// methodInfo asks the server's reflection service for method's
+// description: the shape of its argument, and whether it streams. It
+// returns nil, and no error, when the server cannot say: it has no
+// reflection service (an old kiev), or no such service or method, which
+// the call itself then reports with the names there are.
+func methodInfo(ctx context.Context, client *kiev.Client, method string) (*reflection.MethodInfo, error) {
 	i := strings.LastIndexByte(method, '.')
 	service, name := method[:i], method[i+1:]
 	var info reflection.ServiceInfo
@@ -29,7 +30,7 @@ func argShape(ctx context.Context, client *kiev.Client, method string) (*reflect
 	}
 	for _, m := range info.Methods {
 		if m.Name == name {
-			return &m.Args, nil
+			return &m, nil
 		}
 	}
 	return nil, nil

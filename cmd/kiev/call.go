@@ -32,14 +32,23 @@ an error that lists the fields there are. See 'kiev describe' for the
 names and types a method takes. A JSON argument that starts with "-" goes
 after "--".
 
+A server stream (a method that sends kiev.Out messages) prints each
+message as it arrives, as JSON on a line of its own, and then the
+stream's status: "OK, after n messages" on standard error, or its error,
+with exit status 1. The stream runs until it ends, or Ctrl-C; --timeout
+bounds it only if given. Client and bidirectional streams, which take
+messages from the client, are not sent by kiev call.
+
 Examples:
   kiev call 127.0.0.1:7000 Arith.Add '{"A": 7, "B": 8}'
   kiev call --meta trace-id=abc --timeout 2s zookeeper://zk:2181/Arith Arith.Add '{"A": 1, "B": 2}'
-  echo '{"A": 7, "B": 8}' | kiev call unix:///run/arith.sock Arith.Add -`,
+  echo '{"A": 7, "B": 8}' | kiev call unix:///run/arith.sock Arith.Add -
+  kiev call 127.0.0.1:7000 Feed.Watch '{"From": 1}' | jq .N`,
 	newRunner: func() runner { return &callCmd{} },
 }
 
 type callCmd struct {
+	fs       *flag.FlagSet
 	priority uint
 	timeout  time.Duration
 	meta     metaFlag
@@ -47,8 +56,9 @@ type callCmd struct {
 }
 
 func (c *callCmd) flags(fs *flag.FlagSet) {
+	c.fs = fs
 	fs.UintVar(&c.priority, "priority", uint(kiev.DefaultPriority), "the call's priority `n`, 0 (shed first under overload) to 9 (shed last)")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on the call after `duration`; 0 waits as long as it takes")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on the call after `duration`; 0 waits as long as it takes. A stream runs as long as it lasts unless --timeout is given")
 	fs.Var(&c.meta, "meta", "send metadata `key=value` with the call; repeat for more pairs")
 	fs.StringVar(&c.codec, "codec", "msgpack", "the `name` of the codec to send the call in; only msgpack can carry JSON")
 }
@@ -90,20 +100,79 @@ func (c *callCmd) run(ctx context.Context, cl *cli, args []string) error {
 	}
 	callCtx, cancel := withTimeout(callCtx, c.timeout)
 	defer cancel()
-	shape, err := argShape(callCtx, client, method)
+	mi, err := methodInfo(callCtx, client, method)
 	if err != nil {
 		return callFailed(ctx, target, method, c.timeout, err)
 	}
-	if shape != nil {
-		if callArgs, err = fitArgs(callArgs, *shape); err != nil {
+	if mi != nil && mi.ClientStreaming {
+		return usagef("call", "%s takes a stream of messages from the client, which kiev call does not send; it calls unary methods and server streams", method)
+	}
+	if mi != nil {
+		if callArgs, err = fitArgs(callArgs, mi.Args); err != nil {
 			return usagef("call", "%s: %v", method, err)
 		}
+	}
+	if mi != nil && mi.ServerStreaming {
+		return c.stream(ctx, cl, client, target, method, callArgs)
 	}
 	var reply any
 	if err := client.Call(callCtx, method, callArgs, &reply); err != nil {
 		return callFailed(ctx, target, method, c.timeout, err)
 	}
 	return printJSON(cl.stdout, jsonable(reply))
+}
+
+// stream opens method's server stream with args and prints its messages
+// as they come, a line of JSON each, then its status: OK on stderr, or
+// its error. Only a --timeout given bounds the stream, and Ctrl-C ends
+// it.
+func (c *callCmd) stream(ctx context.Context, cl *cli, client *kiev.Client, target, method string, args any) error {
+	streamCtx := kiev.WithPriority(ctx, kiev.Priority(c.priority))
+	if len(c.meta) > 0 {
+		streamCtx = kiev.WithMetadata(streamCtx, c.meta...)
+	}
+	timeout := time.Duration(0)
+	if c.timeoutSet() {
+		timeout = c.timeout
+	}
+	streamCtx, cancel := withTimeout(streamCtx, timeout)
+	defer cancel()
+	s, err := client.Stream(streamCtx, method, args)
+	if err != nil {
+		return callFailed(ctx, target, method, timeout, err)
+	}
+	defer s.Close()
+	enc := json.NewEncoder(cl.stdout)
+	enc.SetEscapeHTML(false)
+	for n := 0; ; n++ {
+		var msg any
+		err := s.Recv(streamCtx, &msg)
+		if err == io.EOF {
+			fmt.Fprintf(cl.stderr, "kiev call: %s: OK, after %s\n", method, messages(n))
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w, after %s", callFailed(ctx, target, method, timeout, err), messages(n))
+		}
+		if err := enc.Encode(jsonable(msg)); err != nil {
+			return fmt.Errorf("printing message %d as JSON: %v", n+1, err)
+		}
+	}
+}
+
+// messages says n messages in English.
+func messages(n int) string {
+	if n == 1 {
+		return "1 message"
+	}
+	return fmt.Sprintf("%d messages", n)
+}
+
+// timeoutSet reports whether --timeout was given.
+func (c *callCmd) timeoutSet() bool {
+	set := false
+	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "timeout" })
+	return set
 }
 
 // check validates the flags and the method name.

@@ -27,6 +27,14 @@ wire:
 
   Arith.Add(Args{A int, B int}) Reply{C int}
 
+A stream method marks what streams with "stream": the messages the
+server sends (a server stream), those the client sends (a client
+stream), or both (a bidirectional stream):
+
+  Feed.Watch(Query{From int}) stream Event{N int}
+  Feed.Upload(stream Chunk{Data []byte}) Sum{Bytes int}
+  Feed.Chat(stream Msg{Text string}) stream Msg{Text string}
+
 Field names are the names to use in the JSON of 'kiev call'. A type that
 contains itself shows its name where it recurs; pointers are not marked,
 since a JSON null stands for a nil pointer. --json prints the full
@@ -98,7 +106,14 @@ func (c *describeCmd) run(ctx context.Context, cl *cli, args []string) error {
 func writeDescriptions(w io.Writer, infos []reflection.ServiceInfo) error {
 	for _, s := range infos {
 		for _, m := range s.Methods {
-			if _, err := fmt.Fprintf(w, "%s.%s(%s) %s\n", s.Name, m.Name, shapeString(m.Args), shapeString(m.Reply)); err != nil {
+			args, reply := shapeString(m.Args), shapeString(m.Reply)
+			if m.ClientStreaming {
+				args = "stream " + args
+			}
+			if m.ServerStreaming {
+				reply = "stream " + reply
+			}
+			if _, err := fmt.Fprintf(w, "%s.%s(%s) %s\n", s.Name, m.Name, args, reply); err != nil {
 				return err
 			}
 		}

@@ -92,11 +92,12 @@ type Head struct {
 	ReplyAsk   uint8
 	ReplyAsked bool
 	// IsStream says the Request opens a stream, whose messages the client
-	// lets the server send up to StreamCredit bytes from the start; the
-	// front that serves streams sets Stream, which the call takes.
+	// lets the server send up to StreamCredit bytes from the start; a
+	// front that serves streams sets Stream, which its Sink gives back as
+	// the call's (Sink.Stream).
 	IsStream     bool
 	StreamCredit uint64
-	Stream       *Stream
+	Stream       HandlerStream
 	Origin
 
 	frame     []byte // the Request frame's header, whose metadata Metadata reads
@@ -200,7 +201,32 @@ type Sink interface {
 	// Flow is the flow the scheduler shares its limits fairly between
 	// the calls of (a connection's), or nil for none.
 	Flow() *shed.Flow
+	// Stream is the stream c opened (Head.Stream), or nil if c is no
+	// stream.
+	Stream(c Call) HandlerStream
 }
+
+// HandlerStream is a stream as its server's handler sends and receives
+// on it: a connection's *Stream, or an HTTP response carrying a server
+// stream's messages. Send and Recv are each called from one goroutine at
+// a time; the rest are safe for concurrent use.
+type HandlerStream interface {
+	// Send queues msg, an encoded message, whole or not at all; ctx
+	// bounds only the wait for room.
+	Send(ctx context.Context, msg []byte) error
+	// Recv returns the client's next message, io.EOF once it sends no
+	// more, or the error the stream ended with; it waits within ctx.
+	Recv(ctx context.Context) (*[]byte, *Final, error)
+	// CloseSend ends the server's sending (a half-close).
+	CloseSend() error
+	// Grant accepts the stream, granting the client's messages window
+	// bytes of credit (0 for a stream that receives none).
+	Grant(window int)
+	// Abort ends the stream on this side with err, sending nothing more.
+	Abort(err error)
+}
+
+var _ HandlerStream = (*Stream)(nil)
 
 // EncodeError says the call's codec could not encode its reply.
 type EncodeError struct{ Err error }

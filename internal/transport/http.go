@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kievrpc/kiev/codec"
@@ -32,9 +34,12 @@ const (
 // Codes that stand for HTTP statuses in HTTPFront.error; they never
 // travel.
 const (
+	codeForbidden            codes.Code = 403
 	codeMethodNotAllowed     codes.Code = 405
+	codeNotAcceptable        codes.Code = 406
 	codeUnsupportedMediaType codes.Code = 415
 	codeBodyTooLarge         codes.Code = 413
+	codeNotImplemented       codes.Code = 501
 )
 
 // jsonCodec names the codec of every HTTP call; Open only reads it.
@@ -55,6 +60,11 @@ type HTTPConfig struct {
 	Timeout  time.Duration // a call's deadline without Kiev-Timeout (WithHTTPTimeout)
 	MaxFrame int           // bounds a reply (WithMaxFrameSize)
 	MaxCalls int           // per caller's connection (WithMaxConcurrentCalls); 0: no bound
+	// Streams reports whether the method name takes messages from the
+	// client (kiev.In) and whether it sends messages (kiev.Out); nil
+	// for none that streams. The front serves server streams, and
+	// refuses those that take messages.
+	Streams func(name string) (in, out bool)
 }
 
 // HTTPFront serves a server's calls as JSON over HTTP: POST
@@ -62,7 +72,8 @@ type HTTPConfig struct {
 // calls are made and run as every front's (ServerHandler), and answered with
 // the reply as JSON, or with an error as JSON whose code is also in the
 // Kiev-Error-Code header and the status. Each request's goroutine waits
-// for its call's answer and writes it.
+// for its call's answer and writes it; for a server stream, its messages
+// too, as Server-Sent Events or NDJSON (http_stream.go).
 type HTTPFront struct {
 	cfg   HTTPConfig
 	calls peerCalls // calls in flight of each caller's connection (MaxCalls)
@@ -86,39 +97,148 @@ type httpHandler struct {
 
 func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := hh.f
-	name := strings.TrimPrefix(r.URL.Path, "/")
+	name := methodName(r.URL.Path)
+	if code, msg := f.cfg.Check(name, r.TLS); code != codes.OK {
+		f.error(w, code, msg)
+		return
+	}
+	var in, out bool
+	if f.cfg.Streams != nil {
+		in, out = f.cfg.Streams(name)
+	}
+	var format streamFormat
+	switch {
+	case in:
+		f.error(w, codeNotImplemented, fmt.Sprintf("kiev: %s takes a stream of messages from the client, which the HTTP front does not carry (it serves server streams only); call it with a kiev client (Client.Stream)", name))
+		return
+	case out:
+		if format = f.checkStream(w, r, name); format == 0 {
+			return
+		}
+	default:
+		if !f.checkUnary(w, r, name) {
+			return
+		}
+	}
+	hd, timeout, ok := f.head(w, r, name)
+	if !ok {
+		return
+	}
+	// Admission first: a call refused is refused before its body is
+	// read. An HTTP connection is the caller's connection (FastCGI
+	// passes on the caller's address and port): MaxCalls holds for it as
+	// for a TCP connection.
+	if f.cfg.Closed() {
+		f.error(w, codes.Shutdown, "kiev: the server is shutting down; retry on another server")
+		return
+	}
+	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
+		code, msg := f.cfg.Handler.Refuse(hd.Method, "on this connection")
+		f.error(w, code, msg)
+		return
+	}
+	buf := f.readArgs(w, r)
+	if buf == nil {
+		f.calls.put(r.RemoteAddr)
+		return
+	}
+
+	hd.Owned = buf
+	hs := &httpSink{f: f, peer: r.RemoteAddr, end: make(chan struct{})}
+	hs.counted.Store(true)
+	switch {
+	case format != 0:
+		// A stream has a deadline only if the caller asks for one: it
+		// lasts as long as it has messages to send.
+		hs.stream = newHTTPStream(format, f.cfg.MaxFrame)
+		hd.IsStream, hd.Stream = true, hs.stream
+		if timeout > 0 {
+			hd.Deadline = time.Now().Add(timeout)
+		}
+	default:
+		timeout = cmp.Or(timeout, f.cfg.Timeout)
+		hd.Deadline = time.Now().Add(timeout)
+	}
+	base := hh.base
+	if base == nil {
+		base = r.Context()
+	}
+	c, code, msg := f.cfg.Handler.Open(&hd, base, hs)
+	if c == nil {
+		f.calls.put(r.RemoteAddr)
+		f.error(w, code, msg)
+		return
+	}
+	stop := context.AfterFunc(r.Context(), func() {
+		c.State().CallerGone.Store(true)
+		c.Cancel(context.Canceled)
+	})
+	defer stop()
+	if base != r.Context() && base.Done() != nil {
+		stopBase := context.AfterFunc(base, func() { c.Cancel(base.Err()) })
+		defer stopBase()
+	}
+	f.cfg.Handler.Submit(c, base)
+	if hs.stream != nil {
+		f.serveStream(w, r, c, hs, timeout)
+		return
+	}
+	select {
+	case <-hs.end:
+	case <-r.Context().Done():
+		// The client left. (Canceled here too: the deferred stop may
+		// stop the AfterFunc above before it runs.)
+		c.State().CallerGone.Store(true)
+		c.Cancel(context.Canceled)
+		return
+	}
+	f.answer(w, c, hs, timeout)
+}
+
+// methodName is the method a request's path names: /Service.Method, or
+// /Service/Method.
+func methodName(path string) string {
+	name := strings.TrimPrefix(path, "/")
 	if !strings.Contains(name, ".") {
 		if i := strings.LastIndexByte(name, '/'); i > 0 {
 			name = name[:i] + "." + name[i+1:]
 		}
 	}
-	if code, msg := f.cfg.Check(name, r.TLS); code != codes.OK {
-		f.error(w, code, msg)
-		return
-	}
+	return name
+}
+
+// checkUnary checks the method and Content-Type of a call, or answers
+// why not and returns false.
+func (f *HTTPFront) checkUnary(w http.ResponseWriter, r *http.Request, name string) bool {
 	if r.Method != http.MethodPost {
 		f.error(w, codeMethodNotAllowed, fmt.Sprintf("kiev: %s takes POST with a JSON body, not %s", name, r.Method))
-		return
+		return false
 	}
 	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
 		f.error(w, codeUnsupportedMediaType, fmt.Sprintf("kiev: %s takes a JSON body sent as Content-Type: application/json, not %q (with curl: -H 'Content-Type: application/json')", name, ct))
-		return
+		return false
 	}
-	hd := Head{Method: []byte(name), Codec: jsonCodec, Origin: Origin{Addr: httpAddr(r.RemoteAddr), TLS: r.TLS}}
+	return true
+}
+
+// head reads the Kiev-* and trace headers of a call into a Head, with
+// the Kiev-Timeout asked for (0 if none), or answers why not and returns
+// false.
+func (f *HTTPFront) head(w http.ResponseWriter, r *http.Request, name string) (hd Head, timeout time.Duration, ok bool) {
+	hd = Head{Method: []byte(name), Codec: jsonCodec, Origin: Origin{Addr: httpAddr(r.RemoteAddr), TLS: r.TLS}}
 	if v := r.Header.Get(HeaderPriority); v != "" {
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 0 || p > 9 {
 			f.error(w, codes.BadRequest, fmt.Sprintf("kiev: %s: %q is not a priority; send 0 (shed first) to 9 (shed last)", HeaderPriority, v))
-			return
+			return hd, 0, false
 		}
 		hd.Priority, hd.HasPriority = uint8(p), true
 	}
-	timeout := f.cfg.Timeout
 	if v := r.Header.Get(HeaderTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			f.error(w, codes.BadRequest, fmt.Sprintf("kiev: %s: %q is not a positive duration such as 250ms or 2s", HeaderTimeout, v))
-			return
+			return hd, 0, false
 		}
 		timeout = d
 	}
@@ -138,65 +258,44 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hd.Meta[k] = v
 		}
 	}
-	// Admission first: a call refused is refused before its body is
-	// read. An HTTP connection is the caller's connection (FastCGI
-	// passes on the caller's address and port): MaxCalls holds for it as
-	// for a TCP connection.
-	if f.cfg.Closed() {
-		f.error(w, codes.Shutdown, "kiev: the server is shutting down; retry on another server")
-		return
-	}
-	if !f.calls.take(r.RemoteAddr, f.cfg.MaxCalls) {
-		code, msg := f.cfg.Handler.Refuse(hd.Method, "on this connection")
-		f.error(w, code, msg)
-		return
-	}
+	return hd, timeout, true
+}
+
+// readArgs reads a call's JSON args, from the body of a POST or the args
+// parameter of a GET (a server stream's), into a buffer from GetBuf; or
+// answers why not and returns nil.
+func (f *HTTPFront) readArgs(w http.ResponseWriter, r *http.Request) *[]byte {
 	buf := GetBuf(0)
-	body := bytesBuffer{b: (*buf)[:0]}
-	_, err := io.Copy(&body, http.MaxBytesReader(w, r.Body, f.cfg.MaxBody))
-	*buf = body.b
-	if err != nil {
-		PutBuf(buf)
-		f.calls.put(r.RemoteAddr)
-		if errors.As(err, new(*http.MaxBytesError)) {
-			f.error(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", f.cfg.MaxBody))
-			return
+	if r.Method == http.MethodGet {
+		args := r.URL.Query().Get("args")
+		if int64(len(args)) > f.cfg.MaxBody {
+			PutBuf(buf)
+			f.error(w, codeBodyTooLarge, fmt.Sprintf("kiev: the args parameter is over the %d-byte limit; send less, or raise WithHTTPMaxBody", f.cfg.MaxBody))
+			return nil
 		}
-		f.error(w, codes.BadRequest, "kiev: reading the request body: "+err.Error())
-		return
+		*buf = append((*buf)[:0], args...)
+	} else {
+		body := bytesBuffer{b: (*buf)[:0]}
+		_, err := io.Copy(&body, http.MaxBytesReader(w, r.Body, f.cfg.MaxBody))
+		*buf = body.b
+		if err != nil {
+			PutBuf(buf)
+			if errors.As(err, new(*http.MaxBytesError)) {
+				f.error(w, codeBodyTooLarge, fmt.Sprintf("kiev: the request body is over the %d-byte limit; send less, or raise WithHTTPMaxBody", f.cfg.MaxBody))
+				return nil
+			}
+			f.error(w, codes.BadRequest, "kiev: reading the request body: "+err.Error())
+			return nil
+		}
 	}
 	if len(*buf) == 0 {
 		*buf = append(*buf, "null"...)
 	}
+	return buf
+}
 
-	hd.Owned = buf
-	hd.Deadline = time.Now().Add(timeout)
-	base := hh.base
-	if base == nil {
-		base = r.Context()
-	}
-	hs := &httpSink{f: f, peer: r.RemoteAddr, end: make(chan struct{})}
-	c, code, msg := f.cfg.Handler.Open(&hd, base, hs)
-	if c == nil {
-		f.calls.put(r.RemoteAddr)
-		f.error(w, code, msg)
-		return
-	}
-	stop := context.AfterFunc(r.Context(), func() {
-		c.State().CallerGone.Store(true)
-		c.Cancel(context.Canceled)
-	})
-	defer stop()
-	if base != r.Context() && base.Done() != nil {
-		stopBase := context.AfterFunc(base, func() { c.Cancel(base.Err()) })
-		defer stopBase()
-	}
-	f.cfg.Handler.Submit(c, base)
-	select {
-	case <-hs.end:
-	case <-r.Context().Done():
-		return // the client left; the call ends on its own
-	}
+// answer writes the answer of call c, once it is done.
+func (f *HTTPFront) answer(w http.ResponseWriter, c Call, hs *httpSink, timeout time.Duration) {
 	if !hs.sent {
 		// The handler ran past the deadline, so no reply was made.
 		f.error(w, codes.DeadlineExceeded, fmt.Sprintf("kiev: %s ran past its deadline (%v)", c.Name(), timeout))
@@ -214,17 +313,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // error answers an HTTP call that failed with code.
 func (f *HTTPFront) error(w http.ResponseWriter, code codes.Code, msg string) {
 	status := httpStatus(code)
-	var name string
-	switch code {
-	case codeMethodNotAllowed:
-		name = "MethodNotAllowed"
-	case codeUnsupportedMediaType:
-		name = "UnsupportedMediaType"
-	case codeBodyTooLarge:
-		name = codes.TooLarge.String()
-	default:
-		name = code.String()
-	}
+	name := codeName(code)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set(HeaderCode, name)
@@ -232,14 +321,40 @@ func (f *HTTPFront) error(w http.ResponseWriter, code codes.Code, msg string) {
 	case http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
 	case http.StatusMethodNotAllowed:
-		h.Set("Allow", http.MethodPost)
+		if h.Get("Allow") == "" {
+			h.Set("Allow", http.MethodPost)
+		}
 	}
 	w.WriteHeader(status)
+	w.Write(append(errorJSON(name, msg), '\n'))
+}
+
+// errorJSON is the JSON of an error: {"error": msg, "code": name}.
+func errorJSON(name, msg string) []byte {
 	b, _ := json.Marshal(struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
 	}{msg, name})
-	w.Write(append(b, '\n'))
+	return b
+}
+
+// codeName is the name of code in an answer's Kiev-Error-Code.
+func codeName(code codes.Code) string {
+	switch code {
+	case codeForbidden:
+		return "Forbidden"
+	case codeMethodNotAllowed:
+		return "MethodNotAllowed"
+	case codeNotAcceptable:
+		return "NotAcceptable"
+	case codeUnsupportedMediaType:
+		return "UnsupportedMediaType"
+	case codeNotImplemented:
+		return "NotImplemented"
+	case codeBodyTooLarge:
+		return codes.TooLarge.String()
+	}
+	return code.String()
 }
 
 // jsonContentType reports whether ct is application/json, or a type with
@@ -288,13 +403,18 @@ func (bb *bytesBuffer) Write(p []byte) (int, error) {
 // which writes it.
 type httpSink struct {
 	f    *HTTPFront
-	peer string     // the request's RemoteAddr, its count in HTTPFront.calls
-	mu   sync.Mutex // guards the fields below
-	code codes.Code
-	msg  string
-	body []byte
-	sent bool          // an answer was made
-	end  chan struct{} // closed by Done
+	peer string // the request's RemoteAddr, its count in HTTPFront.calls
+	// counted says the call counts in HTTPFront.calls: until it is done,
+	// or, a stream, until it opens.
+	counted atomic.Bool
+	// stream carries the messages of a server stream; nil for a call.
+	stream *httpStream
+	mu     sync.Mutex // guards the fields below
+	code   codes.Code
+	msg    string
+	body   []byte
+	sent   bool          // an answer was made
+	end    chan struct{} // closed by Done
 }
 
 // Reply, Fail, Done and Backlogged make an httpSink the Sink of its call.
@@ -320,8 +440,25 @@ func (hs *httpSink) Fail(_ Call, code codes.Code, msg string, limited bool) erro
 }
 
 func (hs *httpSink) Done(Call) {
-	hs.f.calls.put(hs.peer)
+	hs.uncount()
 	close(hs.end)
+}
+
+// uncount takes the call out of its caller's count in HTTPFront.calls,
+// once: an open stream, as over a connection, is not a call in flight
+// for WithMaxConcurrentCalls.
+func (hs *httpSink) uncount() {
+	if hs.counted.Swap(false) {
+		hs.f.calls.put(hs.peer)
+	}
+}
+
+// Stream is the call's stream, if it is a server stream's.
+func (hs *httpSink) Stream(Call) HandlerStream {
+	if hs.stream == nil {
+		return nil
+	}
+	return hs.stream
 }
 
 // Backlogged: an HTTP reply is written by its own request goroutine.

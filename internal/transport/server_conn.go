@@ -350,11 +350,12 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
+	var s *Stream
 	if hd.IsStream {
-		if err := c.openStream(hd); err != nil {
+		if s, err = c.openStream(hd); err != nil {
 			return false, err
 		}
-		if hd.Stream == nil {
+		if s == nil {
 			return false, nil // refused
 		}
 	} else if s, _ := c.streams.get(hd.ID); s != nil {
@@ -373,8 +374,8 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		c.replyError(hd.ID, code, msg)
 		return false, nil
 	}
-	if hd.Stream != nil {
-		sc.State().Stream = hd.Stream
+	if s != nil {
+		sc.State().Stream = s
 	}
 	if hd.ReplyAsked {
 		st := sc.State()
@@ -402,7 +403,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	c.lastID = max(c.lastID, hd.ID)
 	c.calls[hd.ID] = sc
 	c.active.Store(int32(len(c.calls)))
-	if hd.Stream != nil {
+	if s != nil {
 		// A stream counts against WithMaxStreams, not as a call in flight
 		// for its whole life.
 		sc.State().Answered.Store(true)
@@ -624,6 +625,14 @@ const maxBackloggedFrame = 1 << 10
 
 func (c *ServerConn) Done(sc Call) { c.finish(sc) }
 
+// Stream is the call's stream, if it opened one.
+func (c *ServerConn) Stream(sc Call) HandlerStream {
+	if s := sc.State().Stream; s != nil {
+		return s
+	}
+	return nil
+}
+
 func (c *ServerConn) Backlogged() (int, bool) {
 	n := int(c.link.Backlog())
 	return n, n > 2*c.cfg.Share()
@@ -633,17 +642,17 @@ func (c *ServerConn) Backlogged() (int, bool) {
 // canceled the stream (Cancel), or closed it.
 var errStreamCanceled = errors.New("kiev: the client closed the stream (or its context ended); stop sending")
 
-// openStream makes the stream a Request opens, in hd.Stream; or refuses
-// it, answered, with hd.Stream nil, when the connection has its limit of
-// streams open. A Request that reuses the id of a stream still open is a
-// protocol error.
-func (c *ServerConn) openStream(hd *Head) error {
+// openStream makes the stream a Request opens, and sets hd.Stream to it;
+// or refuses it, answered, and returns nil, when the connection has its
+// limit of streams open. A Request that reuses the id of a stream still
+// open is a protocol error.
+func (c *ServerConn) openStream(hd *Head) (*Stream, error) {
 	if old, _ := c.streams.get(hd.ID); old != nil {
-		return fmt.Errorf("kiev: protocol error: the client opened stream %d while its stream of that id was open; an id must be unique among a connection's calls and streams in flight (PROTOCOL.md)", hd.ID)
+		return nil, fmt.Errorf("kiev: protocol error: the client opened stream %d while its stream of that id was open; an id must be unique among a connection's calls and streams in flight (PROTOCOL.md)", hd.ID)
 	}
 	if max := cmp.Or(c.cfg.MaxStreams, DefaultMaxStreams); c.streams.count() >= max {
 		c.replyError(hd.ID, codes.Overloaded, fmt.Sprintf("kiev: %s refused: %d streams are already open on this connection, the server's limit (WithMaxStreams); close streams you no longer read, or open this one on another connection", hd.Method, max))
-		return nil
+		return nil, nil
 	}
 	prio := uint8(5)
 	if hd.HasPriority {
@@ -652,10 +661,10 @@ func (c *ServerConn) openStream(hd *Head) error {
 	s := newStream(&c.streams, hd.ID, prio)
 	s.credit = hd.StreamCredit
 	if err := c.streams.add(s); err != nil {
-		return err
+		return nil, err
 	}
 	hd.Stream = s
-	return nil
+	return s, nil
 }
 
 // refuseStream forgets the stream of a Request refused before it opened.

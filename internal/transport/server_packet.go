@@ -527,6 +527,9 @@ func (pc *packetCall) unopen() {
 // Backlogged: a datagram reply is sent at once or lost, never queued.
 func (pc *packetCall) Backlogged() (int, bool) { return 0, false }
 
+// Stream: a datagram opens no stream.
+func (pc *packetCall) Stream(Call) HandlerStream { return nil }
+
 // Flow: a socket's calls are not shared fairly by address.
 func (pc *packetCall) Flow() *shed.Flow { return nil }
 
