@@ -205,6 +205,7 @@ func TestWithHealthCheck(t *testing.T) {
 		}
 		return false
 	})
+	waitProviders(t, c, 1) // the flag turns before the balancer is rebuilt
 	for range 20 {
 		if name := callName(t, c, ctx); name != "b" {
 			t.Fatalf("a call went to %s, which says it does not serve", name)
