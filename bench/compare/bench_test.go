@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/kievrpc/kiev/bench/internal/hist"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ func benchClosed(b *testing.B, c conn, payload string, n int) {
 		left--
 		return left >= 0
 	}
-	hists := make([]hist, n)
+	hists := make([]hist.Hist, n)
 	for i, call := range calls {
 		h := &hists[i]
 		wg.Add(1)
@@ -80,17 +81,17 @@ func benchClosed(b *testing.B, c conn, payload string, n int) {
 					b.Error(err)
 					return
 				}
-				h.record(time.Since(t0))
+				h.Record(time.Since(t0))
 			}
 		}()
 	}
 	wg.Wait()
 	b.StopTimer()
-	var all hist
+	var all hist.Hist
 	for i := range hists {
-		all.merge(&hists[i])
+		all.Merge(&hists[i])
 	}
-	reportLatency(b, all.quantile(0.50), all.quantile(0.99), all.quantile(0.999))
+	reportLatency(b, all.Quantile(0.50), all.Quantile(0.99), all.Quantile(0.999))
 }
 
 func reportLatency(b *testing.B, p50, p99, p999 time.Duration) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/kievrpc/kiev/bench/internal/hist"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -148,24 +149,24 @@ func TestBadFlags(t *testing.T) {
 
 // TestHistQuantiles checks the histogram against exact quantiles.
 func TestHistQuantiles(t *testing.T) {
-	var h hist
+	var h hist.Hist
 	rng := rand.New(rand.NewPCG(1, 2))
 	vals := make([]time.Duration, 100000)
 	for i := range vals {
 		vals[i] = time.Duration(rng.ExpFloat64() * float64(200*time.Microsecond))
-		h.record(vals[i])
+		h.Record(vals[i])
 	}
 	sorted := append([]time.Duration(nil), vals...)
 	slices.Sort(sorted)
 	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 		exact := sorted[int(q*float64(len(sorted)))-1]
-		got := h.quantile(q)
+		got := h.Quantile(q)
 		if d := float64(got-exact) / float64(exact); d > 0.035 || d < -0.035 {
 			t.Errorf("q%.3f = %v, exact %v: off by %.1f%%", q, got, exact, 100*d)
 		}
 	}
-	var empty hist
-	if empty.quantile(0.5) != 0 {
+	var empty hist.Hist
+	if empty.Quantile(0.5) != 0 {
 		t.Error("empty histogram: quantile not 0")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kievrpc/kiev/bench/internal/hist"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -186,7 +187,7 @@ func (l *loader) runClosed(ctx context.Context, c conn, spec cellSpec) (cellResu
 	res := cellResult{Spec: spec}
 	var phase atomic.Int32
 	var errs errOnce
-	hists := make([]hist, spec.Callers)
+	hists := make([]hist.Hist, spec.Callers)
 	var wg sync.WaitGroup
 	for i := range spec.Callers {
 		call, err := c.caller(spec.Payload)
@@ -211,7 +212,7 @@ func (l *loader) runClosed(ctx context.Context, c conn, spec cellSpec) (cellResu
 					errs.add(err)
 					continue
 				}
-				h.record(time.Since(t0))
+				h.Record(time.Since(t0))
 			}
 		}()
 	}
@@ -235,19 +236,19 @@ func (l *loader) runClosed(ctx context.Context, c conn, spec cellSpec) (cellResu
 		return res, err
 	}
 	wg.Wait()
-	var all hist
+	var all hist.Hist
 	for i := range hists {
-		all.merge(&hists[i])
+		all.Merge(&hists[i])
 	}
 	res.finish(&all, &errs)
 	return res, nil
 }
 
-func (r *cellResult) finish(h *hist, errs *errOnce) {
-	r.Calls = h.n
+func (r *cellResult) finish(h *hist.Hist, errs *errOnce) {
+	r.Calls = h.Count()
 	r.Errors = errs.n.Load()
 	r.FirstErr = errs.first
-	r.P50, r.P99, r.P999 = h.quantile(0.50), h.quantile(0.99), h.quantile(0.999)
+	r.P50, r.P99, r.P999 = h.Quantile(0.50), h.Quantile(0.99), h.Quantile(0.999)
 }
 
 // openWorkers is how many calls an open-loop run may have in flight; more
@@ -266,8 +267,8 @@ func (l *loader) runOpen(ctx context.Context, c conn, spec cellSpec) (cellResult
 		measured bool
 	}
 	queue := make(chan arrival, 1<<16)
-	hists := make([]hist, openWorkers)
-	lags := make([]hist, openWorkers)
+	hists := make([]hist.Hist, openWorkers)
+	lags := make([]hist.Hist, openWorkers)
 	var wg sync.WaitGroup
 	for i := range openWorkers {
 		call, err := c.caller(spec.Payload)
@@ -288,8 +289,8 @@ func (l *loader) runOpen(ctx context.Context, c conn, spec cellSpec) (cellResult
 					errs.add(err)
 					continue
 				}
-				h.record(time.Since(a.due))
-				lag.record(start.Sub(a.due))
+				h.Record(time.Since(a.due))
+				lag.Record(start.Sub(a.due))
 			}
 		}()
 	}
@@ -337,13 +338,13 @@ func (l *loader) runOpen(ctx context.Context, c conn, spec cellSpec) (cellResult
 		return res, err
 	}
 	res.Elapsed = spec.Duration // the arrivals' window; the tail's drain is in the latencies
-	var all, lag hist
+	var all, lag hist.Hist
 	for i := range hists {
-		all.merge(&hists[i])
-		lag.merge(&lags[i])
+		all.Merge(&hists[i])
+		lag.Merge(&lags[i])
 	}
 	res.finish(&all, &errs)
-	res.GenLagP99 = lag.quantile(0.99)
+	res.GenLagP99 = lag.Quantile(0.99)
 	return res, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kievrpc/kiev/bench/internal/hist"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -503,8 +504,8 @@ func (m *meter) settled(ctx context.Context, from, to int64) (int64, error) {
 
 // probe makes a unary call every millisecond (a call that takes longer
 // delays the next) and returns their latencies after the warm-up.
-func (m *meter) probe(ctx context.Context) (*hist, error) {
-	h := new(hist)
+func (m *meter) probe(ctx context.Context) (*hist.Hist, error) {
+	h := new(hist.Hist)
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
 	from := time.Now().Add(m.spec.Warmup)
@@ -523,7 +524,7 @@ func (m *meter) probe(ctx context.Context) (*hist, error) {
 			return nil, err
 		}
 		if t0.After(from) {
-			h.record(time.Since(t0))
+			h.Record(time.Since(t0))
 		}
 	}
 }
@@ -557,8 +558,8 @@ func (m *meter) bulk(ctx context.Context) error {
 	}
 	m.v["bulk_Bs"] = float64(r.bytes.Load()-b0) / time.Since(t0).Seconds()
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	m.v["p50_quiet_us"], m.v["p99_quiet_us"] = us(quiet.quantile(0.5)), us(quiet.quantile(0.99))
-	m.v["p50_bulk_us"], m.v["p99_bulk_us"] = us(busy.quantile(0.5)), us(busy.quantile(0.99))
+	m.v["p50_quiet_us"], m.v["p99_quiet_us"] = us(quiet.Quantile(0.5)), us(quiet.Quantile(0.99))
+	m.v["p50_bulk_us"], m.v["p99_bulk_us"] = us(busy.Quantile(0.5)), us(busy.Quantile(0.99))
 	m.v["rise_us"] = m.v["p99_bulk_us"] - m.v["p99_quiet_us"]
 	return nil
 }
@@ -600,7 +601,7 @@ func (m *meter) cancel(ctx context.Context) error {
 	if err != nil && !errors.Is(err, errTimeout) {
 		return err
 	}
-	h := new(hist)
+	h := new(hist.Hist)
 	var worst time.Duration
 	for i := cancelWarmup; i < n; i++ {
 		t, ok := seen[base+int64(i)]
@@ -608,12 +609,12 @@ func (m *meter) cancel(ctx context.Context) error {
 			continue
 		}
 		d := time.Duration(t - at[i])
-		h.record(d)
+		h.Record(d)
 		worst = max(worst, d)
 	}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	m.v["p50_us"], m.v["p99_us"], m.v["max_us"] = us(h.quantile(0.5)), us(h.quantile(0.99)), us(worst)
-	m.v["unseen"] = float64(m.spec.Cancels) - float64(h.n)
+	m.v["p50_us"], m.v["p99_us"], m.v["max_us"] = us(h.Quantile(0.5)), us(h.Quantile(0.99)), us(worst)
+	m.v["unseen"] = float64(m.spec.Cancels) - float64(h.Count())
 	return nil
 }
 

@@ -247,7 +247,7 @@ func (l *Link) Release() {
 // the writer, whose every write puts the connection's other frames first,
 // rather than in a socket buffer of megabytes that a reply would queue
 // behind.
-const streamLowat = 128 << 10
+const streamLowat = 512 << 10
 
 // ready puts s on the list of streams with frames to send, and wakes
 // the writer. s is on it once at most (Stream.inReady).

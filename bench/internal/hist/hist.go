@@ -1,14 +1,15 @@
-package main
+// Package hist is a log-linear latency histogram the benchmarks share.
+package hist
 
 import (
 	"math/bits"
 	"time"
 )
 
-// hist is a log-linear latency histogram: 32 buckets per power of two,
+// Hist is a log-linear latency histogram: 32 buckets per power of two,
 // so a quantile read from it is within 3% of the true value. Recording
 // allocates nothing; each goroutine has its own, merged at the end.
-type hist struct {
+type Hist struct {
 	n      uint64
 	counts [histBuckets]uint32
 }
@@ -36,7 +37,7 @@ func histValue(i int) uint64 {
 	return m<<shift + (uint64(1)<<shift)/2
 }
 
-func (h *hist) record(d time.Duration) {
+func (h *Hist) Record(d time.Duration) {
 	if d < 0 {
 		d = 0
 	}
@@ -44,15 +45,15 @@ func (h *hist) record(d time.Duration) {
 	h.n++
 }
 
-func (h *hist) merge(o *hist) {
+func (h *Hist) Merge(o *Hist) {
 	h.n += o.n
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
 }
 
-// quantile returns the q-quantile, 0 < q <= 1, or 0 if h is empty.
-func (h *hist) quantile(q float64) time.Duration {
+// Quantile returns the q-quantile, 0 < q <= 1, or 0 if h is empty.
+func (h *Hist) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -67,3 +68,6 @@ func (h *hist) quantile(q float64) time.Duration {
 	}
 	return time.Duration(histValue(histBuckets - 1))
 }
+
+// Count is the number of values recorded.
+func (h *Hist) Count() uint64 { return h.n }
