@@ -533,7 +533,7 @@ ferretdb_build() {
 	echo "$FERRETDB_VERSION" >"$src/build/version/version.txt"
 	mkdir -p "$(dirname "$FERRETDB_BIN")"
 	log "ferretdb: building into $FERRETDB_BIN (once; a minute or two)"
-	(cd "$src" && GOFLAGS=-mod=mod exec "$go" build -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb) \
+	(cd "$src" && GOFLAGS=-mod=mod GOWORK=off exec "$go" build -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb) \
 		>"$buildlog" 2>&1 &
 	pid=$!
 	# Stopped by `up` (an abort), stop the build too.
