@@ -140,7 +140,7 @@ func newClientConn[C any](nc net.Conn, cfg ConnConfig, h ConnHandler[C]) *Client
 		Blocking: true, // a caller waits for room
 		OnDead:   func(err error) { cc.fail(err, false) },
 	})
-	cc.streams.init(cc.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget))
+	cc.streams.init(cc.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget), func() int { return MaxQueued })
 	return cc
 }
 

@@ -131,7 +131,7 @@ func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *Server
 		Share:  cfg.Share,
 		OnDead: c.Close,
 	})
-	c.streams.init(c.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget))
+	c.streams.init(c.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget), cfg.Share)
 	return c
 }
 

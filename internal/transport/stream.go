@@ -89,16 +89,62 @@ type streamOwner struct {
 
 	open atomic.Int32 // len(streams), read without mu
 
+	// What the connection's streams have queued and the writer has not
+	// framed yet, bounded by sendMax: a peer that grants much credit and
+	// reads nothing holds no more than that (and each stream's one
+	// message).
+	sendQueued  atomic.Int64
+	sendMax     func() int
+	roomWaiters atomic.Int32
+	roomMu      sync.Mutex    // guards room
+	room        chan struct{} // closed when bytes are framed
+
 	mu      sync.Mutex         // guards the fields below
 	streams map[uint64]*Stream // open streams, by id
 	highest uint64             // the highest id a stream was opened with
 	err     error              // set once the connection is gone: streams fail with it
 }
 
-func (o *streamOwner) init(link *Link, maxFrame int, budget int) {
+func (o *streamOwner) init(link *Link, maxFrame int, budget int, sendMax func() int) {
 	o.link, o.maxFrame = link, maxFrame
 	o.budget.max = int64(budget)
 	o.streams = make(map[uint64]*Stream)
+	o.sendMax = sendMax
+}
+
+// sendFits reports whether n more bytes fit what the connection's
+// streams may have queued for the writer.
+func (o *streamOwner) sendFits(n int) bool {
+	return o.sendQueued.Load()+int64(n) <= int64(o.sendMax())
+}
+
+// roomChan returns the channel closed once the writer takes streams'
+// bytes while senders wait for room. REQUIRES the caller to count itself
+// in roomWaiters first, so that no close is missed.
+func (o *streamOwner) roomChan() chan struct{} {
+	o.roomMu.Lock()
+	defer o.roomMu.Unlock()
+	if o.room == nil {
+		o.room = make(chan struct{})
+	}
+	return o.room
+}
+
+// framed takes n bytes off what the connection's streams have queued,
+// and wakes the senders that wait for room.
+func (o *streamOwner) framed(n int) {
+	if n == 0 {
+		return
+	}
+	o.sendQueued.Add(-int64(n))
+	if o.roomWaiters.Load() > 0 {
+		o.roomMu.Lock()
+		if o.room != nil {
+			close(o.room)
+			o.room = nil
+		}
+		o.roomMu.Unlock()
+	}
 }
 
 // count is how many streams are open.
@@ -676,14 +722,34 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 			return ErrSendEnded
 		}
 		pending := uint64(len(s.out)-s.outOff) + MessageCost*uint64(s.outSizes.len())
-		if pending == 0 || pending+uint64(len(msg))+MessageCost <= min(s.credit-s.sent, maxStreamQueued) {
+		if pending == 0 {
+			break // one message a stream always queues: its sender's own memory
+		}
+		credited := pending+uint64(len(msg))+MessageCost <= min(s.credit-s.sent, maxStreamQueued)
+		if credited && s.owner.sendFits(len(msg)) {
 			break
+		}
+		var room chan struct{}
+		if credited { // the connection's streams have queued all they may
+			s.owner.roomWaiters.Add(1)
+			room = s.owner.roomChan()
+			if s.owner.sendFits(len(msg)) {
+				s.owner.roomWaiters.Add(-1)
+				continue
+			}
 		}
 		s.mu.Unlock()
 		select {
 		case <-s.sendWake:
+		case <-room:
 		case <-ctx.Done():
+			if room != nil {
+				s.owner.roomWaiters.Add(-1)
+			}
 			return ctx.Err()
+		}
+		if room != nil {
+			s.owner.roomWaiters.Add(-1)
 		}
 		s.mu.Lock()
 	}
@@ -695,6 +761,7 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 	}
 	s.out = append(s.out, msg...)
 	s.outSizes.push(len(msg))
+	s.owner.sendQueued.Add(int64(len(msg)))
 	s.queued++
 	s.readyLocked()
 	s.mu.Unlock()
@@ -771,6 +838,7 @@ func (s *Stream) Reset(frame []byte, done func()) error {
 
 // dropOut forgets the messages queued. REQUIRES s.mu is held.
 func (s *Stream) dropOut() {
+	s.owner.framed(len(s.out) - s.outOff)
 	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, fifo[int]{}, 0
 	s.first, s.last = nil, nil
 }
@@ -891,6 +959,7 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 		b = append(b, s.out[s.outOff:s.outOff+n]...)
 		_ = wire.EndFrame(b, start, s.owner.maxFrame)
 		s.outOff += n
+		s.owner.framed(n)
 		s.outHead += n
 		s.sent += uint64(n)
 		if s.outHead == size {

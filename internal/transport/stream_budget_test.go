@@ -17,7 +17,7 @@ func testOwner(t *testing.T, budget int) *streamOwner {
 	t.Cleanup(func() { a.Close(); b.Close() })
 	link := NewLink(a, Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 4 * time.Second, MaxFrame: 16 << 20, OnDead: func(error) {}})
 	o := new(streamOwner)
-	o.init(link, 16<<20, budget)
+	o.init(link, 16<<20, budget, func() int { return MaxQueued })
 	return o
 }
 
@@ -136,5 +136,49 @@ func TestAStreamsEndGivesItsBudgetBack(t *testing.T) {
 	s.Abort(context.Canceled)
 	if n := held(o); n != 0 {
 		t.Fatalf("%d bytes held after the stream ended", n)
+	}
+}
+
+func TestStreamsThatCannotSendQueueNoMoreThanTheConnectionsShare(t *testing.T) {
+	const share = 1 << 20
+	o := testOwner(t, 1<<20)
+	o.sendMax = func() int { return share }
+	// A peer that grants every stream a huge credit and reads nothing:
+	// the link's writer never runs here, so nothing is framed.
+	msg := make([]byte, 32<<10)
+	var queued int64
+	for id := range uint64(100) {
+		s := newStream(o, id+1, 5)
+		if err := o.add(s); err != nil {
+			t.Fatal(err)
+		}
+		s.credited(1<<40, 0)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+			err := s.Send(ctx, msg)
+			cancel()
+			if err != nil {
+				break
+			}
+			queued += int64(len(msg))
+		}
+	}
+	// Each stream may queue one message whatever the share says; past
+	// that, the share bounds them all.
+	if most := int64(share + 100*len(msg)); queued > most || o.sendQueued.Load() != queued {
+		t.Fatalf("100 streams queued %d bytes (the connection counts %d); want at most the %d-byte share and a message each, %d", queued, o.sendQueued.Load(), share, most)
+	}
+	// Once the writer takes the streams' bytes, a waiting sender goes on.
+	s, _ := o.get(1)
+	done := make(chan error, 1)
+	go func() { done <- s.Send(context.Background(), msg) }()
+	for id := range uint64(100) {
+		other, _ := o.get(id + 1)
+		for more := true; more; {
+			_, more = other.frames(nil, 1000)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a Send waiting for the connection's room, once room came: %v", err)
 	}
 }

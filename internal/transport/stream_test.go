@@ -16,7 +16,7 @@ func testStream(t *testing.T) *Stream {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	o := new(streamOwner)
-	o.init(NewLink(a, Config{MaxFrame: 1 << 20}), 1<<20, 1<<20)
+	o.init(NewLink(a, Config{MaxFrame: 1 << 20}), 1<<20, 1<<20, func() int { return MaxQueued })
 	s := newStream(o, 1, 5)
 	if err := o.add(s); err != nil {
 		t.Fatal(err)
