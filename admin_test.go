@@ -111,19 +111,21 @@ func TestStatusPercentiles(t *testing.T) {
 	srv.Register(Sleeper{})
 	c := dial(t, startServer(t, srv))
 	var (
-		mu   sync.Mutex
-		took []time.Duration
-		wg   sync.WaitGroup
+		mu        sync.Mutex
+		took, rtt []time.Duration // as the handler measured, as the caller did
+		wg        sync.WaitGroup
 	)
 	for range 10 {
 		wg.Go(func() {
 			var d time.Duration
+			start := time.Now()
 			if err := c.Call(context.Background(), "Sleeper.Sleep", 100*time.Millisecond, &d); err != nil {
 				t.Error(err)
 				return
 			}
+			round := time.Since(start)
 			mu.Lock()
-			took = append(took, d)
+			took, rtt = append(took, d), append(rtt, round)
 			mu.Unlock()
 		})
 	}
@@ -132,6 +134,7 @@ func TestStatusPercentiles(t *testing.T) {
 		return
 	}
 	slices.Sort(took)
+	slices.Sort(rtt)
 	hs := httptest.NewServer(srv.AdminHandler())
 	t.Cleanup(hs.Close)
 	var st admin.Status
@@ -144,9 +147,13 @@ func TestStatusPercentiles(t *testing.T) {
 	m := st.Services[0].Methods[0]
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	p50, p99 := ms(took[len(took)/2]), ms(took[len(took)-1])
-	t.Logf("p50, p99: %.2f, %.2f ms on the status page; %.2f, %.2f ms measured by the handler", m.P50Ms, m.P99Ms, p50, p99)
-	if m.P50Ms < p50*0.9 || m.P50Ms > p50*1.1 || m.P99Ms < p99*0.9 || m.P99Ms > p99*1.1 {
-		t.Errorf("p50, p99 = %.2f, %.2f ms; want within 10%% of %.2f, %.2f ms", m.P50Ms, m.P99Ms, p50, p99)
+	c50, c99 := ms(rtt[len(rtt)/2]), ms(rtt[len(rtt)-1])
+	t.Logf("p50, p99: %.2f, %.2f ms on the status page; %.2f, %.2f ms measured by the handler, %.2f, %.2f by the caller", m.P50Ms, m.P99Ms, p50, p99, c50, c99)
+	// The server's time of a call lies between the handler's own and the
+	// caller's round trip; on a loaded machine the three can part by more
+	// than the histogram's few percent, so the bounds are those two.
+	if m.P50Ms < p50*0.9 || m.P50Ms > c50*1.1 || m.P99Ms < p99*0.9 || m.P99Ms > c99*1.1 {
+		t.Errorf("p50, p99 = %.2f, %.2f ms; want between the handler's %.2f, %.2f ms and the caller's %.2f, %.2f ms, within 10%%", m.P50Ms, m.P99Ms, p50, p99, c50, c99)
 	}
 	// The Prometheus histogram keeps its bounds at the doublings of 10µs.
 	metrics := get(t, hs.URL+"/metrics")

@@ -88,6 +88,9 @@ func (l *Ledger) Set(ctx context.Context, key, id string, data []byte, want bool
 	l.Wake()
 
 	for {
+		// ctx's state before the entry's: an attempt that failed before
+		// ctx ended is then seen with it.
+		ctxErr := ctx.Err()
 		l.mu.Lock()
 		e, ok := l.entries[key]
 		if !ok || e.done >= gen {
@@ -99,14 +102,14 @@ func (l *Ledger) Set(ctx context.Context, key, id string, data []byte, want bool
 		switch {
 		case closed:
 			return ErrClosed
-		case ctx.Err() != nil && lastErr != nil:
+		case ctxErr != nil && lastErr != nil:
 			what := "registration"
 			if !want {
 				what = "withdrawal"
 			}
-			return fmt.Errorf("%s: %s of %s not confirmed: %w (last error: %v)", l.prefix, what, id, ctx.Err(), lastErr)
-		case ctx.Err() != nil:
-			return ctx.Err()
+			return fmt.Errorf("%s: %s of %s not confirmed: %w (last error: %v)", l.prefix, what, id, ctxErr, lastErr)
+		case ctxErr != nil:
+			return ctxErr
 		}
 		select {
 		case <-progress:
