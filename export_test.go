@@ -78,3 +78,9 @@ func HistorySampling(srv *Server) bool {
 
 // StreamsLeaked is how many of c's streams were dropped unclosed.
 func StreamsLeaked(c *Client) int64 { return c.streamsLeaked.Load() }
+
+// WithSSEKeepalive sets how long an event stream over HTTP goes quiet
+// before the front writes a comment (transport.DefaultSSEKeepalive).
+func WithSSEKeepalive(d time.Duration) ServerOption {
+	return serverOption(func(o *serverOptions) { o.sseKeepalive = d })
+}

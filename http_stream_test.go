@@ -507,3 +507,36 @@ func TestHTTPOpenStreamIsNotACallInFlight(t *testing.T) {
 	cancel()
 	<-tk.ended
 }
+
+func TestHTTPQuietEventStreamGetsKeepalives(t *testing.T) {
+	_, tk, base := newStreamWeb(t, kiev.WithSSEKeepalive(20*time.Millisecond))
+	resp := openStream(t, t.Context(), base, "Drip.Tick", `{}`, "text/event-stream")
+	r := bufio.NewReader(resp.Body)
+	// The handler sends nothing: the stream opens, then comes a ping, a
+	// comment EventSource skips.
+	pings := 0
+	for pings < 2 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == ": ping\n" {
+			pings++
+		}
+	}
+	// A message still comes through as an event.
+	tk.next <- struct{}{}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			var ev Event
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil || ev.N != 0 {
+				t.Fatalf("event %q (%v); want event 0", line, err)
+			}
+			return
+		}
+	}
+}

@@ -132,14 +132,15 @@ func NewServer(opts ...ServerOption) *Server {
 		s.tcp.TLS = s.tlsServer
 	}
 	s.http = transport.NewHTTPFront(transport.HTTPConfig{
-		Handler:  (*plumbing)(s),
-		Check:    s.httpCheck,
-		Closed:   s.isClosed,
-		MaxBody:  s.opts.httpMaxBody,
-		Timeout:  s.opts.httpTimeout,
-		MaxFrame: s.opts.maxFrame,
-		MaxCalls: s.opts.maxCalls,
-		Streams:  s.httpStreams,
+		Handler:   (*plumbing)(s),
+		Check:     s.httpCheck,
+		Closed:    s.isClosed,
+		MaxBody:   s.opts.httpMaxBody,
+		Timeout:   s.opts.httpTimeout,
+		Keepalive: s.opts.sseKeepalive,
+		MaxFrame:  s.opts.maxFrame,
+		MaxCalls:  s.opts.maxCalls,
+		Streams:   s.httpStreams,
 	})
 	s.unknown = &method{name: "(unknown method)", argType: reflect.TypeFor[struct{}](), replyType: reflect.TypeFor[struct{}](), dropped: dropMessages("(unknown method)")}
 	for _, c := range append([]codec.Codec{codec.Msgpack, codec.Protobuf, codec.JSON}, s.opts.codecs...) {

@@ -52,6 +52,7 @@ type serverOptions struct {
 	// WithStreamDrain.
 	maxStreams       int
 	maxServerStreams int
+	sseKeepalive     time.Duration // tests shorten it; 0: transport.DefaultSSEKeepalive
 	maxStreamAge     time.Duration
 	streamDrain      time.Duration
 

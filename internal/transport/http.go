@@ -65,7 +65,16 @@ type HTTPConfig struct {
 	// for none that streams. The front serves server streams, and
 	// refuses those that take messages.
 	Streams func(name string) (in, out bool)
+	// Keepalive is how long an event stream may go without a byte before
+	// the front writes a comment to it (0: DefaultSSEKeepalive).
+	Keepalive time.Duration
 }
+
+// DefaultSSEKeepalive is how long an event stream goes without a byte
+// before the HTTP front writes a comment (": ping"), which EventSource
+// skips: proxies' read timeouts (nginx's is 60 s) do not cut a stream
+// that is only quiet, and a client that left is found.
+const DefaultSSEKeepalive = 15 * time.Second
 
 // HTTPFront serves a server's calls as JSON over HTTP: POST
 // /Service.Method (or /Service/Method) with the args as a JSON body. Its

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -229,6 +230,13 @@ func (f *HTTPFront) serveStream(w http.ResponseWriter, r *http.Request, c Call, 
 	if err == nil {
 		err = rc.Flush()
 	}
+	var ping <-chan time.Time // an event stream's keepalive
+	if st.format == formatSSE {
+		t := time.NewTicker(cmp.Or(f.cfg.Keepalive, DefaultSSEKeepalive))
+		defer t.Stop()
+		ping = t.C
+	}
+	quiet := true // nothing written since the last tick
 	for err == nil {
 		select {
 		case m := <-st.msgs:
@@ -237,6 +245,14 @@ func (f *HTTPFront) serveStream(w http.ResponseWriter, r *http.Request, c Call, 
 			if err == nil {
 				err = rc.Flush()
 			}
+			quiet = false
+		case <-ping:
+			if quiet {
+				if _, err = w.Write(ssePing); err == nil {
+					err = rc.Flush()
+				}
+			}
+			quiet = true
 		case <-hs.end:
 			f.writeEnd(w, rc, c, hs, timeout)
 			return
@@ -247,6 +263,10 @@ func (f *HTTPFront) serveStream(w http.ResponseWriter, r *http.Request, c Call, 
 	}
 	clientLeft(c, st) // a write failed
 }
+
+// ssePing is an event stream's keepalive: a comment, which EventSource
+// skips.
+var ssePing = []byte(": ping\n\n")
 
 // clientLeft ends the handler of c, whose client went away. (Not left to
 // ServeHTTP's AfterFunc of the request's context, which a return on that
