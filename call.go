@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -337,16 +338,26 @@ func (s *Server) invoke(ctx context.Context, req *Request) error {
 	if sc.m.kind != Unary {
 		return s.invokeStream(ctx, req, sc)
 	}
-	argp := sc.m.newArg()
-	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
-		return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err)}
+	argp, err := sc.decodeArgs(req)
+	if err != nil {
+		return err
 	}
 	transport.PutBuf(sc.body)
 	sc.body = nil
 	replyp := sc.m.newReply()
-	req.Args = argp.Interface()
 	req.Reply = replyp.Interface()
 	return sc.m.call(ctx, argp, replyp)
+}
+
+// decodeArgs decodes the call's args into a new value of its method's
+// args type, which req.Args is set to, and returns a pointer to it.
+func (sc *serverCall) decodeArgs(req *Request) (reflect.Value, error) {
+	argp := sc.m.newArg()
+	if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
+		return argp, &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", sc.m.name, sc.codec.Name(), err)}
+	}
+	req.Args = argp.Interface()
+	return argp, nil
 }
 
 func (sc *serverCall) reply() {

@@ -262,11 +262,10 @@ func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall)
 	var a, b reflect.Value
 	switch m.kind {
 	case ServerStream:
-		argp := m.newArg()
-		if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
-			return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", m.name, sc.codec.Name(), err)}
+		argp, err := sc.decodeArgs(req)
+		if err != nil {
+			return err
 		}
-		req.Args = argp.Interface()
 		a = argp
 		if !m.argIsPtr {
 			a = argp.Elem()
@@ -298,11 +297,10 @@ func (s *Server) invokeStreamDirect(ctx context.Context, req *Request, sc *serve
 	var a, b unsafe.Pointer
 	switch m.kind {
 	case ServerStream:
-		argp := m.newArg()
-		if err := sc.codec.Unmarshal(*sc.body, argp.Interface()); err != nil {
-			return &ServerError{Code: CodeBadRequest, Message: fmt.Sprintf("kiev: decoding args of %s (codec %s): %v", m.name, sc.codec.Name(), err)}
+		argp, err := sc.decodeArgs(req)
+		if err != nil {
+			return err
 		}
-		req.Args = argp.Interface()
 		a, b = argp.UnsafePointer(), unsafe.Pointer(ss)
 	case ClientStream:
 		replyp := m.newReply()
