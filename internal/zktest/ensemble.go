@@ -64,15 +64,14 @@ func StartEnsemble(t testing.TB, n int) *Ensemble {
 			e.logTails()
 		}
 	})
+	// Each under its lock, released by defer: a member that fails to start
+	// fails the test (runtime.Goexit), and the cleanup that stops the
+	// members takes the locks again.
 	for _, m := range e.Members {
-		m.mu.Lock()
-		m.launchLocked()
-		m.mu.Unlock()
+		m.locked(m.launchLocked)
 	}
 	for _, m := range e.Members {
-		m.mu.Lock()
-		m.awaitLocked()
-		m.mu.Unlock()
+		m.locked(m.awaitLocked)
 	}
 	return e
 }

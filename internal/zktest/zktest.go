@@ -216,6 +216,14 @@ func (s *Server) awaitLocked() {
 	}
 }
 
+// locked runs f with s.mu held, released however f ends (t.Fatalf in it
+// ends the goroutine).
+func (s *Server) locked(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+}
+
 // Stop stops the server (SIGTERM, then SIGKILL after 10 s) and waits for
 // it to exit. Its data directory is kept for Start. Stopping a stopped
 // server does nothing.
