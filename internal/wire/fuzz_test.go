@@ -65,28 +65,56 @@ func errClass(t *testing.T, err error) error {
 }
 
 // FuzzReader feeds arbitrary bytes to a Reader. Reading must end with an
-// error (the input is finite) without panicking, and a Reader with a tiny
-// buffer, which reads every frame through its big-frame path, must see
-// exactly the same frames and the same kind of error.
+// error (the input is finite) without panicking; a Reader with a tiny
+// buffer, which reads every frame through its big-frame path, and a
+// pooled-size Reader whose source returns reads of changing sizes (so
+// that it moves between its small and large buffers), must see exactly
+// the same frames and the same kind of error.
 func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const max = 1 << 20
 		a := readAll(t, NewReader(bytes.NewReader(data), 4096, max), max)
-		b := readAll(t, NewReader(bytes.NewReader(data), 16, max), max)
-		if len(a.frames) != len(b.frames) {
-			t.Fatalf("4096-byte buffer read %d frames, 16-byte buffer %d", len(a.frames), len(b.frames))
-		}
-		for i := range a.frames {
-			fa, fb := a.frames[i], b.frames[i]
-			if fa.Type != fb.Type || fa.Flags != fb.Flags || fa.ID != fb.ID ||
-				!bytes.Equal(fa.Header, fb.Header) || !bytes.Equal(fa.Body, fb.Body) {
-				t.Fatalf("frame %d differs between buffer sizes:\n%+v\n%+v", i, fa, fb)
+		for _, other := range []struct {
+			name string
+			r    *Reader
+		}{
+			{"16-byte buffer", NewReader(bytes.NewReader(data), 16, max)},
+			{"pooled buffer, stuttering source", NewReader(&stutterReader{data: data}, PooledSize, max)},
+		} {
+			b := readAll(t, other.r, max)
+			if len(a.frames) != len(b.frames) {
+				t.Fatalf("4096-byte buffer read %d frames, %s %d", len(a.frames), other.name, len(b.frames))
+			}
+			for i := range a.frames {
+				fa, fb := a.frames[i], b.frames[i]
+				if fa.Type != fb.Type || fa.Flags != fb.Flags || fa.ID != fb.ID ||
+					!bytes.Equal(fa.Header, fb.Header) || !bytes.Equal(fa.Body, fb.Body) {
+					t.Fatalf("frame %d differs between the 4096-byte buffer and the %s:\n%+v\n%+v", i, other.name, fa, fb)
+				}
+			}
+			if ea, eb := errClass(t, a.err), errClass(t, b.err); ea != eb {
+				t.Fatalf("final error differs between the 4096-byte buffer and the %s: %v vs %v", other.name, a.err, b.err)
 			}
 		}
-		if ea, eb := errClass(t, a.err), errClass(t, b.err); ea != eb {
-			t.Fatalf("final error differs between buffer sizes: %v vs %v", a.err, b.err)
-		}
 	})
+}
+
+// stutterReader returns its data in reads of sizes that cycle from a
+// few bytes to more than a Reader's small buffer.
+type stutterReader struct {
+	data []byte
+	i    int
+}
+
+func (r *stutterReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	sizes := [...]int{3, 5000, 1, 2048, 70000, 17}
+	r.i++
+	m := copy(p[:min(len(p), sizes[r.i%len(sizes)])], r.data)
+	r.data = r.data[m:]
+	return m, nil
 }
 
 // FuzzParseHeader parses arbitrary header fields. When they parse, the

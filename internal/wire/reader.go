@@ -1,25 +1,46 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Reader reads frames from a connection. Frames that fit its buffer are
 // returned without copying; larger ones are read in chunks as their bytes
 // actually arrive, and joined once whole, so a peer that announces a huge
 // frame and sends part of it holds no more than it sent, plus a chunk.
+//
+// A Reader waits for its peer with a small buffer of its own, and takes
+// its large one from a pool only while a read brings more than the small
+// one holds; it gives it back once it has returned every byte read. So a
+// connection that is idle, or that carries one small frame at a time,
+// holds smallSize bytes, not bufSize.
 type Reader struct {
-	br      *bufio.Reader
+	src     io.Reader
+	buf     []byte // small[:] or large: buf[r:w] is read, not yet returned
+	r, w    int
+	large   []byte // the large buffer while taken, of bufSize bytes
+	bufSize int
+	lastN   int // what the last read brought
 	max     int
-	discard int    // bytes of the previous frame still in br
-	big     []byte // buffer for frames larger than br's buffer
+	discard int    // bytes of the previous frame still in buf
+	big     []byte // buffer for frames larger than the large buffer
 	budget  Budget // bytes of frames in progress, shared with other readers; nil: unbounded
 	held    int    // bytes taken from budget for the last large frame
+	small   [smallSize]byte
 }
+
+// smallSize is the size of the buffer a Reader waits with.
+const smallSize = 1 << 10
+
+// PooledSize is the size of large buffers that Readers share through a
+// pool; those of another size are made as needed.
+const PooledSize = 64 << 10
+
+var largePool = sync.Pool{New: func() any { return new([PooledSize]byte) }}
 
 // Budget bounds the bytes that several Readers hold for large frames,
 // from their first chunk until the next call to Next (or Release). Take
@@ -36,9 +57,16 @@ var ErrBudget = errors.New("wire: the bytes held for frames in progress are at t
 // SetBudget makes r take the bytes of its large frames from b.
 func (r *Reader) SetBudget(b Budget) { r.budget = b }
 
-// Release gives back what the last large frame took from the budget. Next
-// does so itself; call Release when done with the Reader.
+// Release gives back what the last large frame took from the budget, and
+// the large buffer. Next does the first itself; call Release when done
+// with the Reader.
 func (r *Reader) Release() {
+	r.giveBudget()
+	r.r, r.w, r.discard = 0, 0, 0
+	r.dropLarge()
+}
+
+func (r *Reader) giveBudget() {
 	if r.held > 0 {
 		r.budget.Give(r.held)
 		r.held = 0
@@ -47,54 +75,135 @@ func (r *Reader) Release() {
 
 // NewReader returns a Reader that accepts frames of at most max bytes
 // after the length prefix, reading through a buffer of bufSize bytes.
-func NewReader(r io.Reader, bufSize, max int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, bufSize), max: max}
+func NewReader(src io.Reader, bufSize, max int) *Reader {
+	r := &Reader{src: src, bufSize: bufSize, max: max}
+	r.buf = r.small[:min(smallSize, bufSize)]
+	return r
 }
 
-// Buffered returns the underlying buffered reader, for reading the
+// Read reads what is buffered, or else from the connection: for the
 // preface before the first frame.
-func (r *Reader) Buffered() *bufio.Reader { return r.br }
+func (r *Reader) Read(p []byte) (int, error) {
+	if r.w > r.r {
+		n := copy(p, r.buf[r.r:r.w])
+		r.r += n
+		return n, nil
+	}
+	return r.src.Read(p)
+}
 
 // More reports whether bytes past the last frame returned are buffered.
-func (r *Reader) More() bool { return r.br.Buffered() > r.discard }
+func (r *Reader) More() bool { return r.w-r.r > r.discard }
+
+// size is the largest frame, with its length, that the buffer holds.
+func (r *Reader) size() int { return max(r.bufSize, len(r.buf)) }
+
+// dropLarge gives the large buffer back, once nothing in it is unread.
+func (r *Reader) dropLarge() {
+	if r.large == nil || r.w > r.r {
+		return
+	}
+	if len(r.large) == PooledSize {
+		largePool.Put((*[PooledSize]byte)(r.large))
+	}
+	r.large, r.big = nil, nil
+	r.buf = r.small[:min(smallSize, r.bufSize)]
+	r.r, r.w = 0, 0
+}
+
+// fill reads until n bytes (at most size()) are buffered.
+func (r *Reader) fill(n int) error {
+	for r.w-r.r < n {
+		if r.r+n > len(r.buf) || r.w == len(r.buf) {
+			r.makeRoom(n)
+		}
+		m, err := r.src.Read(r.buf[r.w:])
+		r.w += m
+		r.lastN = m
+		if err != nil && r.w-r.r < n {
+			return err
+		}
+		if err == nil && m == 0 {
+			continue
+		}
+	}
+	return nil
+}
+
+// makeRoom moves what is unread to the front of a buffer with room for n
+// bytes and more: the small one if n fits it and the last read did,
+// else the large one.
+func (r *Reader) makeRoom(n int) {
+	unread := r.buf[r.r:r.w]
+	dst := r.small[:min(smallSize, r.bufSize)]
+	if n > len(dst) || r.lastN >= len(dst) || r.large != nil {
+		if r.large == nil {
+			if r.bufSize == PooledSize {
+				r.large = largePool.Get().(*[PooledSize]byte)[:]
+			} else {
+				r.large = make([]byte, r.bufSize)
+			}
+		}
+		dst = r.large
+	}
+	r.w = copy(dst, unread)
+	r.r = 0
+	r.buf = dst
+}
 
 // Next reads the next frame. The frame's slices are valid until the next
 // call. An error other than io.EOF means the stream is broken: wrong
 // framing, a frame over the limit, or a read failure.
 func (r *Reader) Next() (Frame, error) {
-	r.Release()
-	if r.discard > 0 {
-		_, _ = r.br.Discard(r.discard)
-		r.discard = 0
+	r.giveBudget()
+	r.r += r.discard
+	r.discard = 0
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+		if r.lastN < smallSize { // about to wait for the peer: do it with the small buffer
+			r.dropLarge()
+			r.big = nil
+		}
 	}
-	lp, err := r.br.Peek(lenSize)
-	if err != nil {
-		if err == io.EOF && r.br.Buffered() > 0 {
+	if err := r.fill(lenSize); err != nil {
+		if err == io.EOF && r.w > r.r {
 			err = io.ErrUnexpectedEOF
 		}
 		return Frame{}, err
 	}
-	n := int(binary.BigEndian.Uint32(lp))
+	n := int(binary.BigEndian.Uint32(r.buf[r.r:]))
 	if n > r.max {
 		return Frame{}, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, r.max)
 	}
 	if n < fixedSize {
 		return Frame{}, fmt.Errorf("%w: %d-byte frame is shorter than the %d-byte fixed header", ErrMalformed, n, fixedSize)
 	}
-	if lenSize+n <= r.br.Size() {
-		p, err := r.br.Peek(lenSize + n)
-		if err != nil {
+	if lenSize+n <= r.size() {
+		if err := r.fill(lenSize + n); err != nil {
 			return Frame{}, unexpected(err)
 		}
+		p := r.buf[r.r+lenSize : r.r+lenSize+n]
 		r.discard = lenSize + n
-		return Parse(p[lenSize:])
+		return Parse(p)
 	}
-	_, _ = r.br.Discard(lenSize)
+	r.r += lenSize
 	p, err := r.readBig(n)
 	if err != nil {
 		return Frame{}, unexpected(err)
 	}
 	return Parse(p)
+}
+
+// readFull reads len(p) bytes: what is buffered, then from the
+// connection, straight into p.
+func (r *Reader) readFull(p []byte) (int, error) {
+	n := copy(p, r.buf[r.r:r.w])
+	r.r += n
+	if n == len(p) {
+		return n, nil
+	}
+	m, err := io.ReadFull(r.src, p[n:])
+	return n + m, err
 }
 
 // bigChunk is the size of the chunks a large frame is read in.
@@ -111,7 +220,7 @@ func (r *Reader) readBig(n int) ([]byte, error) {
 			if err := r.take(m); err != nil {
 				return nil, err
 			}
-			k, err := io.ReadFull(r.br, buf[got:got+m])
+			k, err := r.readFull(buf[got : got+m])
 			got += k
 			if err != nil {
 				return nil, err
@@ -126,7 +235,7 @@ func (r *Reader) readBig(n int) ([]byte, error) {
 			return nil, err
 		}
 		c := make([]byte, m)
-		k, err := io.ReadFull(r.br, c)
+		k, err := r.readFull(c)
 		if err != nil {
 			return nil, err
 		}
