@@ -45,7 +45,7 @@ demo:
 #                     package at a time
 #   test-etcd         go test -race -v, registry/etcd's module, with its
 #                     failure tests' figures
-#   test-norace       the allocation guards and TestManySlowReaders
+#   test-norace       the allocation guards and the memory tests (TestManySlowReaders, TestManyIdleConnections, TestPipelinerThatNeverReads)
 #   test-xversion     the cross-version test: kiev of earlier commits
 #                     against today's (internal/xversion)
 #   test-bench        bench/'s end-to-end tests
@@ -244,8 +244,8 @@ test-etcd:
 # Allocation guards and the many-slow-readers test (bounds on memory and
 # latency) skip under -race: run them once without it.
 test-norace:
-	@$(PROGRESS); step "go test without -race, the allocation guards and TestManySlowReaders"
-	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders' ./...
+	@$(PROGRESS); step "go test without -race, the allocation guards and the memory tests"
+	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders|TestManyIdleConnections|TestPipelinerThatNeverReads' ./...
 	$(WITH_SERVICES) for m in $(SUBMODULES); do $(GO) -C $$m test -count=1 -run 'Alloc' ./... || exit; done
 	@$(PROGRESS); done_step
 

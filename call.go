@@ -198,9 +198,10 @@ type serverCall struct {
 // transport.Call.
 var _ transport.Call = (*serverCall)(nil)
 
-func (sc *serverCall) State() *transport.CallState { return &sc.st }
-func (sc *serverCall) Name() string                { return sc.m.name }
-func (sc *serverCall) Estimate() time.Duration     { return sc.m.cost.Estimate() }
+func (sc *serverCall) State() *transport.CallState     { return &sc.st }
+func (sc *serverCall) Name() string                    { return sc.m.name }
+func (sc *serverCall) Estimate() time.Duration         { return sc.m.cost.Estimate() }
+func (sc *serverCall) ReplySize() *transport.ReplySize { return &sc.m.replies }
 func (sc *serverCall) Cancel(err error) {
 	if err == errStreamDrained && sc.st.Stream != nil {
 		sc.endStream(err) // answered, once its handler returns, with why

@@ -401,7 +401,7 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 		t.Fatal(err)
 	}
 	r := wire.NewReader(nc, 64<<10, 16<<20)
-	if v, err := wire.ReadPreface(r.Buffered()); err != nil || v != 1 {
+	if v, err := wire.ReadPreface(r); err != nil || v != 1 {
 		t.Fatalf("preface: version %d, %v", v, err)
 	}
 	return &rawClient{nc: nc, r: r}
@@ -489,7 +489,7 @@ func TestCompressionOldClient(t *testing.T) {
 func oldServer(t *testing.T, seen chan<- string) string {
 	return rawServer(t, func(nc net.Conn) {
 		r := wire.NewReader(nc, 64<<10, 16<<20)
-		if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+		if _, err := wire.ReadPreface(r); err != nil {
 			return
 		}
 		if _, err := nc.Write(wire.AppendPreface(nil, 1)); err != nil {
@@ -609,7 +609,7 @@ func TestDecompressionRefusedClient(t *testing.T) {
 	}
 	addr := rawServer(t, func(nc net.Conn) {
 		r := wire.NewReader(nc, 64<<10, 16<<20)
-		if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+		if _, err := wire.ReadPreface(r); err != nil {
 			return
 		}
 		if _, err := nc.Write(wire.AppendPreface(nil, 1)); err != nil {

@@ -257,7 +257,7 @@ func TestForwardCompatibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := wire.NewReader(nc, 4096, 1<<20)
-	if v, err := wire.ReadPreface(r.Buffered()); err != nil || v != wire.Version {
+	if v, err := wire.ReadPreface(r); err != nil || v != wire.Version {
 		t.Fatalf("server preface: version %d, %v; want %d", v, err, wire.Version)
 	}
 
@@ -393,7 +393,7 @@ func TestReusedIDIsAProtocolError(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := wire.NewReader(nc, 4096, 1<<20)
-		if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+		if _, err := wire.ReadPreface(r); err != nil {
 			t.Fatal(err)
 		}
 		return nc, r

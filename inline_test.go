@@ -204,7 +204,7 @@ func burstConn(t *testing.T, addr string) (*net.TCPConn, *wire.Reader) {
 		t.Fatal(err)
 	}
 	r := wire.NewReader(nc, 4096, 1<<20)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		t.Fatal(err)
 	}
 	return nc, r

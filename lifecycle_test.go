@@ -153,7 +153,7 @@ func TestHeartbeatClosesSilentClient(t *testing.T) {
 	nc.Write(wire.AppendPreface(nil, wire.Version))
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second)) // a safety net only
 	r := wire.NewReader(nc, 4096, 1<<20)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		t.Fatal(err)
 	}
 	pings := 0

@@ -111,6 +111,24 @@ func (h *records) find(msg string) (map[string]string, slog.Level, bool) {
 	return nil, 0, false
 }
 
+// findWith returns the attributes of the first record with msg whose
+// attribute key is value.
+func (h *records) findWith(msg, key, value string) (map[string]string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if r.Message != msg {
+			continue
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		if attrs[key] == value {
+			return attrs, true
+		}
+	}
+	return nil, false
+}
+
 // Logs logs a line with the call's logger, and one with a logger of the
 // caller's own built on kiev.NewContextHandler.
 type Logs struct{ own *slog.Logger }
@@ -219,9 +237,28 @@ func observedServer(t *testing.T) (*httptest.Server, string) {
 	if err := c.Call(context.Background(), "Arith.Div", Args{1, 0}, &Reply{}); err == nil {
 		t.Fatal("Div by zero succeeded")
 	}
+	// A handler counts its call once its reply is sent: wait for the
+	// server's own count of the four.
+	deadline := time.Now().Add(10 * time.Second)
+	for st := srv.Status(context.Background()); st.InFlight != 0 || countCalls(st) < 4; st = srv.Status(context.Background()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server counts %d calls done and %d in flight 10 s after its four calls were answered", countCalls(st), st.InFlight)
+		}
+		time.Sleep(time.Millisecond) // polling the server's own count
+	}
 	hs := httptest.NewServer(srv.AdminHandler())
 	t.Cleanup(hs.Close)
 	return hs, addr
+}
+
+// countCalls is the calls a status counts done, in all its methods.
+func countCalls(st admin.Status) (n int64) {
+	for _, svc := range st.Services {
+		for _, m := range svc.Methods {
+			n += m.Calls
+		}
+	}
+	return n
 }
 
 func get(t *testing.T, url string) string {

@@ -95,6 +95,14 @@ const DefaultMaxPartialFrameBytes = 256 << 20
 // DefaultMaxQueuedBytes is the default of WithMaxQueuedBytes.
 const DefaultMaxQueuedBytes = 64 << 20
 
+// MaxUnansweredCalls is how many calls a server's connection may have
+// read and not yet answered: past it, the server reads no more of the
+// connection's calls until one is answered, and the client's further
+// calls wait in its socket (no call fails for it). Streams do not count;
+// WithMaxStreams bounds them. WithMaxConcurrentCalls, lower, refuses
+// calls instead.
+const MaxUnansweredCalls = transport.MaxUnanswered
+
 // WithCodecs adds codecs a Server accepts besides the built-in
 // codec.Msgpack and codec.Protobuf. A codec whose Name is already known
 // replaces the earlier one.
@@ -207,14 +215,24 @@ func WithMaxPartialFrameBytes(n int) ServerOption {
 	return serverOption(func(o *serverOptions) { o.maxPartial = n })
 }
 
-// WithMaxQueuedBytes bounds the reply bytes a Server holds queued for its
-// clients to read (DefaultMaxQueuedBytes, 64 MiB). Each connection gets an
-// equal share of it, at least 64 KiB and at most 16 MiB. A connection past
-// its share stops being read (its client's writes block), and calls it sent
-// before that are refused unrun with ErrOverloaded once it is past twice its
-// share, as are their replies larger than 1 KiB; a connection that takes no
-// byte for the heartbeat timeout is closed. So clients that do not read their replies hold neither memory
-// beyond this bound nor the goroutines that serve everyone else.
+// WithMaxQueuedBytes bounds the memory a Server holds for its
+// connections' calls (DefaultMaxQueuedBytes, 64 MiB): the replies queued
+// for their clients to read, and the room their calls in flight will
+// need. Each connection gets an equal share of it, at least 64 KiB and at
+// most 16 MiB. A call in flight holds its args, twice its method's recent
+// reply size (the reply and its encoding; 64 KiB while the method has made
+// none) and 1 KiB, from when it is read until it is answered.
+//
+// A connection whose queued replies and calls in flight pass its share is
+// not read until they drop back (its client's further calls wait in its
+// socket); so is one with MaxUnansweredCalls calls unanswered, as HTTP/2
+// servers cap a connection's streams. Calls read
+// before that are refused unrun with ErrOverloaded once the connection is
+// past twice its share, as are their replies larger than 1 KiB; a
+// connection that takes no byte for the heartbeat timeout is closed. So a
+// client that does not read its replies, however many calls it pipelines,
+// holds about its share of memory and none of the goroutines that serve
+// everyone else.
 func WithMaxQueuedBytes(n int) ServerOption {
 	return serverOption(func(o *serverOptions) { o.maxQueued = n })
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/kievrpc/kiev/internal/transport"
 	"github.com/kievrpc/kiev/shed"
 )
 
@@ -28,6 +29,7 @@ type method struct {
 	argIsPtr  bool
 	replyType reflect.Type // the pointed-to type of the reply
 	cost      shed.ServiceTime
+	replies   transport.ReplySize // its replies' recent size, encoded
 	stats     callStats
 	dropped   []string // the answers to calls the scheduler drops, by shed.Reason
 	// A stream method's kind, and its In and Out parameters' types (nil

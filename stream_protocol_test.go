@@ -113,7 +113,7 @@ func dialHand(t *testing.T, addr string) *handClient {
 	_ = c.nc.SetDeadline(time.Now().Add(closeTimeout)) // a safety net, not synchronization
 	c.write(wire.AppendPreface(nil, wire.Version))
 	c.r = wire.NewReader(c.nc, 4096, 32<<20)
-	if _, err := wire.ReadPreface(c.r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(c.r); err != nil {
 		t.Fatalf("the server's preface: %v", err)
 	}
 	f, h := c.next()
@@ -468,7 +468,7 @@ func handServer(t *testing.T, settings []byte, serve func(nc net.Conn, next func
 	return rawServer(t, func(nc net.Conn) {
 		_ = nc.SetDeadline(time.Now().Add(closeTimeout)) // a safety net, not synchronization
 		r := wire.NewReader(nc, 4096, 32<<20)
-		if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+		if _, err := wire.ReadPreface(r); err != nil {
 			t.Errorf("the client's preface: %v", err)
 			return
 		}

@@ -38,6 +38,11 @@ type CallState struct {
 	ReplyAsked bool
 	// Stream is the call's stream, if it is one (over a connection).
 	Stream *Stream
+
+	// The room its connection holds for it until it is answered, and
+	// its method's reply sizes (room.go).
+	reserved int64
+	sizes    *ReplySize
 }
 
 // Call is a server call as a front sees it. Its methods are safe for
@@ -48,6 +53,9 @@ type Call interface {
 	Name() string
 	// Estimate is the method's usual run time, or 0 while unknown.
 	Estimate() time.Duration
+	// ReplySize is the size of the method's recent replies, which a
+	// connection reserves room for while the call is in flight.
+	ReplySize() *ReplySize
 	// Cancel cancels the handler's context with err.
 	Cancel(err error)
 	// Release returns a call that will neither run nor be answered.

@@ -97,7 +97,7 @@ func DialConn[C any](ctx context.Context, nc net.Conn, cfg ConnConfig, h ConnHan
 	}
 	cc := newClientConn(nc, cfg, h)
 	r := cc.reader()
-	if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {
+	if err := prefaceError(wire.ReadPreface(r)); err != nil {
 		return nil, err
 	}
 	if cfg.Settings != nil {
@@ -123,7 +123,7 @@ func StartConn[C any](nc net.Conn, cfg ConnConfig, h ConnHandler[C]) *ClientConn
 	}
 	cc.run(cfg.Goroutines, func() {
 		r := cc.reader()
-		if err := prefaceError(wire.ReadPreface(r.Buffered())); err != nil {
+		if err := prefaceError(wire.ReadPreface(r)); err != nil {
 			cc.fail(fmt.Errorf("kiev: handshake: %w", err), false)
 			return
 		}

@@ -114,7 +114,7 @@ func TestClientConnDrain(t *testing.T) {
 func drainingServer(nc net.Conn, proceed <-chan struct{}) error {
 	defer nc.Close()
 	r := wire.NewReader(nc, ReadBufSize, 1<<20)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		return err
 	}
 	if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {

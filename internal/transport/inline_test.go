@@ -27,6 +27,7 @@ type inlineCall struct {
 func (c *inlineCall) State() *CallState       { return &c.st }
 func (c *inlineCall) Name() string            { return "T.Inline" }
 func (c *inlineCall) Estimate() time.Duration { return c.est }
+func (c *inlineCall) ReplySize() *ReplySize   { return nil }
 func (c *inlineCall) Cancel(error)            {}
 func (c *inlineCall) Release()                {}
 
@@ -96,7 +97,7 @@ func inlinePair(t *testing.T, h *inlineHandler) (*ServerConfig, func(uint64, str
 		t.Fatal(err)
 	}
 	r := wire.NewReader(local, ReadBufSize, 1<<20)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		t.Fatal(err)
 	}
 	send := func(id uint64, method string) { request(t, local, id, method) }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,7 @@ import (
 const (
 	ReadBufSize   = 64 << 10 // the size of a connection's wire.Reader buffer
 	MaxQueued     = 4 << 20  // what a blocking link queues before Send waits
-	maxSpareBytes = 1 << 20  // a larger spare write buffer is kept only while in use
+	maxSpareBytes = 1 << 20  // a larger buffer of a stream's is kept only while in use
 	// maxHeld is what a hold (Link.Hold) lets wait before the writer is
 	// woken all the same: enough for one large write, and far below a
 	// connection's share of the queued bytes, which would refuse calls.
@@ -34,9 +33,10 @@ const (
 // frames into as few syscalls as possible, and runs the heartbeat between
 // writes.
 //
-// Frames are queued with Send, which copies them, so callers reuse their
-// buffers at once. The writer swaps the queue for its spare buffer and
-// writes the whole batch with one Write.
+// Frames are queued with Send, which copies them into pooled chunks
+// (frameQueue), so callers reuse their buffers at once, and a link with
+// nothing to send holds no buffer. The writer takes the whole queue and
+// writes it with one writev.
 //
 // A frame sent with SendAlone, by the only call in flight on the
 // connection, is written by its sender when nobody else is writing, with
@@ -59,11 +59,12 @@ type Link struct {
 	// frame in progress proves its sender alive, though no whole frame
 	// arrives for a while on a slow link.
 	bytesSeen atomic.Bool
+	// waiting is set while the reader waits in WaitRoom.
+	waiting atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
 	space sync.Cond  // signalled when the queue drains
-	queue []byte
-	spare []byte
+	queue frameQueue
 	// backlog counts the bytes queued or being written. It changes under
 	// mu and is read without it, once per call, by the server's reader
 	// (WaitRoom) and its calls (Backlog).
@@ -86,6 +87,12 @@ type Link struct {
 	sready  []*Stream
 	scratch []*Stream // the writer's: an array for the next sready
 
+	// The writer's: the array of its last batch, for the queue's next,
+	// and its buffer for streams' frames.
+	spareBufs net.Buffers
+	sbuf      []byte
+	out       net.Buffers // what write writes: a batch's chunks, then sbuf
+
 	kick chan struct{} // a non-blocking nudge: the queue has frames
 	quit chan struct{} // closed by Stop
 	done chan struct{} // closed when the writer exits
@@ -106,10 +113,6 @@ type Config struct {
 	// taking calls instead (WaitRoom), so that no handler goroutine is
 	// held by a client that does not read.
 	Blocking bool
-	// Share, on a server, is the bytes of replies this connection may
-	// have waiting; the writer keeps no spare buffer larger than that.
-	// nil on a client.
-	Share func() int
 	// OnDead is called once, from the writer, when the link fails.
 	OnDead func(error)
 }
@@ -162,8 +165,13 @@ func (l *Link) Send(frame []byte) error { return l.SendAlone(frame, false) }
 // SendAlone is Send for a frame that may be written inline: alone says
 // its call is the only one in flight on the connection.
 func (l *Link) SendAlone(frame []byte, alone bool) error {
+	var seg frameQueue // a large frame, copied before the lock
+	if len(frame) >= chunkSize {
+		seg = segmentOf(frame)
+		defer func() { freeChunks(seg.bufs) }() // none once queued (put)
+	}
 	l.mu.Lock()
-	if l.cfg.Blocking && len(l.queue) > MaxQueued && l.err == nil && !l.closing {
+	if l.cfg.Blocking && l.queue.Len() > MaxQueued && l.err == nil && !l.closing {
 		// The peer reads slower than we write. Wait for the writer to
 		// drain the queue, but not for ever: a peer that takes no bytes
 		// for the heartbeat timeout is cut, so that it cannot hold the
@@ -175,11 +183,11 @@ func (l *Link) SendAlone(frame []byte, alone bool) error {
 			l.space.Broadcast()
 			l.mu.Unlock()
 		})
-		for len(l.queue) > MaxQueued && l.err == nil && !l.closing && !expired {
+		for l.queue.Len() > MaxQueued && l.err == nil && !l.closing && !expired {
 			l.space.Wait()
 		}
 		t.Stop()
-		if expired && len(l.queue) > MaxQueued && l.err == nil && !l.closing {
+		if expired && l.queue.Len() > MaxQueued && l.err == nil && !l.closing {
 			l.mu.Unlock()
 			err := &slowReaderError{queued: MaxQueued, wait: l.cfg.HeartbeatTimeout}
 			l.fail(err)
@@ -197,22 +205,22 @@ func (l *Link) SendAlone(frame []byte, alone bool) error {
 	}
 	l.backlog.Add(int64(len(frame)))
 	if l.held {
-		l.queue = append(l.queue, frame...)
-		full := len(l.queue) >= maxHeld
+		l.queue.put(frame, &seg)
+		full := l.queue.Len() >= maxHeld
 		l.mu.Unlock()
 		if full {
 			l.nudge()
 		}
 		return nil
 	}
-	if alone && !l.writing && len(l.queue) == 0 && l.raw != nil {
+	if alone && !l.writing && l.queue.Len() == 0 && l.raw != nil {
 		l.writing = true
 		l.mu.Unlock()
 		l.writeInline(frame)
 		return nil
 	}
-	wasEmpty := len(l.queue) == 0
-	l.queue = append(l.queue, frame...)
+	wasEmpty := l.queue.Len() == 0
+	l.queue.put(frame, &seg)
 	l.mu.Unlock()
 	if wasEmpty {
 		l.nudge()
@@ -235,7 +243,7 @@ func (l *Link) Release() {
 	l.mu.Lock()
 	was := l.held
 	l.held = false
-	more := len(l.queue) > 0
+	more := l.queue.Len() > 0
 	l.mu.Unlock()
 	if was && more {
 		l.nudge()
@@ -326,9 +334,9 @@ func (l *Link) writeInline(frame []byte) {
 	l.writing = false
 	l.backlog.Add(-int64(n))
 	if n < len(frame) {
-		l.queue = slices.Insert(l.queue, 0, frame[n:]...)
+		l.queue.pushFront(frame[n:])
 	}
-	more := len(l.queue) > 0 || l.closing
+	more := l.queue.Len() > 0 || l.closing
 	if n > 0 {
 		l.space.Broadcast()
 	}
@@ -369,20 +377,40 @@ func (l *Link) tryWrite(b []byte) int {
 	return n
 }
 
-// WaitRoom waits until at most limit bytes are queued or being written,
-// or the link has failed, which it returns. A peer that reads nothing is
-// cut by the writer within the heartbeat timeout, so the wait is bounded.
-func (l *Link) WaitRoom(limit int) error {
-	if l.backlog.Load() <= int64(limit) {
+// WaitRoom waits until the bytes queued or being written, plus the
+// bytes held by calls in flight, are at most limit, and fewer than
+// maxCalls calls are in flight; or until the link has failed, which it
+// returns. held counts both. Whoever lowers it then calls Wake. A peer
+// that reads nothing is cut by the writer within the heartbeat timeout,
+// so a wait for what is queued is bounded; a wait for calls in flight
+// lasts until they are answered, and the heartbeat meanwhile takes the
+// peer for alive: it is not read because the server chose not to.
+func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
+	full := func() bool {
+		n, calls := held.Load()
+		return l.backlog.Load()+n > int64(limit) || calls >= maxCalls
+	}
+	if !full() {
 		return nil // the common case, without the lock
 	}
 	l.Release() // what is held must be written for room to come
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.backlog.Load() > int64(limit) && l.err == nil && !l.closing {
+	l.waiting.Store(true)
+	for full() && l.err == nil && !l.closing {
 		l.space.Wait()
 	}
+	l.waiting.Store(false)
 	return l.err
+}
+
+// Wake wakes a WaitRoom that waits, after what it waits on has dropped.
+func (l *Link) Wake() {
+	if l.waiting.Load() {
+		l.mu.Lock()
+		l.space.Broadcast()
+		l.mu.Unlock()
+	}
 }
 
 // FlushAndStop makes the writer write what is queued and then exit.
@@ -414,7 +442,7 @@ func (l *Link) Run() {
 	lastRead := time.Now()
 	var pingID uint64
 	var ping [wire.HeaderSize]byte
-	peak := 0 // the largest batch since the last tick
+	streamed := false // the writer wrote streams' frames since the last tick
 	for {
 		select {
 		case <-l.quit:
@@ -424,14 +452,12 @@ func (l *Link) Run() {
 			// channel while a long write ran is stale, and would move
 			// lastRead back past what write saw.
 			now := time.Now()
-			l.mu.Lock()
-			if cap(l.spare) > maxSpareBytes && peak < cap(l.spare)/4 {
-				l.spare = nil
+			if !streamed { // no stream wrote for a tick: free its buffer
+				l.sbuf = nil
 			}
-			l.mu.Unlock()
-			peak = 0
+			streamed = false
 			frames, bytes := l.readSeen.Swap(false), l.bytesSeen.Swap(false)
-			if frames || bytes {
+			if frames || bytes || l.waiting.Load() {
 				lastRead = now
 			}
 			if frames {
@@ -449,7 +475,7 @@ func (l *Link) Run() {
 			_ = wire.EndFrame(b, 0, l.cfg.MaxFrame)
 			// Queued like any frame: an inline sender may be writing.
 			l.mu.Lock()
-			l.queue = append(l.queue, b...)
+			l.queue.push(b)
 			l.backlog.Add(int64(len(b)))
 			l.mu.Unlock()
 		case <-l.kick:
@@ -463,42 +489,34 @@ func (l *Link) Run() {
 			l.mu.Unlock()
 			continue
 		}
-		batch := l.queue
-		l.queue = l.spare[:0]
-		l.spare = nil
+		queued := l.queue.Len()
+		batch := l.queue.take(l.spareBufs)
+		l.spareBufs = nil
 		l.writing = true
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
-		queued := len(batch)
-		batch, streams := l.streamFrames(batch)
-		if !streams && len(batch) > queued && len(batch) < minStreamWrite {
+		sb, streams := l.streamFrames(l.sbuf[:0])
+		if !streams && len(sb) > 0 && queued+len(sb) < minStreamWrite {
 			// Streams' frames, and few: their senders are likely about to
 			// queue more. Let them, once, so that one write carries
 			// several messages (grpc-go's loopy writer does the same).
 			runtime.Gosched()
-			batch, streams = l.streamFrames(batch)
+			sb, streams = l.streamFrames(sb)
 		}
-		l.backlog.Add(int64(len(batch) - queued))
-		if len(batch) > 0 && !l.write(batch, &lastRead) {
+		streamed = streamed || len(sb) > 0
+		l.sbuf = sb
+		l.backlog.Add(int64(len(sb)))
+		if queued+len(sb) > 0 && !l.write(batch, sb, &lastRead) {
 			return
 		}
+		freeChunks(batch)
 		l.mu.Lock()
 		l.writing = false
-		l.backlog.Add(-int64(len(batch)))
+		l.backlog.Add(-int64(queued + len(sb)))
+		l.spareBufs = batch[:0]
 		l.space.Broadcast()
-		// Keep the batch's buffer for the next swap, so that a connection
-		// busy with large frames does not regrow its queue (copying
-		// megabytes) on every batch; the heartbeat tick lets a large one
-		// go once the connection has calmed down. A server's connection
-		// keeps none larger than its share of the queued bytes: beside
-		// the queue, it would double what a client that does not read
-		// can hold.
-		peak = max(peak, len(batch))
-		if l.cfg.Share == nil || cap(batch) <= l.cfg.Share() {
-			l.spare = batch[:0]
-		}
-		empty := len(l.queue) == 0 && !streams
+		empty := l.queue.Len() == 0 && !streams
 		l.mu.Unlock()
 		if closing && empty {
 			return
@@ -509,22 +527,30 @@ func (l *Link) Run() {
 	}
 }
 
-// write writes b. A peer that stops reading blocks the write; it is given
-// up once it has taken no byte for the heartbeat timeout: as dead if it
-// has also sent nothing since *lastRead (which write moves forward while
-// the peer still sends), as a slow reader otherwise. So a frozen peer is
-// found as fast by a blocked writer as by the heartbeat, and a peer that
-// sends but does not read cannot hold the bytes queued for it for long.
-func (l *Link) write(b []byte, lastRead *time.Time) bool {
+// write writes the chunks of a batch, then sb, in one writev. A peer
+// that stops reading blocks the write; it is given up once it has taken
+// no byte for the heartbeat timeout: as dead if it has also sent nothing
+// since *lastRead (which write moves forward while the peer still
+// sends), as a slow reader otherwise. So a frozen peer is found as fast
+// by a blocked writer as by the heartbeat, and a peer that sends but does
+// not read cannot hold the bytes queued for it for long.
+func (l *Link) write(batch net.Buffers, sb []byte, lastRead *time.Time) bool {
+	out := append(l.out[:0], batch...)
+	if len(sb) > 0 {
+		out = append(out, sb)
+	}
+	defer func() {
+		clear(l.out[:cap(l.out)])
+		l.out = out[:0]
+	}()
 	now := time.Now()
 	progress := now
 	for {
 		_ = l.nc.SetWriteDeadline(now.Add(l.cfg.HeartbeatInterval))
-		n, err := l.nc.Write(b)
+		n, err := out.WriteTo(l.nc) // consumes what it writes
 		if err == nil {
 			return true
 		}
-		b = b[n:]
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			l.fail(err)

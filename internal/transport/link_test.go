@@ -60,7 +60,7 @@ func startWriter(t *testing.T, l *Link) {
 func queued(l *Link) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.queue)
+	return l.queue.Len()
 }
 
 // readN reads n bytes from peer.
@@ -164,7 +164,7 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 		t.Fatalf("peer read the frame queued meanwhile before the rest of the inline write (at byte %d)", bytes.IndexByte(got, 'b'))
 	}
 	drained := make(chan error, 1)
-	go func() { drained <- l.WaitRoom(0) }()
+	go func() { drained <- l.WaitRoom(0, new(Held), 1) }()
 	wait := time.NewTimer(5 * time.Second)
 	defer wait.Stop()
 	select {
@@ -177,38 +177,55 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 	}
 }
 
-// After a large batch, a server's link keeps no spare buffer larger than
-// its connection's share of the queued bytes, while a client's keeps it
-// for the next batch: beside the queue, the spare would double what a
-// client that does not read can hold on the server.
-func TestSpareBufferWithinShare(t *testing.T) {
-	const share, frame = 64 << 10, 256 << 10
-	for _, tc := range []struct {
-		name  string
-		share func() int
-		kept  bool
-	}{
-		{"client", nil, true},
-		{"server", func() int { return share }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			local, peer := tcpPair(t)
-			l := testLink(local)
-			l.cfg.Share = tc.share
-			startWriter(t, l)
-			if err := l.Send(make([]byte, frame)); err != nil {
-				t.Fatal(err)
-			}
-			readN(t, peer, frame)
-			if err := l.WaitRoom(0); err != nil { // the writer is done with the batch
-				t.Fatal(err)
-			}
-			l.mu.Lock()
-			spare := cap(l.spare)
-			l.mu.Unlock()
-			if kept := spare >= frame; kept != tc.kept {
-				t.Fatalf("after a %d KiB batch the spare buffer holds %d KiB; kept = %v, want %v", frame>>10, spare>>10, kept, tc.kept)
-			}
-		})
+// Once a large batch is written, the link holds none of its buffers:
+// the queue's chunks go back to the pool, so a connection with nothing
+// to send costs no buffer, however much it sent before.
+func TestWrittenBatchLeavesNoBuffer(t *testing.T) {
+	const frame = 256 << 10
+	local, peer := tcpPair(t)
+	l := testLink(local)
+	startWriter(t, l)
+	if err := l.Send(make([]byte, frame)); err != nil {
+		t.Fatal(err)
 	}
+	readN(t, peer, frame)
+	if err := l.WaitRoom(0, new(Held), 1); err != nil { // the writer is done with the batch
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	chunks := l.queue.Chunks()
+	l.mu.Unlock()
+	if chunks != 0 {
+		t.Fatalf("after a %d KiB batch was written the link holds %d chunks of %d KiB; want none", frame>>10, chunks, chunkSize>>10)
+	}
+}
+
+// A frameQueue gives back its bytes in order, across chunks, with what is
+// pushed to its front first.
+func TestFrameQueueKeepsOrder(t *testing.T) {
+	var q frameQueue
+	var want []byte
+	for i := range 100 {
+		b := bytes.Repeat([]byte{byte(i)}, i*997)
+		q.push(b)
+		want = append(want, b...)
+	}
+	front := bytes.Repeat([]byte{0xfe}, chunkSize+5)
+	q.pushFront(front)
+	want = append(front, want...)
+	if q.Len() != len(want) {
+		t.Fatalf("Len = %d, want %d", q.Len(), len(want))
+	}
+	bufs := q.take(nil)
+	var got []byte
+	for _, b := range bufs {
+		got = append(got, b...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the queue's bytes are not what was pushed, in order")
+	}
+	if q.Len() != 0 || q.Chunks() != 0 {
+		t.Fatalf("after take: Len %d, %d chunks; want empty", q.Len(), q.Chunks())
+	}
+	freeChunks(bufs)
 }

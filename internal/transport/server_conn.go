@@ -107,18 +107,19 @@ type ServerConn struct {
 	mu     sync.Mutex      // guards the fields below
 	calls  map[uint64]Call // calls in flight, by id
 	active atomic.Int32    // len(calls), read without mu
-	// unanswered counts the calls read and not yet answered, against
-	// WithMaxConcurrentCalls (kept only with a limit): an answered call
-	// may linger in calls until its handler's goroutine is done, and
-	// the client, which has its answer, may send the next already.
-	unanswered atomic.Int32
-	closing    atomic.Bool          // draining || dead, read without mu
-	draining   bool                 // GoAway sent: refuse new calls, close when idle
-	tls        *tls.ConnectionState // set once the TLS handshake is done; nil without TLS
-	dead       bool
-	started    bool   // the handshake is done and the writer runs
-	lingering  bool   // drained and half-closed: the reader drops what still comes
-	lastID     uint64 // the highest Request id of a call taken (not refused)
+	// held counts the calls read and not yet answered, against
+	// WithMaxConcurrentCalls and MaxUnanswered, and the room they hold
+	// (room.go): an answered call may linger in calls until its handler's
+	// goroutine is done, and the client, which has its answer, may send
+	// the next already.
+	held      Held
+	closing   atomic.Bool          // draining || dead, read without mu
+	draining  bool                 // GoAway sent: refuse new calls, close when idle
+	tls       *tls.ConnectionState // set once the TLS handshake is done; nil without TLS
+	dead      bool
+	started   bool   // the handshake is done and the writer runs
+	lingering bool   // drained and half-closed: the reader drops what still comes
+	lastID    uint64 // the highest Request id of a call taken (not refused)
 }
 
 // NewServerConn returns the connection of nc, not yet served; its calls'
@@ -128,7 +129,6 @@ func NewServerConn(cfg *ServerConfig, nc net.Conn, base context.Context) *Server
 	c.stopBase = context.AfterFunc(base, func() { c.cancelCalls(base.Err(), false) })
 	c.link = NewLink(nc, Config{
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, MaxFrame: cfg.MaxFrame,
-		Share:  cfg.Share,
 		OnDead: c.Close,
 	})
 	c.streams.init(c.link, cfg.MaxFrame, cmp.Or(cfg.StreamBudget, DefaultStreamBudget), cfg.Share)
@@ -241,7 +241,7 @@ func (c *ServerConn) peerDone() {
 // it has any to announce.
 func (c *ServerConn) handshake(r *wire.Reader) error {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.HeartbeatTimeout))
-	v, err := wire.ReadPreface(r.Buffered())
+	v, err := wire.ReadPreface(r)
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 		// Take no more calls while the client leaves its replies unread:
 		// backpressure, so a client that does not read holds no more than
 		// its share of memory.
-		if err := c.link.WaitRoom(c.cfg.Share()); err != nil {
+		if err := c.link.WaitRoom(c.cfg.Share(), &c.held, MaxUnanswered); err != nil {
 			return err
 		}
 		if !r.More() {
@@ -334,7 +334,7 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 //
 // Admission comes first: a call refused as the connection drains, or at
 // WithMaxConcurrentCalls, is refused before Open copies or decompresses
-// its args. Only this goroutine adds to unanswered, so the limit read
+// its args. Only this goroutine adds to held, so the limit read
 // here holds until the call is taken; draining is checked again under
 // mu, where the call is taken.
 func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err error) {
@@ -345,7 +345,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		c.replyError(hd.ID, codes.Shutdown, errDraining)
 		return false, nil
 	}
-	if max := c.cfg.MaxCalls; max > 0 && !hd.IsStream && int(c.unanswered.Load()) >= max {
+	if _, n := c.held.Load(); c.cfg.MaxCalls > 0 && !hd.IsStream && n >= c.cfg.MaxCalls {
 		code, msg := c.cfg.Handler.Refuse(hd.Method, "on this connection")
 		c.replyError(hd.ID, code, msg)
 		return false, nil
@@ -407,8 +407,8 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 		// A stream counts against WithMaxStreams, not as a call in flight
 		// for its whole life.
 		sc.State().Answered.Store(true)
-	} else if c.cfg.MaxCalls > 0 {
-		c.unanswered.Add(1)
+	} else {
+		c.reserve(sc.State(), sc.ReplySize(), len(hd.Body))
 	}
 	c.mu.Unlock()
 	if ran, taken := c.runInline(sc, more, b); ran {
@@ -435,7 +435,7 @@ func (c *ServerConn) replyError(id uint64, code codes.Code, msg string) {
 // call of a draining connection closes it.
 func (c *ServerConn) finish(sc Call) {
 	st := sc.State()
-	c.answered(st) // if it was not: the caller is gone, or its deadline passed
+	c.answered(st, 0) // if it was not: the caller is gone, or its deadline passed
 	c.mu.Lock()
 	if c.calls[st.ID] == sc {
 		delete(c.calls, st.ID)
@@ -576,7 +576,7 @@ func (c *ServerConn) Reply(sc Call, cd codec.Codec, v any) error {
 	if err != nil {
 		return err
 	}
-	return c.answer(st, b)
+	return c.answer(st, b, true)
 }
 
 func (c *ServerConn) Fail(sc Call, code codes.Code, msg string, limited bool) error {
@@ -585,13 +585,14 @@ func (c *ServerConn) Fail(sc Call, code codes.Code, msg string, limited bool) er
 	defer PutBuf(buf)
 	b := AppendError((*buf)[:0], st.ID, code, msg, limited)
 	*buf = b
-	return c.answer(st, b)
+	return c.answer(st, b, false)
 }
 
 // answer sends the Response frame b of the call st is of, unless it is
 // too large, or too large to add to the replies the client has left
-// unread.
-func (c *ServerConn) answer(st *CallState, b []byte) error {
+// unread. isReply says b carries a reply, whose size its method's next
+// calls are expected to make; an error is no guide.
+func (c *ServerConn) answer(st *CallState, b []byte, isReply bool) error {
 	if err := wire.EndFrame(b, 0, c.cfg.MaxFrame); err != nil {
 		return fmt.Errorf("%w; return less or raise WithMaxFrameSize on both sides", err)
 	}
@@ -600,7 +601,11 @@ func (c *ServerConn) answer(st *CallState, b []byte) error {
 			return &BacklogError{Queued: n}
 		}
 	}
-	c.answered(st)
+	size := 0
+	if isReply {
+		size = len(b)
+	}
+	c.answered(st, size)
 	if s := st.Stream; s != nil {
 		// After the stream's messages; the stream is over once it is
 		// written.
@@ -611,11 +616,12 @@ func (c *ServerConn) answer(st *CallState, b []byte) error {
 	return nil
 }
 
-// answered marks a call answered: the client may reuse its id, and it
-// counts no more against WithMaxConcurrentCalls.
-func (c *ServerConn) answered(st *CallState) {
-	if !st.Answered.Swap(true) && c.cfg.MaxCalls > 0 {
-		c.unanswered.Add(-1)
+// answered marks a call answered, with a reply of replyBytes (0 for
+// none): the client may reuse its id, and it holds no more room nor
+// counts against WithMaxConcurrentCalls.
+func (c *ServerConn) answered(st *CallState, replyBytes int) {
+	if !st.Answered.Swap(true) {
+		c.unreserve(st, replyBytes)
 	}
 }
 

@@ -30,6 +30,7 @@ type fakeCall struct {
 func (c *fakeCall) State() *CallState       { return &c.st }
 func (c *fakeCall) Name() string            { return c.name }
 func (c *fakeCall) Estimate() time.Duration { return 0 } // never inline
+func (c *fakeCall) ReplySize() *ReplySize   { return nil }
 func (c *fakeCall) Cancel(err error) {
 	select {
 	case c.canceled <- err:
@@ -126,7 +127,7 @@ func serverConnPair(t *testing.T, h *fakeHandler, maxCalls int) (*ServerConn, ne
 		t.Fatal(err)
 	}
 	r := wire.NewReader(local, ReadBufSize, 1<<20)
-	if v, err := wire.ReadPreface(r.Buffered()); err != nil || v != wire.Version {
+	if v, err := wire.ReadPreface(r); err != nil || v != wire.Version {
 		t.Fatalf("server's preface: version %d, %v", v, err)
 	}
 	return c, local, r

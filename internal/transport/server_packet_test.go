@@ -37,6 +37,7 @@ type echoCall struct {
 func (c *echoCall) State() *CallState       { return &c.st }
 func (c *echoCall) Name() string            { return "T.Echo" }
 func (c *echoCall) Estimate() time.Duration { return 0 }
+func (c *echoCall) ReplySize() *ReplySize   { return nil }
 func (c *echoCall) Cancel(error)            { c.once.Do(func() { close(c.canceled) }) }
 func (c *echoCall) Release()                {}
 

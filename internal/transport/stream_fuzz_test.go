@@ -234,7 +234,7 @@ func (z *streamFuzz) write(b []byte) bool {
 // closes; it signals pong at the Pong of the final Ping.
 func (z *streamFuzz) drain(t *testing.T, pong chan<- struct{}) {
 	r := wire.NewReader(z.nc, ReadBufSize, fuzzMaxFrame)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		return
 	}
 	var h wire.Header
@@ -352,6 +352,7 @@ type fuzzCall struct {
 func (c *fuzzCall) State() *CallState     { return &c.st }
 func (*fuzzCall) Name() string            { return "Fuzz.Stream" }
 func (*fuzzCall) Estimate() time.Duration { return 0 }
+func (*fuzzCall) ReplySize() *ReplySize   { return nil }
 func (*fuzzCall) Cancel(error)            {}
 func (*fuzzCall) Release()                {}
 

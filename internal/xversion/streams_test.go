@@ -106,7 +106,7 @@ func (s *frameSpy) relay(c net.Conn, target string) {
 	})
 	defer up.Close()
 	r := wire.NewReader(io.TeeReader(c, up), 4096, 1<<30)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		return
 	}
 	var h wire.Header

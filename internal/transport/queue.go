@@ -1,0 +1,122 @@
+package transport
+
+import (
+	"net"
+	"sync"
+)
+
+// Sizes of the pieces a link's queue is made of: a queue starts with a
+// small chunk when its first frame fits one (a lone call's, a ping), and
+// goes on in large ones.
+const (
+	chunkSize      = 32 << 10
+	smallChunkSize = 1 << 10
+)
+
+// chunk is one piece of a queue; chunks are pooled, so that a connection
+// with nothing to send holds none, and one with much to send grows its
+// queue without copying what it holds.
+type (
+	chunk      = [chunkSize]byte
+	smallChunk = [smallChunkSize]byte
+)
+
+var (
+	chunkPool      = sync.Pool{New: func() any { return new(chunk) }}
+	smallChunkPool = sync.Pool{New: func() any { return new(smallChunk) }}
+)
+
+// frameQueue is the bytes a link has to write, in chunks: each element
+// of bufs is a chunk's first bytes. Its zero value is empty. It is not
+// safe for concurrent use.
+type frameQueue struct {
+	bufs net.Buffers
+	n    int // the bytes in bufs
+}
+
+// Len is the bytes queued.
+func (q *frameQueue) Len() int { return q.n }
+
+// Chunks is how many chunks the queue holds.
+func (q *frameQueue) Chunks() int { return len(q.bufs) }
+
+// push adds b at the end.
+func (q *frameQueue) push(b []byte) {
+	q.n += len(b)
+	if k := len(q.bufs) - 1; k >= 0 {
+		last := q.bufs[k]
+		m := copy(last[len(last):cap(last)], b)
+		q.bufs[k] = last[:len(last)+m]
+		b = b[m:]
+	}
+	for len(b) > 0 {
+		var c []byte
+		if len(q.bufs) == 0 && len(b) <= smallChunkSize {
+			c = smallChunkPool.Get().(*smallChunk)[:]
+		} else {
+			c = chunkPool.Get().(*chunk)[:]
+		}
+		m := copy(c, b)
+		q.bufs = append(q.bufs, c[:m])
+		b = b[m:]
+	}
+}
+
+// segmentOf returns b in a queue of its own, made of large chunks: a
+// large frame is copied so before its link's lock is taken, which then
+// only appends the chunks (put).
+func segmentOf(b []byte) frameQueue {
+	var seg frameQueue
+	seg.n = len(b)
+	for len(b) > 0 {
+		c := chunkPool.Get().(*chunk)
+		m := copy(c[:], b)
+		seg.bufs = append(seg.bufs, c[:m])
+		b = b[m:]
+	}
+	return seg
+}
+
+// put adds b at the end: by seg's chunks if seg holds it (segmentOf),
+// else by copying it.
+func (q *frameQueue) put(b []byte, seg *frameQueue) {
+	if seg.n == 0 {
+		q.push(b)
+		return
+	}
+	q.n += seg.n
+	q.bufs = append(q.bufs, seg.bufs...)
+	*seg = frameQueue{}
+}
+
+// pushFront adds b at the start, ahead of what is queued.
+func (q *frameQueue) pushFront(b []byte) {
+	var front frameQueue
+	front.push(b)
+	front.n += q.n
+	front.bufs = append(front.bufs, q.bufs...)
+	clear(q.bufs)
+	*q = front
+}
+
+// take returns what is queued, leaving the queue empty; the caller gives
+// the chunks back with freeChunks once written. spare is an array for
+// the queue's next chunks.
+func (q *frameQueue) take(spare net.Buffers) net.Buffers {
+	bufs := q.bufs
+	q.bufs, q.n = spare[:0], 0
+	return bufs
+}
+
+// freeChunks gives the chunks of bufs, as take returned them, back to
+// the pool.
+func freeChunks(bufs net.Buffers) {
+	for i, b := range bufs {
+		if cap(b) == smallChunkSize {
+			smallChunkPool.Put((*smallChunk)(b[:smallChunkSize]))
+		} else {
+			chunkPool.Put((*chunk)(b[:chunkSize]))
+		}
+		bufs[i] = nil
+	}
+}

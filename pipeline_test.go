@@ -1,0 +1,137 @@
+package kiev_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"runtime/metrics"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/codec"
+	"github.com/kievrpc/kiev/internal/wire"
+)
+
+// TestPipelinerThatNeverReads sends 100,000 requests for 64 KiB replies
+// on one connection as fast as the server takes them, and reads none of
+// the replies: 6.25 GiB if the server made and kept every reply. The
+// server stops reading the connection once the replies queued for it,
+// and those its calls in flight will make, pass its share of
+// WithMaxQueuedBytes; its live heap stays within that share and one
+// reply; and it cuts the client within the heartbeat timeout.
+func TestPipelinerThatNeverReads(t *testing.T) {
+	if raceEnabled {
+		t.Skip("measures memory; run without -race (make test does)")
+	}
+	const (
+		calls     = 100_000
+		replySize = 64 << 10
+		hbTimeout = 2 * time.Second
+	)
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), kiev.WithHeartbeat(500*time.Millisecond, hbTimeout))
+	srv.Register(&Arith{})
+	addr := startServer(t, srv)
+
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	base := live[0].Value.Uint64()
+	stop := make(chan struct{})
+	peakc := make(chan uint64)
+	go func() {
+		var peak uint64
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			// A collection of its own, so that what the heap holds is
+			// measured, not what a collection running under the load
+			// took for live as it was allocated.
+			runtime.GC()
+			metrics.Read(live)
+			peak = max(peak, live[0].Value.Uint64())
+			select {
+			case <-stop:
+				peakc <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	dialer := net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		})
+		return errors.Join(err, serr)
+	}}
+	nc, err := dialer.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	args, _ := codec.Msgpack.Marshal(nil, Args{A: replySize})
+	start := time.Now()
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
+			return
+		}
+		var batch []byte
+		for id := uint64(1); id <= calls; id++ {
+			batch = append(batch, frame(wire.TypeRequest, id, func(b []byte) []byte {
+				b = wire.AppendString(b, wire.KeyMethod, "Arith.Big")
+				return wire.AppendString(b, wire.KeyCodec, "msgpack")
+			}, args)...)
+			if id%256 == 0 || id == calls {
+				nc.SetWriteDeadline(time.Now().Add(3 * hbTimeout))
+				if _, err := nc.Write(batch); err != nil {
+					return
+				}
+				n = int(id)
+				batch = batch[:0]
+			}
+		}
+	}()
+
+	// The server takes the connection, then cuts it: it is gone from
+	// its count.
+	deadline := time.Now().Add(3*hbTimeout + 10*time.Second)
+	for srv.Status(context.Background()).Connections == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never counted the pipelining client's connection")
+		}
+		time.Sleep(time.Millisecond) // polling the server's own count
+	}
+	for srv.Status(context.Background()).Connections > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pipelining client is still connected %v after it began; want it cut within the heartbeat timeout (%v)", time.Since(start).Round(time.Millisecond), hbTimeout)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the server's own count
+	}
+	cut := time.Since(start)
+	nc.Close()
+	written := <-sent
+	close(stop)
+	peak := <-peakc
+	growth := int64(peak) - int64(base)
+	share := int64(kiev.DefaultMaxQueuedBytes)
+	if share > 16<<20 {
+		share = 16 << 20 // a connection's share is at most 16 MiB
+	}
+	// The share, the reply that crossed it, and what the calls being
+	// run hold: their reply and its encoding.
+	limit := share + 4*replySize + 8<<20
+	if growth > limit {
+		t.Errorf("heap grew by %d MiB under one client pipelining %d calls for %d KiB replies and reading none; want within its share (%d MiB) and one reply, under %d MiB", growth>>20, written, replySize>>10, share>>20, limit>>20)
+	}
+	t.Logf("one client pipelined %d requests for %d KiB replies and read none: live heap grew by at most %d MiB (limit %d MiB); cut %v after it began", written, replySize>>10, growth>>20, limit>>20, cut.Round(time.Millisecond))
+}
