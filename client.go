@@ -80,9 +80,12 @@ type Client struct {
 
 	wg          sync.WaitGroup // goroutines of every connection and of the group
 	packetStats packetCounters
-	stats       callStats    // calls made, for metrics and the status page
-	retries     atomic.Int64 // retries sent
-	streamStats streamStats  // streams opened, and their messages
+	stats       callStats   // calls made, for metrics and the status page
+	retries     retryCounts // retries sent, by reason
+	// connEnded counts the calls pending on connections as they ended
+	// (see connTransport.Lost).
+	connEnded   connEndCounts
+	streamStats streamStats // streams opened, and their messages
 	// streamsLeaked counts streams dropped unclosed, which the garbage
 	// collector found.
 	streamsLeaked atomic.Int64

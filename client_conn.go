@@ -190,15 +190,27 @@ func (t *connTransport) Failure(cause error, draining bool) error {
 }
 
 // Lost logs the connection's end, tells the endpoint, and fails the calls
-// that were pending: as not sent those the server said it never read.
+// that were pending: as not sent those the server said it never read,
+// which the client then retries as its RetryPolicy allows; the others
+// were sent, and their outcome is lost. The log line and the client's
+// counts tell the two apart.
 func (t *connTransport) Lost(l transport.Loss[*Call]) {
 	ep := t.ep
+	var unsent int
+	for id := range l.Calls {
+		if l.Unread(id) {
+			unsent++
+		}
+	}
+	failed := len(l.Calls) - unsent
 	switch {
-	case errors.Is(l.Cause, ErrShutdown):
+	case errors.Is(l.Cause, ErrShutdown): // the client closed it
 	case l.Draining && errors.Is(l.Cause, io.EOF):
-		ep.c.opts.logger.Info("kiev: server closed the connection after draining", "addr", ep.inst.Address, "failed_calls", len(l.Calls))
+		ep.c.connEnded.add(unsent, failed)
+		ep.c.opts.logger.Info("kiev: server closed the connection after draining", "addr", ep.inst.Address, "unsent_calls", unsent, "failed_calls", failed)
 	default:
-		ep.c.opts.logger.Warn("kiev: connection lost", "addr", ep.inst.Address, "err", l.Cause, "failed_calls", len(l.Calls))
+		ep.c.connEnded.add(unsent, failed)
+		ep.c.opts.logger.Warn("kiev: connection lost", "addr", ep.inst.Address, "err", l.Cause, "unsent_calls", unsent, "failed_calls", failed)
 	}
 	ep.lost(l.Cause, l.Draining)
 	for id, call := range l.Calls {
@@ -209,4 +221,16 @@ func (t *connTransport) Lost(l transport.Loss[*Call]) {
 		}
 		call.complete()
 	}
+}
+
+// connEndCounts counts the calls pending on a Client's connections as
+// they ended, closed by their server after draining or lost: unsent, those
+// the server said it never read, which fail as not sent and are retried
+// as the RetryPolicy allows, and failed, those sent whose outcome was
+// lost, which fail unless the policy retries their method as idempotent.
+type connEndCounts struct{ unsent, failed atomic.Int64 }
+
+func (n *connEndCounts) add(unsent, failed int) {
+	n.unsent.Add(int64(unsent))
+	n.failed.Add(int64(failed))
 }

@@ -377,7 +377,8 @@ WithSlowLog logs calls over a threshold.
 Every Server keeps Prometheus metrics of its calls (count by method and
 code, latency histograms), its scheduler (queue by priority, drops by
 reason) and connections, and of the process's Clients (calls by target,
-by provider, retries, retry budget, ejected providers).
+by provider, retries by reason, retry budget, calls pending as
+connections ended, unsent apart from failed, ejected providers).
 Server.AdminHandler serves them at /metrics, a status page at
 /debug/kiev (and at its root, /), rendered on the server and refreshed
 by its script, and its JSON twin (package admin's Status) at

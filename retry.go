@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kievrpc/kiev/internal/metrics"
 )
 
 // RetryPolicy says which failed calls a Client tries again, and bounds how
@@ -122,20 +124,61 @@ type notSent struct{ error }
 
 func (e notSent) Unwrap() error { return e.error }
 
+// retryReason is why a Client retried a call, as the reason label of
+// kiev_client_retries_total says.
+type retryReason uint8
+
+const (
+	// retryUnsent is the retry of an attempt no server read: the client
+	// never sent it, or the server's last GoAway said it never read it.
+	retryUnsent retryReason = iota
+	// retryRefused is the retry of an attempt the server refused without
+	// running it, as overloaded or shutting down.
+	retryRefused
+	// retryIdempotent is the retry of an attempt whose outcome is unknown
+	// (its connection broke under it, or it ran past AttemptTimeout), of
+	// a method RetryPolicy.Idempotent says may run twice.
+	retryIdempotent
+	numRetryReasons
+)
+
+// The retry reasons are those internal/metrics names, in its order: this
+// fails to compile if their numbers differ.
+var _ [numRetryReasons]int = [len(metrics.RetryReasons)]int{}
+
+// retryCounts counts a Client's retries, by reason.
+type retryCounts [numRetryReasons]atomic.Int64
+
+// total returns the retries of every reason.
+func (r *retryCounts) total() (n int64) {
+	for i := range r {
+		n += r[i].Load()
+	}
+	return n
+}
+
+// snapshot returns the retries, by reason.
+func (r *retryCounts) snapshot() (out [numRetryReasons]int64) {
+	for i := range r {
+		out[i] = r[i].Load()
+	}
+	return out
+}
+
 // retryable reports whether err shows the call did not run, or may run
-// again because the method is idempotent.
-func (c *Client) retryable(method string, err error) bool {
+// again because the method is idempotent, and why.
+func (c *Client) retryable(method string, err error) (retryReason, bool) {
 	var ns notSent
 	var se *ServerError
 	switch {
 	case errors.As(err, &ns):
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		return retryUnsent, !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	case errors.As(err, &se):
-		return se.Code == CodeOverloaded || se.Code == CodeShutdown
+		return retryRefused, se.Code == CodeOverloaded || se.Code == CodeShutdown
 	case errors.As(err, new(attemptTimeout)), errors.Is(err, ErrShutdown):
-		return c.budget.p.Idempotent != nil && c.budget.p.Idempotent(method)
+		return retryIdempotent, c.budget.p.Idempotent != nil && c.budget.p.Idempotent(method)
 	}
-	return false
+	return 0, false
 }
 
 // attempts runs call, retrying as the policy and budget allow; it is the
@@ -155,13 +198,14 @@ func (c *Client) attempts(ctx context.Context, call *Call) error {
 // and budget allow, and records the call's end.
 func (c *Client) retry(ctx context.Context, call *Call, tried *triedSet, start time.Time, err error) error {
 	for attempt := 1; ; attempt++ {
-		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(call.ServiceMethod, err) {
+		if err == nil || attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil {
 			break
 		}
-		if !c.budget.withdraw(time.Now()) {
+		why, ok := c.retryable(call.ServiceMethod, err)
+		if !ok || !c.budget.withdraw(time.Now()) {
 			break
 		}
-		c.retries.Add(1)
+		c.retries[why].Add(1)
 		call.Error = nil
 		next := c.attempt(ctx, call, tried, start)
 		if errors.As(next, new(throttled)) {

@@ -96,11 +96,12 @@ func (c *Client) stream(ctx context.Context, desc *StreamDesc) (*Stream, error) 
 			runtime.AddCleanup(h, (*clientStream).dropped, cs)
 			return h, nil
 		}
-		if attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !c.retryable(serviceMethod, err) || errors.As(err, new(throttled)) || !c.budget.withdraw(time.Now()) {
+		why, ok := c.retryable(serviceMethod, err)
+		if attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !ok || errors.As(err, new(throttled)) || !c.budget.withdraw(time.Now()) {
 			c.stats.record(time.Now(), time.Since(start), errCode(err))
 			return nil, shutdownErr(err)
 		}
-		c.retries.Add(1)
+		c.retries[why].Add(1)
 	}
 }
 

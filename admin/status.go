@@ -120,7 +120,8 @@ type ClientStatus struct {
 	Calls     int64            `json:"calls"`
 	Errors    int64            `json:"errors"`
 	Retries   int64            `json:"retries"`
-	Budget    float64          `json:"retry_budget"` // retries the budget holds now
+	Budget    float64          `json:"retry_budget"`           // retries the budget holds now
+	ConnEnded ConnEndedStatus  `json:"connection_ended_calls"` // calls pending on its connections as they ended
 	Providers []ProviderStatus `json:"providers"`
 	// Discovery is how the discovery of a service client's providers
 	// fares (kiev.Client.Discovery); nil for a client of one address.
@@ -131,6 +132,16 @@ type ClientStatus struct {
 	// Streams counts the client's streams; nil for a client that never
 	// opened one.
 	Streams *ClientStreamStatus `json:"streams,omitempty"`
+}
+
+// ConnEndedStatus counts the calls pending on a client's connections as
+// they ended, the server closing one after draining, or it being lost:
+// Unsent, those the server said it never read, which failed as not sent
+// and were retried as the client's retry policy allowed, and Failed, those
+// sent whose outcome was lost, which failed unless retried as idempotent.
+type ConnEndedStatus struct {
+	Unsent int64 `json:"unsent"`
+	Failed int64 `json:"failed"`
 }
 
 // ClientStreamStatus is a client's streams: open now, opened, leaked

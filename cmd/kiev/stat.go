@@ -339,6 +339,9 @@ func renderStatus(w io.Writer, st admin.Status, fetchErr error) error {
 			if cs := c.Streams; cs != nil {
 				streams = fmt.Sprintf(", streams %d open of %d, %d leaked", cs.Open, cs.Opened, cs.Leaked)
 			}
+			if e := c.ConnEnded; e.Unsent > 0 || e.Failed > 0 {
+				streams += fmt.Sprintf(", at connection ends %d unsent, %d failed", e.Unsent, e.Failed)
+			}
 			fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\tretries %d, budget %s%s\n", c.Target, c.Calls, c.Errors, c.Retries, figure.Format(c.Budget), streams)
 			for _, p := range c.Providers {
 				state := "ok"

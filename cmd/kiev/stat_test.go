@@ -33,6 +33,7 @@ const statusJSON = `{
     "dropped": {"queue_full": 5, "expired": 0}},
   "clients": [
     {"target": "zookeeper://zk:2181/Arith", "balancer": "round_robin", "calls": 50, "errors": 1, "retries": 2, "retry_budget": 9.5,
+     "connection_ended_calls": {"unsent": 11, "failed": 1},
      "streams": {"open": 1, "opened": 3, "leaked": 2, "messages_in": 10, "messages_out": 0, "bytes_in": 100, "bytes_out": 0},
      "providers": [
        {"id": "tcp://10.0.0.7:7000", "address": "10.0.0.7:7000", "weight": 2, "in_flight": 1, "calls": 30, "errors": 0, "ejected": false},
@@ -80,7 +81,7 @@ func TestStatOnce(t *testing.T) {
 		"scheduler: workers 8   running 2   queued by priority [0 0 0 0 0 1 0 0 0 0]   ran 123456   OVERLOADED",
 		"dropped: queue_full 5\n",
 		"zookeeper://zk:2181/Arith",
-		"retries 2, budget 9.5, streams 1 open of 3, 2 leaked\n",
+		"retries 2, budget 9.5, streams 1 open of 3, 2 leaked, at connection ends 11 unsent, 1 failed\n",
 		"STREAM     KIND           OPEN  OPENED  MSGS IN  MSGS OUT  IN/S  OUT/S  BYTES IN/S  BYTES OUT/S\nShop.Feed  server stream  2     6       0        900       0     15     0           1500\n",
 		"tcp://10.0.0.7:7000  2       1          30     0       ok",
 		"tcp://10.0.0.8:7000  1       0          20     1       ejected until",

@@ -58,7 +58,9 @@ var (
 	descClientDuration = prometheus.NewDesc("kiev_client_call_duration_seconds",
 		"How long calls took, retries included, by target.", []string{"target"}, nil)
 	descClientRetries = prometheus.NewDesc("kiev_client_retries_total",
-		"Retries a client sent, by target.", []string{"target"}, nil)
+		"Retries a client sent, by target and reason: unsent (no server read the attempt: not sent, or not read by a server that drained), refused (the server refused it as overloaded or shutting down), idempotent (its outcome unknown, and the method idempotent).", []string{"target", "reason"}, nil)
+	descClientConnEnded = prometheus.NewDesc("kiev_client_connection_ended_calls_total",
+		"Calls pending on a client's connections as they ended (the server closed one after draining, or it was lost), by target and outcome: unsent (the server said it never read them; they fail as not sent, and are retried as the retry policy allows), failed (sent, their outcome lost; they fail unless retried as idempotent).", []string{"target", "outcome"}, nil)
 	descClientHedges = prometheus.NewDesc("kiev_client_hedges_total",
 		"Hedged copies of calls, by target and outcome: sent, won (answered first), and not sent for want of retry budget (no_budget) or because of overload (overload).", []string{"target", "outcome"}, nil)
 	descClientBudget = prometheus.NewDesc("kiev_client_retry_budget",
@@ -191,11 +193,18 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// RetryReasons are the values of kiev_client_retries_total's reason
+// label, in the order of Client.Retries.
+var RetryReasons = [...]string{"unsent", "refused", "idempotent"}
+
 // Client is one client, as the clients' collector sees it.
 type Client struct {
-	Target    string // as dialed
-	Totals    *callstats.Totals
-	Retries   int64
+	Target  string // as dialed
+	Totals  *callstats.Totals
+	Retries [len(RetryReasons)]int64 // by reason
+	// ConnEnded counts the calls pending on its connections as they
+	// ended.
+	ConnEnded ConnEnded
 	Hedges    Hedges
 	Budget    float64 // retries its budget holds now
 	Streams   Streams
@@ -203,6 +212,11 @@ type Client struct {
 	Balanced  bool       // a client of a service, balancing over Providers
 	Providers []Provider // when Balanced
 }
+
+// ConnEnded counts the calls pending on a client's connections as they
+// ended: Unsent, those the server said it never read, and Failed, those
+// whose outcome was lost.
+type ConnEnded struct{ Unsent, Failed int64 }
 
 // Hedges counts a client's hedged copies of calls: sent, won (answered
 // first), and not sent for want of retry budget or because of overload.
@@ -231,7 +245,7 @@ type clientCollector struct {
 }
 
 func (clientCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientHedges, descClientBudget,
+	for _, d := range []*prometheus.Desc{descClientCalls, descClientDuration, descClientRetries, descClientConnEnded, descClientHedges, descClientBudget,
 		descClientStreamsOpen, descClientStreamsOpened, descClientStreamMsgs, descClientStreamBytes, descClientStreamsLeaked,
 		descProviderCalls, descProviderDuration, descProviderInFlight, descProviderStreams, descProviderEjected} {
 		ch <- d
@@ -253,7 +267,8 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		var total callstats.Totals
-		var retries int64
+		var retries [len(RetryReasons)]int64
+		var ended ConnEnded
 		var hedges Hedges
 		var budget float64
 		var streams Streams
@@ -262,14 +277,22 @@ func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
 			streams.add(&o.Streams)
 			leaked += o.Leaked
 			total.Add(o.Totals)
-			retries += o.Retries
+			for i, n := range o.Retries {
+				retries[i] += n
+			}
+			ended.Unsent += o.ConnEnded.Unsent
+			ended.Failed += o.ConnEnded.Failed
 			h := o.Hedges
 			hedges.Sent, hedges.Won, hedges.NoBudget, hedges.Overload = hedges.Sent+h.Sent, hedges.Won+h.Won, hedges.NoBudget+h.NoBudget, hedges.Overload+h.Overload
 			budget += o.Budget
 		}
 		callstats.CodeCounters(ch, descClientCalls, &total, cc.names, c.Target)
 		ch <- callstats.Histogram(descClientDuration, &total, c.Target)
-		ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries), c.Target)
+		for i, reason := range RetryReasons {
+			ch <- prometheus.MustNewConstMetric(descClientRetries, prometheus.CounterValue, float64(retries[i]), c.Target, reason)
+		}
+		ch <- prometheus.MustNewConstMetric(descClientConnEnded, prometheus.CounterValue, float64(ended.Unsent), c.Target, "unsent")
+		ch <- prometheus.MustNewConstMetric(descClientConnEnded, prometheus.CounterValue, float64(ended.Failed), c.Target, "failed")
 		for _, o := range []struct {
 			name string
 			n    int64

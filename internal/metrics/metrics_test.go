@@ -27,8 +27,8 @@ func TestClientsOfOneTargetAddUp(t *testing.T) {
 	p2.Record(now, time.Millisecond, 0)
 	c := metrics.NewClientCollector(&names, func() []metrics.Client {
 		return []metrics.Client{
-			{Target: "Calc", Totals: &a.Totals, Retries: 1, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p1.Totals, Streams: 1}}},
-			{Target: "Calc", Totals: &b.Totals, Retries: 2, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p2.Totals, Ejected: true, Streams: 2}}},
+			{Target: "Calc", Totals: &a.Totals, Retries: [3]int64{1, 0, 2}, ConnEnded: metrics.ConnEnded{Unsent: 4, Failed: 1}, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p1.Totals, Streams: 1}}},
+			{Target: "Calc", Totals: &b.Totals, Retries: [3]int64{2, 1, 0}, ConnEnded: metrics.ConnEnded{Unsent: 2}, Balanced: true, Providers: []metrics.Provider{{ID: "p", Totals: &p2.Totals, Ejected: true, Streams: 2}}},
 		}
 	})
 	reg := prometheus.NewRegistry()
@@ -47,11 +47,17 @@ kiev_client_provider_ejected{provider="p",target="Calc"} 1
 # HELP kiev_client_provider_streams_open Streams open to each provider.
 # TYPE kiev_client_provider_streams_open gauge
 kiev_client_provider_streams_open{provider="p",target="Calc"} 3
-# HELP kiev_client_retries_total Retries a client sent, by target.
+# HELP kiev_client_retries_total Retries a client sent, by target and reason: unsent (no server read the attempt: not sent, or not read by a server that drained), refused (the server refused it as overloaded or shutting down), idempotent (its outcome unknown, and the method idempotent).
 # TYPE kiev_client_retries_total counter
-kiev_client_retries_total{target="Calc"} 3
+kiev_client_retries_total{reason="idempotent",target="Calc"} 2
+kiev_client_retries_total{reason="refused",target="Calc"} 1
+kiev_client_retries_total{reason="unsent",target="Calc"} 3
+# HELP kiev_client_connection_ended_calls_total Calls pending on a client's connections as they ended (the server closed one after draining, or it was lost), by target and outcome: unsent (the server said it never read them; they fail as not sent, and are retried as the retry policy allows), failed (sent, their outcome lost; they fail unless retried as idempotent).
+# TYPE kiev_client_connection_ended_calls_total counter
+kiev_client_connection_ended_calls_total{outcome="failed",target="Calc"} 1
+kiev_client_connection_ended_calls_total{outcome="unsent",target="Calc"} 6
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_client_calls_total", "kiev_client_provider_calls_total", "kiev_client_provider_ejected", "kiev_client_provider_streams_open", "kiev_client_retries_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kiev_client_calls_total", "kiev_client_provider_calls_total", "kiev_client_provider_ejected", "kiev_client_provider_streams_open", "kiev_client_retries_total", "kiev_client_connection_ended_calls_total"); err != nil {
 		t.Error(err)
 	}
 }
