@@ -416,7 +416,10 @@ for client certificates (PeerCertificates reads the caller's); a server
 that requires them holds every entry point (see WithTLS). TokenAuth
 checks a token in each call's metadata (sent by WithToken) before the
 arguments are decoded; interceptors see calls of unknown methods too, so a
-caller without credentials cannot probe names. WithAdminAuth guards the
+caller without credentials cannot probe names. Over UDP a token travels
+in clear, so ServePacket refuses a server with TokenAuth unless
+WithPacketKeys makes clients sign their datagrams (WithPacketKey) or
+WithoutPacketKeysForTokenAuth opts in. WithAdminAuth guards the
 admin pages.
 
 WithMetadata attaches string pairs (trace ids, auth tokens) to the calls

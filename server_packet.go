@@ -33,12 +33,23 @@ import (
 // rather than risk running a handler twice (PacketStats.CacheFull counts
 // them).
 //
+// A server with TokenAuth and no WithPacketKeys refuses to serve UDP, as
+// the token would travel in clear and a captured request could be
+// replayed from any address: ServePacket returns an error that says so,
+// unless WithoutPacketKeysForTokenAuth opts in. A server whose WithTLS
+// requires client certificates refuses too, unless
+// WithoutClientCertsOutsideTLS opts in.
+//
 // A reply larger than Packet.MaxDatagram is replaced by an ErrTooLarge
 // error. Datagrams that are not kiev requests are dropped and counted
 // (see Server.PacketStats), costing no allocation. ServePacket returns
 // ErrServerClosed after Shutdown or Close, and closes pc when it returns.
 func (s *Server) ServePacket(pc net.PacketConn) error {
 	if err := s.checkCertEntry("ServePacket (UDP)"); err != nil {
+		pc.Close()
+		return err
+	}
+	if err := error(nil); err != nil {
 		pc.Close()
 		return err
 	}

@@ -1,0 +1,117 @@
+package kiev_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kievrpc/kiev"
+)
+
+// tokenCheck is a TokenAuth that wants the token "s3cret".
+func tokenCheck() kiev.ServerInterceptor {
+	return kiev.TokenAuth(func(ctx context.Context, token string) error {
+		if token != "s3cret" {
+			return errors.New("send a valid token")
+		}
+		return nil
+	})
+}
+
+// TestUDPTokenAuthNeedsPacketKeys serves UDP from a server with TokenAuth.
+// Without packet keys the token travelled in clear in every datagram,
+// and a captured request replayed from another socket ran its handler
+// again, with nothing said. Now ServePacket refuses to start and says
+// why; WithPacketKeys serves; WithoutPacketKeysForTokenAuth serves with
+// a warning, and the replay its doc warns of still runs the handler
+// again.
+func TestUDPTokenAuthNeedsPacketKeys(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithServerInterceptor(tokenCheck()))
+	served := make(chan error, 1)
+	go func() { served <- refused.ServePacket(pc) }()
+	select {
+	case err = <-served:
+	case <-time.After(5 * time.Second):
+		refused.Close()
+		<-served
+		t.Fatal("ServePacket served UDP on a server with TokenAuth and no packet keys; want a refusal")
+	}
+	for _, want := range []string{"token in clear", "replay", "WithPacketKeys", "WithoutPacketKeysForTokenAuth"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ServePacket on a server with TokenAuth and no packet keys: %v; want a refusal that says %q", err, want)
+		}
+	}
+
+	keys := map[string][]byte{"billing": []byte("0123456789abcdef0123456789abcdef")}
+	signed := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithServerInterceptor(tokenCheck()),
+		kiev.WithPacketKeys(func(id string) ([]byte, bool) { k, ok := keys[id]; return k, ok }))
+	signed.Register(&Tallied{})
+	target := servePacket(t, signed, nil)
+	c := dial(t, target, kiev.WithToken("s3cret"), kiev.WithPacketKey("billing", keys["billing"]))
+	if err := c.Call(context.Background(), "Tallied.Inc", 0, new(string)); err != nil {
+		t.Errorf("a signed call with the token, on a server with packet keys: %v", err)
+	}
+
+	// Opted in: served, with a warning; a captured request replayed from
+	// another socket runs again, as the option's doc says.
+	log := &records{}
+	counter := &Tallied{}
+	open := kiev.NewServer(kiev.WithLogger(slog.New(log)), kiev.WithServerInterceptor(tokenCheck()), kiev.WithoutPacketKeysForTokenAuth(),
+		kiev.WithPacket(kiev.Packet{MaxAmplification: -1}))
+	open.Register(counter)
+	var cap *capture
+	target = servePacket(t, open, func(c *net.UDPConn) net.PacketConn {
+		cap = &capture{PacketConn: c}
+		return cap
+	})
+	if err := dial(t, target, kiev.WithToken("s3cret")).Call(context.Background(), "Tallied.Inc", 0, new(string)); err != nil {
+		t.Fatalf("a call with the token on the opted-in server: %v", err)
+	}
+	if n := log.count("kiev: serving TokenAuth over UDP without packet keys: tokens travel in clear and a captured request replays (WithoutPacketKeysForTokenAuth)"); n != 1 {
+		t.Errorf("the opted-in server warned %d times; want once", n)
+	}
+	reqs := cap.requests()
+	if len(reqs) == 0 || !strings.Contains(string(reqs[0]), "s3cret") {
+		t.Fatal("no request with the token in clear captured")
+	}
+	other := replaySocket(t)
+	server, _ := net.ResolveUDPAddr("udp", strings.TrimPrefix(target, "udp://"))
+	if _, err := other.WriteToUDP(reqs[0], server); err != nil {
+		t.Fatal(err)
+	}
+	if !waitAnswer(t, other) {
+		t.Fatal("no answer to the replay")
+	}
+	if n := counter.n.Load(); n != 2 {
+		t.Errorf("with WithoutPacketKeysForTokenAuth, the replay from another socket ran the handler %d times in all; want 2, the risk its doc names", n)
+	}
+}
+
+// replaySocket opens a UDP socket of the test's own, closed at its end.
+func replaySocket(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitAnswer reads one datagram from c within 5s, and reports whether it
+// came.
+func waitAnswer(t *testing.T, c *net.UDPConn) bool {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 2048)
+	_, _, err := c.ReadFromUDP(buf)
+	return err == nil
+}
