@@ -93,6 +93,7 @@ func (s *Server) packetConfig() *transport.PacketServerConfig {
 		MaxDatagram:      p.MaxDatagram,
 		DedupEntries:     p.DedupEntries,
 		DedupLinger:      p.DedupLinger,
+		SessionLinger:    p.SessionLinger,
 		MaxAmplification: p.MaxAmplification,
 		MaxResends:       MaxReplyResends,
 		MaxCalls:         s.opts.maxCalls,
@@ -115,6 +116,7 @@ func (s *Server) PacketStats() PacketStats {
 		Sent: c.Sent.Load(), Received: c.Received.Load(),
 		Duplicates: c.Duplicates.Load(), CacheFull: c.CacheFull.Load(), Dropped: c.Dropped.Load(),
 		SessionlessCancels: c.SessionlessCancels.Load(), Malformed: c.Malformed.Load(), Retries: c.Retries.Load(),
+		ForgottenEarly: c.ForgottenEarly.Load(),
 	}
 	s.mu.Lock()
 	for ps := range s.packets {
