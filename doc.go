@@ -61,7 +61,8 @@ net/rpc), ErrUnavailable (cannot connect, or no provider registered
 within WithProviderWait), ErrOverloaded (shed by the server), ErrLimited
 (refused at a method's adaptive limit; also ErrOverloaded),
 ErrUnauthenticated, ErrTooLarge, ErrBadRequest, ErrInternal,
-context.DeadlineExceeded and context.Canceled. A reply that is not a
+ErrAnswered (over UDP: the call ran, but its reply was lost and is no
+longer kept), context.DeadlineExceeded and context.Canceled. A reply that is not a
 pointer is refused before the call is sent.
 
 # Streams

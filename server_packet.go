@@ -49,7 +49,7 @@ func (s *Server) ServePacket(pc net.PacketConn) error {
 		pc.Close()
 		return err
 	}
-	if err := error(nil); err != nil {
+	if err := s.checkTokenEntry(); err != nil {
 		pc.Close()
 		return err
 	}
