@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,4 +115,88 @@ func waitAnswer(t *testing.T, c *net.UDPConn) bool {
 	buf := make([]byte, 2048)
 	_, _, err := c.ReadFromUDP(buf)
 	return err == nil
+}
+
+// Gated's Run counts its runs, and answers 42 once the test releases it.
+type Gated struct {
+	runs    atomic.Int64
+	started chan struct{}
+	release chan struct{}
+}
+
+func (g *Gated) Run(ctx context.Context, _ int, reply *int) error {
+	g.runs.Add(1)
+	g.started <- struct{}{}
+	<-g.release
+	*reply = 42
+	return nil
+}
+
+// blackout is a server socket that, while dark, drops every datagram
+// both ways, as a network partition does.
+type blackout struct {
+	net.PacketConn
+	dark atomic.Bool
+}
+
+func (b *blackout) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, addr, err := b.PacketConn.ReadFrom(p)
+		if err != nil || !b.dark.Load() {
+			return n, addr, err
+		}
+	}
+}
+
+func (b *blackout) WriteTo(p []byte, addr net.Addr) (int, error) {
+	if b.dark.Load() {
+		return len(p), nil
+	}
+	return b.PacketConn.WriteTo(p, addr)
+}
+
+// TestUDPLateDuplicateNotRunAgain loses a call's reply, and every
+// datagram after it, until the server forgets the call (its dedup
+// linger, shortened here); then the client's retransmission gets
+// through. It ran the handler again. Now it is answered ErrAnswered,
+// which the client returns, unretried: the handler ran once.
+func TestUDPLateDuplicateNotRunAgain(t *testing.T) {
+	noLeaks(t)
+	g := &Gated{started: make(chan struct{}, 2), release: make(chan struct{})}
+	srv := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)),
+		kiev.WithPacket(kiev.Packet{DedupLinger: 50 * time.Millisecond, MaxAmplification: -1}))
+	srv.Register(g)
+	var bo *blackout
+	target := servePacket(t, srv, func(c *net.UDPConn) net.PacketConn {
+		bo = &blackout{PacketConn: c}
+		return bo
+	})
+	c := dial(t, target, kiev.WithPacket(kiev.Packet{MaxRTO: 20 * time.Millisecond}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Call(ctx, "Gated.Run", 0, new(int)) }()
+	<-g.started
+	bo.dark.Store(true)
+	close(g.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.PacketStats().Cached != 0 { // the reply is lost; the call is forgotten after the linger
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not forget the answered call")
+		}
+		time.Sleep(10 * time.Millisecond) // polls the condition
+	}
+	bo.dark.Store(false)
+	var err error
+	select {
+	case err = <-done:
+	case <-g.started:
+		t.Fatal("the late retransmission ran the handler again")
+	}
+	if !errors.Is(err, kiev.ErrAnswered) || !strings.Contains(err.Error(), "no longer kept") {
+		t.Errorf("the call whose reply was lost until the server forgot it: %v; want ErrAnswered", err)
+	}
+	if n := g.runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times; want once", n)
+	}
 }
