@@ -145,7 +145,7 @@ type PacketStats struct {
 	Stale       int64 // replies to no call in flight (late, duplicated), dropped
 
 	// Server side.
-	Duplicates int64 // retransmitted requests: answered from the cache, or ignored while the call runs
+	Duplicates int64 // retransmitted requests: answered from the cache, ignored while the call runs, or answered ErrAnswered once forgotten
 	CacheFull  int64 // requests refused with ErrOverloaded because the duplicate cache was full
 	Retries    int64 // replies held for an address not yet shown to receive, answered with a ticket (MaxAmplification)
 	// Dropped counts requests refused unrun, but for a full cache:

@@ -33,6 +33,19 @@ import (
 // rather than risk running a handler twice (PacketStats.CacheFull counts
 // them).
 //
+// Once it forgets a call, the server still knows it was answered: each
+// session keeps a floor and a window of 1024 ids above it (as an IPsec
+// anti-replay window does), fixed in size, so a duplicate arriving after
+// the linger is answered ErrAnswered and never runs again. This holds
+// for Packet.SessionLinger (2 minutes) after the session's last datagram;
+// and, as ids far ahead move the window up, a call the server first sees
+// after one 1024 ids later was forgotten is refused ErrAnswered unrun. It
+// does not hold across a restart of the server, which forgets every
+// session, nor for a session forgotten early because more than
+// DedupEntries sessions are kept (PacketStats.ForgottenEarly counts
+// them): a late duplicate of their calls runs again. Signed calls
+// (WithPacketKeys) are refused once stale instead, whenever they come.
+//
 // A server with TokenAuth and no WithPacketKeys refuses to serve UDP, as
 // the token would travel in clear and a captured request could be
 // replayed from any address: ServePacket returns an error that says so,

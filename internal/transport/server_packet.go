@@ -68,7 +68,8 @@ type PacketServerCounters struct {
 	Sent     atomic.Int64 // datagrams sent, answers sent again included
 	Received atomic.Int64 // datagrams received, dropped ones included
 	// Duplicates counts retransmitted requests: answered from the cache,
-	// ignored while the call runs, or dropped below the ack floor.
+	// ignored while the call runs, dropped below the ack floor, or
+	// answered Answered once forgotten.
 	Duplicates atomic.Int64
 	CacheFull  atomic.Int64 // requests refused because the duplicate cache was full
 	Retries    atomic.Int64 // answers held for an address not yet shown to receive
