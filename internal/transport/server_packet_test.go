@@ -112,10 +112,16 @@ func newPacketTest(t *testing.T, edit func(*PacketServerConfig)) *packetTest {
 // floor, args and ticket (nil for none).
 func (pt *packetTest) send(t *testing.T, id, floor uint64, args, ticket []byte) {
 	t.Helper()
+	pt.sendAs(t, 7, id, floor, args, ticket)
+}
+
+// sendAs sends as send does, in session.
+func (pt *packetTest) sendAs(t *testing.T, session, id, floor uint64, args, ticket []byte) {
+	t.Helper()
 	b := wire.BeginDatagram(nil, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, "T.Echo")
 	b = wire.AppendString(b, wire.KeyCodec, "raw")
-	b = wire.AppendUvarint(b, wire.KeySession, 7)
+	b = wire.AppendUvarint(b, wire.KeySession, session)
 	b = wire.AppendUvarint(b, wire.KeyAckFloor, floor)
 	if ticket != nil {
 		b = wire.AppendField(b, wire.KeyTicket, ticket)
@@ -353,5 +359,36 @@ func TestPacketServerHostileIDs(t *testing.T) {
 	next := uint64(1)
 	if allocs := testing.AllocsPerRun(1000, func() { next = next*6364136223846793005 + 1442695040888963407; w.mark(next) }); allocs != 0 {
 		t.Errorf("marking random ids allocates %v times each; want 0", allocs)
+	}
+}
+
+// TestPacketServerSessionsBounded has more sessions answer a call than
+// DedupEntries, each forgotten after the dedup linger. The idle sessions
+// beyond DedupEntries are forgotten early, and counted; the others are
+// kept until SessionLinger, then forgotten too.
+func TestPacketServerSessionsBounded(t *testing.T) {
+	pt := newPacketTest(t, func(cfg *PacketServerConfig) { cfg.DedupEntries = 4; cfg.SessionLinger = 10 * time.Minute })
+	sessions := func() int {
+		pt.ps.mu.Lock()
+		defer pt.ps.mu.Unlock()
+		return len(pt.ps.peers)
+	}
+	var last time.Time
+	for session := uint64(1); session <= 10; session++ {
+		pt.sendAs(t, session, 1, 1, nil, nil)
+		pt.next(t).reply(t, nil)
+		pt.read(t)
+		last = time.Now().Add(pt.cfg.DedupLinger + time.Second)
+		pt.sweepAt(last)
+		if n := sessions(); n > 4 {
+			t.Fatalf("%d sessions kept after %d answered; want at most DedupEntries, 4", n, session)
+		}
+	}
+	if n, early := sessions(), pt.cfg.Counters.ForgottenEarly.Load(); n != 4 || early != 6 {
+		t.Errorf("%d sessions kept, %d forgotten early; want 4 and 6", n, early)
+	}
+	pt.sweepAt(last.Add(pt.cfg.SessionLinger))
+	if n := sessions(); n != 0 {
+		t.Errorf("%d sessions kept after SessionLinger; want 0", n)
 	}
 }
