@@ -36,6 +36,7 @@ func TestUDPTokenAuthNeedsPacketKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := kiev.NewServer(kiev.WithLogger(slog.New(slog.DiscardHandler)), kiev.WithServerInterceptor(tokenCheck()))
+	defer refused.Close()
 	served := make(chan error, 1)
 	go func() { served <- refused.ServePacket(pc) }()
 	select {

@@ -311,8 +311,11 @@ func WithoutClientCertsOutsideTLS() ServerOption {
 // the token then travels in clear in every datagram, so anyone who sees
 // one has the token, and can replay the captured request: from another
 // address it is another call to the server, which knows an unsigned call
-// by its address and session, and its handler runs again. ServePacket logs a warning when it starts.
-// Use it only where nobody else can see or send the datagrams.
+// by its address and session, and its handler runs again. ServePacket
+// logs a warning when it starts. Use it only where nobody else can see or
+// send the datagrams. ServePacket knows the interceptors TokenAuth makes
+// among those of WithServerInterceptor; a token check of your own is
+// not known, and carries the same risk over UDP.
 func WithoutPacketKeysForTokenAuth() ServerOption {
 	return serverOption(func(o *serverOptions) { o.tokensUnsigned = true })
 }
