@@ -216,6 +216,12 @@ func WithPacketKey(id string, key []byte) DialOption {
 
 // WithToken makes a Client send token as the AuthorizationKey metadata of
 // every call and stream, for a server's TokenAuth to check.
+//
+// Over UDP the token is in clear in every request datagram: anyone who
+// sees one has the token and can replay the request. Sign the datagrams
+// with WithPacketKey, which the server checks with WithPacketKeys; a
+// server with TokenAuth serves UDP without them only if
+// WithoutPacketKeysForTokenAuth opts in. Over TCP, use WithTLS.
 func WithToken(token string) DialOption {
 	return dialOption(func(o *dialOptions) {
 		o.interceptors = append(o.interceptors, func(next Invoker) Invoker {

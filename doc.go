@@ -61,7 +61,8 @@ net/rpc), ErrUnavailable (cannot connect, or no provider registered
 within WithProviderWait), ErrOverloaded (shed by the server), ErrLimited
 (refused at a method's adaptive limit; also ErrOverloaded),
 ErrUnauthenticated, ErrTooLarge, ErrBadRequest, ErrInternal,
-context.DeadlineExceeded and context.Canceled. A reply that is not a
+ErrAnswered (over UDP: the call ran, but its reply was lost and is no
+longer kept), context.DeadlineExceeded and context.Canceled. A reply that is not a
 pointer is refused before the call is sent.
 
 # Streams
@@ -417,7 +418,10 @@ for client certificates (PeerCertificates reads the caller's); a server
 that requires them holds every entry point (see WithTLS). TokenAuth
 checks a token in each call's metadata (sent by WithToken) before the
 arguments are decoded; interceptors see calls of unknown methods too, so a
-caller without credentials cannot probe names. WithAdminAuth guards the
+caller without credentials cannot probe names. Over UDP a token travels
+in clear, so ServePacket refuses a server with TokenAuth unless
+WithPacketKeys makes clients sign their datagrams (WithPacketKey) or
+WithoutPacketKeysForTokenAuth opts in. WithAdminAuth guards the
 admin pages.
 
 WithMetadata attaches string pairs (trace ids, auth tokens) to the calls

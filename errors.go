@@ -55,6 +55,12 @@ var (
 	// ErrInternal means the handler panicked or its reply could not be
 	// encoded. The server logged the details.
 	ErrInternal = errors.New("kiev: internal server error")
+
+	// ErrAnswered means a UDP server answered the call already and no
+	// longer keeps its reply: the client lost the reply, and every
+	// retransmission for longer than the server's Packet.DedupLinger. The
+	// call ran, at most once; it is not run again, nor retried.
+	ErrAnswered = errors.New("kiev: call answered already, its reply no longer kept")
 )
 
 // Code classifies a failed call on the wire. Codes below 100 are kiev's;
@@ -79,6 +85,7 @@ const (
 	CodeOverloaded       = codes.Overloaded       // shed by the server's scheduler without running
 	CodeTooLarge         = codes.TooLarge         // the reply does not fit a frame or datagram
 	CodeUnauthenticated  = codes.Unauthenticated  // the call's credentials were refused
+	CodeAnswered         = codes.Answered         // over UDP: answered already, its reply no longer kept; not run again
 )
 
 // numCodes is the number of codes kiev defines.
@@ -87,7 +94,8 @@ const numCodes = codes.Count
 // ServerError is a failure reported by the server: the error a handler
 // returned, with its text unchanged, or a framework failure such as an
 // unknown method. errors.Is matches it against ErrNotFound, ErrShutdown,
-// ErrOverloaded, ErrBadRequest, ErrInternal, context.DeadlineExceeded and
+// ErrOverloaded, ErrBadRequest, ErrInternal, ErrTooLarge,
+// ErrUnauthenticated, ErrAnswered, context.DeadlineExceeded and
 // context.Canceled according to its Code.
 type ServerError struct {
 	Code    Code
@@ -125,6 +133,8 @@ func (e *ServerError) Is(target error) bool {
 		return target == ErrTooLarge
 	case CodeUnauthenticated:
 		return target == ErrUnauthenticated
+	case CodeAnswered:
+		return target == ErrAnswered
 	}
 	return false
 }

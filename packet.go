@@ -34,6 +34,17 @@ type Packet struct {
 	DedupEntries int
 	DedupLinger  time.Duration
 
+	// SessionLinger is how long a server remembers which calls of a
+	// client session it answered, after the session's last datagram
+	// (default 2 minutes, the longest a datagram is taken to live in the
+	// network, as TCP takes it): a duplicate of an answered call arriving
+	// in that time is answered ErrAnswered, not run again, however long
+	// after DedupLinger it comes. What a session's answered calls cost is
+	// fixed (a floor and a window of 1024 call ids); past DedupEntries
+	// sessions, idle ones are forgotten sooner (PacketStats.ForgottenEarly
+	// counts them). See Server.ServePacket.
+	SessionLinger time.Duration
+
 	// MaxAmplification is how many times the bytes of its request a
 	// server sends back to a client address that has not shown it
 	// receives there (default 3, as QUIC allows; negative: no bound). A
@@ -76,6 +87,7 @@ const (
 	DefaultPacketTimeout = 10 * time.Second
 	DefaultDedupEntries  = 1 << 18
 	DefaultDedupLinger   = 2 * time.Second
+	DefaultSessionLinger = 2 * time.Minute
 
 	DefaultMaxAmplification = 3
 )
@@ -104,6 +116,10 @@ func (p *Packet) fill() {
 	if p.DedupLinger <= 0 {
 		p.DedupLinger = DefaultDedupLinger
 	}
+	if p.SessionLinger <= 0 {
+		p.SessionLinger = DefaultSessionLinger
+	}
+	p.SessionLinger = max(p.SessionLinger, p.DedupLinger)
 	if p.AuthSkew <= 0 {
 		p.AuthSkew = DefaultPacketAuthSkew
 	}
@@ -129,7 +145,7 @@ type PacketStats struct {
 	Stale       int64 // replies to no call in flight (late, duplicated), dropped
 
 	// Server side.
-	Duplicates int64 // retransmitted requests: answered from the cache, or ignored while the call runs
+	Duplicates int64 // retransmitted requests: answered from the cache, ignored while the call runs, or answered ErrAnswered once forgotten
 	CacheFull  int64 // requests refused with ErrOverloaded because the duplicate cache was full
 	Retries    int64 // replies held for an address not yet shown to receive, answered with a ticket (MaxAmplification)
 	// Dropped counts requests refused unrun, but for a full cache:
@@ -145,6 +161,12 @@ type PacketStats struct {
 	// a Cancel names no call: it is dropped, and the handler runs on
 	// until it returns or its deadline passes.
 	SessionlessCancels int64
+
+	// ForgottenEarly counts idle client sessions the server forgot
+	// before Packet.SessionLinger, because more than Packet.DedupEntries
+	// sessions were kept: a late duplicate of one of their calls could
+	// run again.
+	ForgottenEarly int64
 
 	// Both sides.
 	Malformed int64 // datagrams that are not kiev's, or not the expected frame type, dropped

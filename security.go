@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 )
 
 // requiresClientCerts reports whether the server's TLS config requires
@@ -29,6 +30,37 @@ func (s *Server) checkCertEntry(what string) error {
 	s.opts.logger.Warn("kiev: serving callers without client certificates though WithTLS requires them (WithoutClientCertsOutsideTLS)", "entry", what)
 	return nil
 }
+
+// checkTokenEntry says why ServePacket may not start on a server that
+// checks tokens (TokenAuth) in datagrams nobody signs (no
+// WithPacketKeys), or warns that it starts
+// (WithoutPacketKeysForTokenAuth).
+func (s *Server) checkTokenEntry() error {
+	if s.opts.packetKeys != nil || !s.checksTokens() {
+		return nil
+	}
+	if !s.opts.tokensUnsigned {
+		return errors.New("kiev: ServePacket (UDP) would take TokenAuth's token in clear in every datagram, unsigned: anyone who sees one datagram has the token, and can replay the request from any address to run its handler again; set WithPacketKeys (and WithPacketKey on clients) to sign datagrams, or opt in with WithoutPacketKeysForTokenAuth on a network you trust")
+	}
+	s.opts.logger.Warn("kiev: serving TokenAuth over UDP without packet keys: tokens travel in clear and a captured request replays (WithoutPacketKeysForTokenAuth)", "entry", "ServePacket (UDP)")
+	return nil
+}
+
+// checksTokens reports whether one of the server's interceptors is one
+// TokenAuth made.
+func (s *Server) checksTokens() bool {
+	for _, ic := range s.opts.interceptors {
+		if reflect.ValueOf(ic).Pointer() == tokenAuthCode {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenAuthCode is the code of the interceptors TokenAuth returns: the
+// closures of one function literal share their code, which reflect
+// reports (TokenAuth is not inlined, which would copy the literal).
+var tokenAuthCode = reflect.ValueOf(TokenAuth(nil)).Pointer()
 
 type tlsOption struct{ cfg *tls.Config }
 
@@ -90,6 +122,12 @@ var ErrUnauthenticated = errors.New("kiev: unauthenticated")
 // the args are decoded and before the handler runs. A call check refuses
 // is answered with CodeUnauthenticated, and the refusal is logged with the
 // method and peer (never the token).
+//
+// Over UDP the token travels in every datagram: ServePacket refuses to
+// start on a server with TokenAuth unless WithPacketKeys makes clients
+// sign their datagrams, or WithoutPacketKeysForTokenAuth opts in.
+//
+//go:noinline
 func TokenAuth(check func(ctx context.Context, token string) error) ServerInterceptor {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, req *Request) error {

@@ -23,31 +23,32 @@ import (
 // serverOptions are a Server's settings.
 type serverOptions struct {
 	connOptions
-	codecs        []codec.Codec
-	interceptors  []ServerInterceptor
-	baseContext   func(net.Listener) context.Context
-	shed          shed.Options
-	registry      registry.Registry
-	advertise     string
-	weight        int
-	instanceMeta  map[string]string
-	packet        Packet
-	packetKeys    func(id string) ([]byte, bool) // WithPacketKeys
-	accessLog     bool
-	slowLog       time.Duration
-	admin         string
-	adminAuth     func(*http.Request) error
-	metrics       prometheus.Registerer
-	httpMaxBody   int64
-	httpTimeout   time.Duration
-	tls           *tls.Config
-	certsOptional bool // WithoutClientCertsOutsideTLS
-	maxConns      int
-	maxCalls      int
-	inline        transport.InlineTuning // set by tests only; zero fields are the defaults
-	fastCGIIdle   time.Duration          // FastCGIIdleTimeout; tests shorten it
-	maxQueued     int
-	maxPartial    int
+	codecs         []codec.Codec
+	interceptors   []ServerInterceptor
+	baseContext    func(net.Listener) context.Context
+	shed           shed.Options
+	registry       registry.Registry
+	advertise      string
+	weight         int
+	instanceMeta   map[string]string
+	packet         Packet
+	packetKeys     func(id string) ([]byte, bool) // WithPacketKeys
+	accessLog      bool
+	slowLog        time.Duration
+	admin          string
+	adminAuth      func(*http.Request) error
+	metrics        prometheus.Registerer
+	httpMaxBody    int64
+	httpTimeout    time.Duration
+	tls            *tls.Config
+	certsOptional  bool // WithoutClientCertsOutsideTLS
+	tokensUnsigned bool // WithoutPacketKeysForTokenAuth
+	maxConns       int
+	maxCalls       int
+	inline         transport.InlineTuning // set by tests only; zero fields are the defaults
+	fastCGIIdle    time.Duration          // FastCGIIdleTimeout; tests shorten it
+	maxQueued      int
+	maxPartial     int
 	// Streams: WithMaxStreams, WithMaxServerStreams, WithMaxStreamAge,
 	// WithStreamDrain.
 	maxStreams       int
@@ -321,4 +322,18 @@ func WithPacketKeys(lookup func(id string) (key []byte, ok bool)) ServerOption {
 // as TokenAuth.
 func WithoutClientCertsOutsideTLS() ServerOption {
 	return serverOption(func(o *serverOptions) { o.certsOptional = true })
+}
+
+// WithoutPacketKeysForTokenAuth lets a server with TokenAuth serve UDP
+// (ServePacket) without WithPacketKeys, which it otherwise refuses to:
+// the token then travels in clear in every datagram, so anyone who sees
+// one has the token, and can replay the captured request: from another
+// address it is another call to the server, which knows an unsigned call
+// by its address and session, and its handler runs again. ServePacket
+// logs a warning when it starts. Use it only where nobody else can see or
+// send the datagrams. ServePacket knows the interceptors TokenAuth makes
+// among those of WithServerInterceptor; a token check of your own is
+// not known, and carries the same risk over UDP.
+func WithoutPacketKeysForTokenAuth() ServerOption {
+	return serverOption(func(o *serverOptions) { o.tokensUnsigned = true })
 }

@@ -33,12 +33,36 @@ import (
 // rather than risk running a handler twice (PacketStats.CacheFull counts
 // them).
 //
+// Once it forgets a call, the server still knows it was answered: each
+// session keeps a floor and a window of 1024 ids above it (as an IPsec
+// anti-replay window does), fixed in size, so a duplicate arriving after
+// the linger is answered ErrAnswered and never runs again. This holds
+// for Packet.SessionLinger (2 minutes) after the session's last datagram;
+// and, as ids far ahead move the window up, a call the server first sees
+// after one 1024 ids later was forgotten is refused ErrAnswered unrun. It
+// does not hold across a restart of the server, which forgets every
+// session, nor for a session forgotten early because more than
+// DedupEntries sessions are kept (PacketStats.ForgottenEarly counts
+// them): a late duplicate of their calls runs again. Signed calls
+// (WithPacketKeys) are refused once stale instead, whenever they come.
+//
+// A server with TokenAuth and no WithPacketKeys refuses to serve UDP, as
+// the token would travel in clear and a captured request could be
+// replayed from any address: ServePacket returns an error that says so,
+// unless WithoutPacketKeysForTokenAuth opts in. A server whose WithTLS
+// requires client certificates refuses too, unless
+// WithoutClientCertsOutsideTLS opts in.
+//
 // A reply larger than Packet.MaxDatagram is replaced by an ErrTooLarge
 // error. Datagrams that are not kiev requests are dropped and counted
 // (see Server.PacketStats), costing no allocation. ServePacket returns
 // ErrServerClosed after Shutdown or Close, and closes pc when it returns.
 func (s *Server) ServePacket(pc net.PacketConn) error {
 	if err := s.checkCertEntry("ServePacket (UDP)"); err != nil {
+		pc.Close()
+		return err
+	}
+	if err := s.checkTokenEntry(); err != nil {
 		pc.Close()
 		return err
 	}
@@ -82,6 +106,7 @@ func (s *Server) packetConfig() *transport.PacketServerConfig {
 		MaxDatagram:      p.MaxDatagram,
 		DedupEntries:     p.DedupEntries,
 		DedupLinger:      p.DedupLinger,
+		SessionLinger:    p.SessionLinger,
 		MaxAmplification: p.MaxAmplification,
 		MaxResends:       MaxReplyResends,
 		MaxCalls:         s.opts.maxCalls,
@@ -104,6 +129,7 @@ func (s *Server) PacketStats() PacketStats {
 		Sent: c.Sent.Load(), Received: c.Received.Load(),
 		Duplicates: c.Duplicates.Load(), CacheFull: c.CacheFull.Load(), Dropped: c.Dropped.Load(),
 		SessionlessCancels: c.SessionlessCancels.Load(), Malformed: c.Malformed.Load(), Retries: c.Retries.Load(),
+		ForgottenEarly: c.ForgottenEarly.Load(),
 	}
 	s.mu.Lock()
 	for ps := range s.packets {

@@ -50,9 +50,9 @@ type Totals struct {
 }
 
 // NumCodes is the number of codes kiev defines: kiev.CodeOK (0) to
-// kiev.CodeUnauthenticated. The root pins it to its own table at compile
+// kiev.CodeAnswered. The root pins it to its own table at compile
 // time.
-const NumCodes = 11
+const NumCodes = 12
 
 // codeIndex is the slot of code c in Totals.Codes.
 func codeIndex(c uint32) int {

@@ -22,13 +22,14 @@ const (
 	Overloaded       Code = 8  // shed by the server's scheduler without running
 	TooLarge         Code = 9  // the reply does not fit a frame or datagram
 	Unauthenticated  Code = 10 // the call's credentials were refused
+	Answered         Code = 11 // over UDP: answered already, its reply no longer kept; not run again
 )
 
 // Count is the number of codes kiev defines: they run from 0 to
 // Count-1.
 const Count = len(names)
 
-var names = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge", "Unauthenticated"}
+var names = [...]string{"OK", "Application", "NotFound", "Shutdown", "DeadlineExceeded", "Canceled", "BadRequest", "Internal", "Overloaded", "TooLarge", "Unauthenticated", "Answered"}
 
 // String returns the name of one of kiev's codes, such as "NotFound", or
 // the number of any other code, such as "404", so that a handler's own

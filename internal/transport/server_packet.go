@@ -35,6 +35,9 @@ type PacketServerConfig struct {
 	// after its last datagram arrived.
 	DedupEntries int
 	DedupLinger  time.Duration
+	// SessionLinger is how long a session's answered window outlives its
+	// last datagram, unless more than DedupEntries sessions are kept.
+	SessionLinger time.Duration
 	// MaxAmplification is how many times the bytes of its request an
 	// answer to an address not shown to receive may take; not above 0:
 	// no bound.
@@ -65,7 +68,8 @@ type PacketServerCounters struct {
 	Sent     atomic.Int64 // datagrams sent, answers sent again included
 	Received atomic.Int64 // datagrams received, dropped ones included
 	// Duplicates counts retransmitted requests: answered from the cache,
-	// ignored while the call runs, or dropped below the ack floor.
+	// ignored while the call runs, dropped below the ack floor, or
+	// answered Answered once forgotten.
 	Duplicates atomic.Int64
 	CacheFull  atomic.Int64 // requests refused because the duplicate cache was full
 	Retries    atomic.Int64 // answers held for an address not yet shown to receive
@@ -73,7 +77,10 @@ type PacketServerCounters struct {
 	// or at MaxCalls.
 	Dropped            atomic.Int64
 	SessionlessCancels atomic.Int64 // Cancel datagrams without a Session, which name no call
-	Malformed          atomic.Int64 // datagrams that are not a Request or a Cancel
+	// ForgottenEarly counts idle sessions forgotten before SessionLinger,
+	// because more than DedupEntries sessions were kept.
+	ForgottenEarly atomic.Int64
+	Malformed      atomic.Int64 // datagrams that are not a Request or a Cancel
 }
 
 // PacketServer serves one packet socket. It owns two goroutines: the
@@ -112,7 +119,8 @@ type sessionKey struct {
 // fields are guarded by its PacketServer's mu.
 type peerState struct {
 	floor uint64                 // the client has seen the end of every call below this id
-	calls map[uint64]*packetCall // calls at or above floor, by id
+	calls map[uint64]*packetCall // calls at or above floor, by id; nil if none
+	done  answered               // calls answered and forgotten: never run again
 	last  time.Time              // when the last datagram of the session came
 	keep  time.Time              // a signed session's floor is kept until its last request goes stale
 }
@@ -271,7 +279,17 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 		stats.Duplicates.Add(1)
 		return
 	}
-	if pc := st.calls[f.ID]; pc != nil {
+	pc := st.calls[f.ID]
+	if pc == nil && st.done.has(f.ID) {
+		// A call answered and forgotten after the linger: the client
+		// waits for it only if it lost every datagram since. Never run
+		// it again; say that its reply is gone.
+		ps.mu.Unlock()
+		stats.Duplicates.Add(1)
+		ps.replyError(f.ID, peer, addr, codes.Answered, answeredMsg, allow, h.Session)
+		return
+	}
+	if pc != nil {
 		reply, code := pc.answer, pc.code
 		if !pc.expires.IsZero() {
 			// The client has not seen the reply: keep it while the
@@ -338,7 +356,10 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 	}
 	// The call's place is taken under mu, so that its retransmissions
 	// find it; it is opened outside, as nothing calls up under a lock.
-	pc := &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
+	pc = &packetCall{ps: ps, st: st, id: f.ID, peer: peer, addr: addr, session: h.Session, allow: allow, keep: a.until}
+	if st.calls == nil {
+		st.calls = make(map[uint64]*packetCall)
+	}
 	st.calls[f.ID] = pc
 	ps.entries++
 	if !pc.proven() {
@@ -382,12 +403,13 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 func (ps *PacketServer) session(k sessionKey, now time.Time, floor uint64) *peerState {
 	st := ps.peers[k]
 	if st == nil {
-		st = &peerState{calls: make(map[uint64]*packetCall)}
+		st = &peerState{}
 		ps.peers[k] = st
 	}
 	st.last = now
 	if k.session != 0 && floor > st.floor {
 		st.floor = floor
+		st.done.advance(floor)
 		for id, pc := range st.calls {
 			if id >= floor {
 				continue
@@ -550,10 +572,15 @@ func (pc *packetCall) Done(Call) {
 	ps.mu.Unlock()
 }
 
-// sweep forgets done calls past their time, until the socket closes.
+// answeredMsg is the answer to a request of a call answered and
+// forgotten (codes.Answered).
+const answeredMsg = "kiev: this call was answered already, and its reply is no longer kept (Packet.DedupLinger); it did not run again"
+
+// sweep forgets done calls past their time, marking them answered in
+// their session's window, and sessions past theirs, until the socket
+// closes.
 func (ps *PacketServer) sweep() {
-	linger := ps.cfg.DedupLinger
-	tick := time.NewTicker(min(linger/4, time.Second))
+	tick := time.NewTicker(min(ps.cfg.DedupLinger/4, time.Second))
 	defer tick.Stop()
 	for {
 		select {
@@ -561,17 +588,36 @@ func (ps *PacketServer) sweep() {
 			return
 		case now := <-tick.C:
 			ps.mu.Lock()
-			for k, st := range ps.peers {
-				for id, pc := range st.calls {
-					if !pc.expires.IsZero() && now.After(pc.expires) {
-						ps.forget(st, id)
-					}
-				}
-				if len(st.calls) == 0 && now.Sub(st.last) > linger && now.After(st.keep) {
-					delete(ps.peers, k)
-				}
-			}
+			ps.sweepAt(now)
 			ps.mu.Unlock()
+		}
+	}
+}
+
+// sweepAt forgets what is past its time at now. A session with no call
+// left is kept SessionLinger after its last datagram, for its answered
+// window, or DedupLinger while more than DedupEntries sessions are kept.
+// REQUIRES ps.mu is held.
+func (ps *PacketServer) sweepAt(now time.Time) {
+	for k, st := range ps.peers {
+		for id, pc := range st.calls {
+			if !pc.expires.IsZero() && now.After(pc.expires) {
+				ps.forget(st, id)
+				st.done.mark(id)
+			}
+		}
+		if len(st.calls) != 0 {
+			continue
+		}
+		st.calls = nil
+		idle := now.Sub(st.last)
+		switch {
+		case idle <= ps.cfg.DedupLinger || now.Before(st.keep):
+		case idle > ps.cfg.SessionLinger || !st.done.any():
+			delete(ps.peers, k)
+		case len(ps.peers) > ps.cfg.DedupEntries:
+			delete(ps.peers, k)
+			ps.cfg.Counters.ForgottenEarly.Add(1)
 		}
 	}
 }

@@ -113,10 +113,16 @@ func newPacketTest(t *testing.T, edit func(*PacketServerConfig)) *packetTest {
 // floor, args and ticket (nil for none).
 func (pt *packetTest) send(t *testing.T, id, floor uint64, args, ticket []byte) {
 	t.Helper()
+	pt.sendAs(t, 7, id, floor, args, ticket)
+}
+
+// sendAs sends as send does, in session.
+func (pt *packetTest) sendAs(t *testing.T, session, id, floor uint64, args, ticket []byte) {
+	t.Helper()
 	b := wire.BeginDatagram(nil, wire.TypeRequest, id)
 	b = wire.AppendString(b, wire.KeyMethod, "T.Echo")
 	b = wire.AppendString(b, wire.KeyCodec, "raw")
-	b = wire.AppendUvarint(b, wire.KeySession, 7)
+	b = wire.AppendUvarint(b, wire.KeySession, session)
 	b = wire.AppendUvarint(b, wire.KeyAckFloor, floor)
 	if ticket != nil {
 		b = wire.AppendField(b, wire.KeyTicket, ticket)
@@ -274,4 +280,116 @@ func TestPacketServerDrain(t *testing.T) {
 		t.Fatalf("Serve returned %v, want nil", err)
 	}
 	pt.served <- nil // for the cleanup
+}
+
+// sweepAt runs the sweeper's pass as if at now.
+func (pt *packetTest) sweepAt(now time.Time) {
+	pt.ps.mu.Lock()
+	pt.ps.sweepAt(now)
+	pt.ps.mu.Unlock()
+}
+
+// TestPacketServerLateDuplicate sends a duplicate of an answered call
+// after the dedup linger, when the server has forgotten the call: it ran
+// the handler again. Now the session's answered window knows it: it is
+// answered Answered, not run; until the session itself is forgotten,
+// SessionLinger after its last datagram.
+func TestPacketServerLateDuplicate(t *testing.T) {
+	pt := newPacketTest(t, func(cfg *PacketServerConfig) { cfg.SessionLinger = 10 * time.Minute })
+	for id := uint64(1); id <= 3; id++ {
+		pt.send(t, id, 1, []byte("ping"), nil) // the client's floor stays at 1: say call 1's reply was lost
+		pt.next(t).reply(t, []byte("pong"))
+		if a := pt.read(t); a.id != id || string(a.body) != "pong" {
+			t.Fatalf("answer %+v, want call %d's pong", a, id)
+		}
+	}
+	pt.sweepAt(time.Now().Add(pt.cfg.DedupLinger + time.Second))
+	if n := pt.ps.Cached(); n != 0 {
+		t.Fatalf("Cached = %d after the linger; want 0", n)
+	}
+	for _, id := range []uint64{2, 1, 3} {
+		pt.send(t, id, 1, []byte("ping"), nil)
+		if a := pt.read(t); a.id != id || a.code != uint64(codes.Answered) || a.msg != answeredMsg {
+			t.Fatalf("answer to a late duplicate of call %d: %+v; want Answered", id, a)
+		}
+	}
+	if n := pt.h.opened.Load(); n != 3 {
+		t.Errorf("%d calls made; want 3: late duplicates must not run", n)
+	}
+	pt.send(t, 4, 4, []byte("ping"), nil) // a new call runs
+	pt.next(t).reply(t, nil)
+	pt.read(t)
+	if n := pt.h.opened.Load(); n != 4 {
+		t.Errorf("%d calls made; want 4", n)
+	}
+}
+
+// TestPacketServerHostileIDs has one session call ids far ahead of its
+// first, and spread over the whole id space. What the server remembers
+// of them once they are forgotten is one fixed window: no entry, no
+// allocation per id; their late duplicates, and ids below, do not run.
+func TestPacketServerHostileIDs(t *testing.T) {
+	pt := newPacketTest(t, func(cfg *PacketServerConfig) { cfg.SessionLinger = 10 * time.Minute })
+	ids := []uint64{1, 1 << 40, 1<<63 + 12345, ^uint64(0) - 2}
+	for _, id := range ids {
+		pt.send(t, id, 1, nil, nil)
+		pt.next(t).reply(t, nil)
+		pt.read(t)
+	}
+	pt.sweepAt(time.Now().Add(pt.cfg.DedupLinger + time.Second))
+	pt.ps.mu.Lock()
+	peers, entries := len(pt.ps.peers), pt.ps.entries
+	var calls map[uint64]*packetCall
+	for _, st := range pt.ps.peers {
+		calls = st.calls
+	}
+	pt.ps.mu.Unlock()
+	if peers != 1 || entries != 0 || calls != nil {
+		t.Fatalf("after the linger: %d sessions, %d calls remembered, calls map %v; want 1 session, 0 calls, no map", peers, entries, calls)
+	}
+	for _, id := range append(ids, 5, 1<<50) {
+		pt.send(t, id, 1, nil, nil)
+		if a := pt.read(t); a.code != uint64(codes.Answered) {
+			t.Fatalf("answer to call %d after ids far ahead were answered: %+v; want Answered", id, a)
+		}
+	}
+	if n := pt.h.opened.Load(); n != int32(len(ids)) {
+		t.Errorf("%d calls made; want %d", n, len(ids))
+	}
+	var w answered
+	next := uint64(1)
+	if allocs := testing.AllocsPerRun(1000, func() { next = next*6364136223846793005 + 1442695040888963407; w.mark(next) }); allocs != 0 {
+		t.Errorf("marking random ids allocates %v times each; want 0", allocs)
+	}
+}
+
+// TestPacketServerSessionsBounded has more sessions answer a call than
+// DedupEntries, each forgotten after the dedup linger. The idle sessions
+// beyond DedupEntries are forgotten early, and counted; the others are
+// kept until SessionLinger, then forgotten too.
+func TestPacketServerSessionsBounded(t *testing.T) {
+	pt := newPacketTest(t, func(cfg *PacketServerConfig) { cfg.DedupEntries = 4; cfg.SessionLinger = 10 * time.Minute })
+	sessions := func() int {
+		pt.ps.mu.Lock()
+		defer pt.ps.mu.Unlock()
+		return len(pt.ps.peers)
+	}
+	var last time.Time
+	for session := uint64(1); session <= 10; session++ {
+		pt.sendAs(t, session, 1, 1, nil, nil)
+		pt.next(t).reply(t, nil)
+		pt.read(t)
+		last = time.Now().Add(pt.cfg.DedupLinger + time.Second)
+		pt.sweepAt(last)
+		if n := sessions(); n > 4 {
+			t.Fatalf("%d sessions kept after %d answered; want at most DedupEntries, 4", n, session)
+		}
+	}
+	if n, early := sessions(), pt.cfg.Counters.ForgottenEarly.Load(); n != 4 || early != 6 {
+		t.Errorf("%d sessions kept, %d forgotten early; want 4 and 6", n, early)
+	}
+	pt.sweepAt(last.Add(pt.cfg.SessionLinger))
+	if n := sessions(); n != 0 {
+		t.Errorf("%d sessions kept after SessionLinger; want 0", n)
+	}
 }
