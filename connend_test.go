@@ -91,7 +91,7 @@ func endingServer(t *testing.T, next string, end func(net.Conn) error) string {
 // pendingCalls Requests have come.
 func readCalls(nc net.Conn) error {
 	r := wire.NewReader(nc, 4096, 1<<20)
-	if _, err := wire.ReadPreface(r.Buffered()); err != nil {
+	if _, err := wire.ReadPreface(r); err != nil {
 		return err
 	}
 	if _, err := nc.Write(wire.AppendPreface(nil, wire.Version)); err != nil {
