@@ -65,8 +65,12 @@ func (r *report) write(b *strings.Builder) {
 	fmt.Fprintf(b, "## Idle connections: what each costs the server\n\n")
 	fmt.Fprintf(b, "%s, %s/%s, %d CPUs, %s, %s; kiev at %s.\n", r.started.UTC().Format("2006-01-02 15:04 MST"),
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), gc, r.version)
-	fmt.Fprintf(b, "%s connections per system, each made one call then idle for %v; %d reps, systems alternated; took %v.\n",
-		commas(r.cfg.conns), r.cfg.idle, r.cfg.reps, r.took.Round(time.Second))
+	reps := "1 rep"
+	if r.cfg.reps > 1 {
+		reps = fmt.Sprintf("%d reps, systems alternated", r.cfg.reps)
+	}
+	fmt.Fprintf(b, "%s connections per system, each made one call then idle for %v; %s; took %v.\n",
+		commas(r.cfg.conns), r.cfg.idle, reps, r.took.Round(time.Second))
 	if r.cfg.note != "" {
 		fmt.Fprintf(b, "Note: %s.\n", r.cfg.note)
 	}
@@ -91,7 +95,7 @@ func (r *report) write(b *strings.Builder) {
 // spread is xs's median and, in brackets, its min.
 func spread(xs []float64, f func(float64) string) string {
 	med, least := median(xs)
-	if med == least {
+	if f(med) == f(least) {
 		return f(med)
 	}
 	return fmt.Sprintf("%s [%s]", f(med), f(least))
@@ -183,15 +187,16 @@ func commas(n int) string {
 	return s
 }
 
-// kievVersion says which kiev code the run measures: the repository's
-// commit, and whether kiev had changes not yet committed (bench/ aside).
+// kievVersion says which kiev code the run measures: the last commit that
+// changed kiev (bench/ aside), and whether kiev had changes not yet
+// committed.
 func kievVersion() string {
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		return "an unknown commit (not in a git checkout)"
 	}
 	dir := strings.TrimSpace(string(top))
-	rev, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h").Output()
+	rev, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h", "--", ".", ":(exclude)bench").Output()
 	if err != nil {
 		return "an unknown commit"
 	}
