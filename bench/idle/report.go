@@ -188,19 +188,19 @@ func commas(n int) string {
 }
 
 // kievVersion says which kiev code the run measures: the last commit that
-// changed kiev (bench/ aside), and whether kiev had changes not yet
-// committed.
+// changed its Go files (bench/ aside), and whether kiev had changes not
+// yet committed.
 func kievVersion() string {
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		return "an unknown commit (not in a git checkout)"
 	}
 	dir := strings.TrimSpace(string(top))
-	rev, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h", "--", ".", ":(exclude)bench").Output()
+	rev, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h", "--", ":(glob)**/*.go", ":(exclude)bench").Output()
 	if err != nil {
 		return "an unknown commit"
 	}
-	v := "commit " + strings.TrimSpace(string(rev))
+	v := "commit " + strings.TrimSpace(string(rev)) + " (the last to change its Go files)"
 	if st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--", ".", ":(exclude)bench").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
 		v += ", with uncommitted changes outside bench/"
 	}
