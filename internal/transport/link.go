@@ -535,13 +535,14 @@ func (l *Link) Run() {
 // by a blocked writer as by the heartbeat, and a peer that sends but does
 // not read cannot hold the bytes queued for it for long.
 func (l *Link) write(batch net.Buffers, sb []byte, lastRead *time.Time) bool {
-	out := append(l.out[:0], batch...)
+	all := append(l.out[:0], batch...)
 	if len(sb) > 0 {
-		out = append(out, sb)
+		all = append(all, sb)
 	}
+	out := all // WriteTo consumes out, not all
 	defer func() {
-		clear(l.out[:cap(l.out)])
-		l.out = out[:0]
+		clear(all)
+		l.out = all[:0]
 	}()
 	now := time.Now()
 	progress := now
