@@ -121,21 +121,13 @@ func closedWithin(t *testing.T, name string, nc net.Conn, start time.Time, limit
 // that send nothing, half a record header, a request's first record and no
 // more, or a request and then the next dribbled one byte every 50ms, with
 // a header timeout of 300ms: each is closed once its record is 300ms
-// late. A
-// connection whose request runs three times as long as the header
+// late. A connection whose request runs three times as long as the header
 // timeout is answered, and then stays open, idle, for a further three.
 // Before, all of them stayed open until the 5-minute idle timeout.
 func TestFastCGISilentAndSlowConnectionsAreCut(t *testing.T) {
 	const header = 300 * time.Millisecond
 	addr := serveFastCGI(t, kiev.WithFastCGILimits(kiev.FastCGILimits{HeaderTimeout: header, IdleTimeout: 10 * time.Second}))
-	dial := func() net.Conn {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nc.Close() })
-		return nc
-	}
+	dial := func() net.Conn { return dialFCGI(t, addr) }
 	start := time.Now()
 	const silent = 20
 	var conns []net.Conn
