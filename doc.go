@@ -314,7 +314,9 @@ become metadata of those names); errors map to HTTP statuses (404, 405,
 415 for a body not sent as application/json, 400 naming the field, 401,
 413, 503 with Retry-After, 504, 500) with a JSON body.
 Server.ServeFastCGI serves the handler as a FastCGI responder, for nginx's
-fastcgi_pass. codec.JSON is also a codec any client may choose.
+fastcgi_pass; WithFastCGILimits bounds its connections (256 at once, 10s
+for each record to arrive, 5 minutes idle by default). codec.JSON is also
+a codec any client may choose.
 
 # Overload protection
 

@@ -135,11 +135,12 @@ func TestFastCGIOutlivesAcceptErrors(t *testing.T) {
 	}
 }
 
-// TestFastCGIIdleConnectionCloses opens a FastCGI connection and sends
-// nothing. It stayed open for ever; now it closes after the idle timeout,
-// and one that carries a request in time stays open.
+// TestFastCGIIdleConnectionCloses makes two requests 100ms apart on a
+// FastCGI connection, and then sends nothing: it stays open while it
+// carries requests, and closes once idle for the idle timeout. It stayed
+// open for ever once.
 func TestFastCGIIdleConnectionCloses(t *testing.T) {
-	s := NewServer(WithLogger(slog.New(slog.DiscardHandler)), serverOption(func(o *serverOptions) { o.fastCGIIdle = 200 * time.Millisecond }))
+	s := NewServer(WithLogger(slog.New(slog.DiscardHandler)), WithFastCGILimits(FastCGILimits{IdleTimeout: 200 * time.Millisecond}))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev/health"
+	"github.com/kievrpc/kiev/internal/connlimit"
 	"github.com/kievrpc/kiev/internal/transport"
 )
 
@@ -87,8 +88,17 @@ func (s *Server) HTTPHandler() http.Handler {
 // web server such as nginx reaches the services through fastcgi_pass. It
 // returns ErrServerClosed after Shutdown or Close, which close l. Like
 // Serve it retries temporary Accept errors (too many open files) with
-// backoff. Connections the web server keeps open end when it closes them,
-// or once they carry no byte either way for FastCGIIdleTimeout.
+// backoff.
+//
+// Its connections are bounded as FastCGILimits describes (see
+// WithFastCGILimits): at most DefaultFastCGIMaxConns (256) are open at
+// once, and the next wait in the kernel's backlog to be accepted; a
+// connection whose records do not arrive within
+// DefaultFastCGIHeaderTimeout (10s) is closed; and one that carries no
+// byte either way for DefaultFastCGIIdleTimeout (5 min), once its
+// requests' input is in, is closed too. So connections that send
+// nothing, or dribble, cannot take the process's file descriptors from
+// its RPC listeners, nor hold the FastCGI ones for long.
 func (s *Server) ServeFastCGI(l net.Listener) error {
 	if err := s.checkCertEntry("ServeFastCGI"); err != nil {
 		l.Close()
@@ -100,28 +110,85 @@ func (s *Server) ServeFastCGI(l net.Listener) error {
 		l.Close()
 		return ErrServerClosed
 	}
-	s.listeners[l] = struct{}{}
+	// Close closes the limit listener, which ends an Accept waiting for a
+	// slot, and l with it.
+	ll := connlimit.NewListener(l, s.opts.fastCGI.MaxConns)
+	s.listeners[ll] = struct{}{}
 	s.mu.Unlock()
 	s.startAdmin()
 	defer s.doneServing()
 	s.logServing(" FastCGI", l.Addr())
 	defer func() {
 		s.mu.Lock()
-		delete(s.listeners, l)
+		delete(s.listeners, ll)
 		s.mu.Unlock()
-		l.Close()
+		ll.Close()
 	}()
-	err := fcgi.Serve(fcgiListener{l, s}, s.http.Handler(s.baseContext(l)))
+	err := fcgi.Serve(fcgiListener{ll, s}, s.http.Handler(s.baseContext(l)))
 	if s.isClosed() {
 		return ErrServerClosed
 	}
 	return err
 }
 
-// FastCGIIdleTimeout is how long a FastCGI connection may carry no byte
-// either way before ServeFastCGI closes it. It is longer than nginx's
-// fastcgi_read_timeout (60s), which gives up on a slow answer first.
-const FastCGIIdleTimeout = 5 * time.Minute
+// FastCGILimits bounds the connections of Server.ServeFastCGI (see
+// WithFastCGILimits). Every zero field means its default.
+type FastCGILimits struct {
+	// MaxConns bounds the FastCGI connections open at once (default
+	// DefaultFastCGIMaxConns, 256). Connections past it wait in the
+	// kernel's backlog, where they hold no file descriptor of the
+	// process, and are accepted as others close: nginx opens a connection
+	// per request unless fastcgi_keep_conn is on, so a burst past the cap
+	// is served a moment later rather than refused with 502 Bad Gateway.
+	// A connection that sends nothing holds its slot for HeaderTimeout at
+	// most. Keep MaxConns above the requests nginx has in flight at once,
+	// each open event stream among them, and, with fastcgi_keep_conn,
+	// above the idle connections it keeps (its upstream's keepalive times
+	// its worker_processes): ServeFastCGI does not close those to make
+	// room, as nginx may be sending a request on one as it closes, and
+	// does not send a POST again; so past the cap, a connection would
+	// wait for nginx to close one, after its keepalive_timeout (60s).
+	MaxConns int
+
+	// HeaderTimeout is how long a FastCGI connection may take to send a
+	// whole record (default DefaultFastCGIHeaderTimeout, 10s): its first
+	// record from when it is accepted, each record from its first byte,
+	// however slowly the rest dribble in, and, while a request's input is
+	// coming, its next record from the last. A connection that misses it
+	// is closed. A web server sends a request's records at once, but with
+	// nginx's fastcgi_request_buffering off a request's body comes as its
+	// client sends it: raise HeaderTimeout there above the pauses a
+	// client's upload may make.
+	HeaderTimeout time.Duration
+
+	// IdleTimeout is how long a FastCGI connection may carry no byte
+	// either way once its requests' input is in, while they run and after
+	// they are answered, before it is closed (default
+	// DefaultFastCGIIdleTimeout, 5 min). It is longer than nginx's
+	// fastcgi_read_timeout and keepalive_timeout (60s each), so that
+	// nginx gives up on a slow answer, or closes a connection it keeps
+	// alive, first.
+	IdleTimeout time.Duration
+}
+
+// Defaults for FastCGILimits.
+const (
+	DefaultFastCGIMaxConns      = 256
+	DefaultFastCGIHeaderTimeout = 10 * time.Second
+	DefaultFastCGIIdleTimeout   = 5 * time.Minute
+)
+
+func (f *FastCGILimits) fill() {
+	if f.MaxConns <= 0 {
+		f.MaxConns = DefaultFastCGIMaxConns
+	}
+	if f.HeaderTimeout <= 0 {
+		f.HeaderTimeout = DefaultFastCGIHeaderTimeout
+	}
+	if f.IdleTimeout <= 0 {
+		f.IdleTimeout = DefaultFastCGIIdleTimeout
+	}
+}
 
 // fcgiListener is the listener ServeFastCGI hands to net/http/fcgi, which
 // stops at the first Accept error and sets no deadline of its own.
@@ -135,9 +202,8 @@ func (l fcgiListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &transport.IdleConn{Conn: nc, Idle: l.s.opts.fastCGIIdle}
-	_ = nc.SetReadDeadline(time.Now().Add(c.Idle))
-	return c, nil
+	f := l.s.opts.fastCGI
+	return transport.NewFastCGIConn(nc, f.HeaderTimeout, f.IdleTimeout), nil
 }
 
 // httpCheck says whether a call of the method name may be made over HTTP

@@ -16,6 +16,10 @@ func TestMain(m *testing.M) {
 		// This process is a provider that a discovery test started.
 		os.Exit(runProvider(name))
 	}
+	if os.Getenv(envFastCGIChild) != "" {
+		// This process is the server that a FastCGI test started.
+		os.Exit(runFastCGIChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -46,7 +46,7 @@ type serverOptions struct {
 	maxConns       int
 	maxCalls       int
 	inline         transport.InlineTuning // set by tests only; zero fields are the defaults
-	fastCGIIdle    time.Duration          // FastCGIIdleTimeout; tests shorten it
+	fastCGI        FastCGILimits
 	maxQueued      int
 	maxPartial     int
 	// Streams: WithMaxStreams, WithMaxServerStreams, WithMaxStreamAge,
@@ -63,9 +63,7 @@ type serverOptions struct {
 
 func (o *serverOptions) fill() {
 	o.connOptions.fill()
-	if o.fastCGIIdle <= 0 {
-		o.fastCGIIdle = FastCGIIdleTimeout
-	}
+	o.fastCGI.fill()
 	o.packet.fill()
 	if o.httpMaxBody <= 0 {
 		o.httpMaxBody = DefaultHTTPMaxBody
@@ -253,6 +251,14 @@ func WithMaxQueuedBytes(n int) ServerOption {
 // RPC listeners.
 func WithAdmin(addr string) ServerOption {
 	return serverOption(func(o *serverOptions) { o.admin = addr })
+}
+
+// WithFastCGILimits bounds the connections of Server.ServeFastCGI: how
+// many are open at once, how long each record may take to arrive, and how
+// long a connection may be idle. A zero field of l takes its default; see
+// FastCGILimits. Without this option every field takes its default.
+func WithFastCGILimits(l FastCGILimits) ServerOption {
+	return serverOption(func(o *serverOptions) { o.fastCGI = l })
 }
 
 // WithAdminAuth makes the admin pages (WithAdmin and AdminHandler) call

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/kievrpc/kiev/internal/connlimit"
 )
 
 // Limits of the admin HTTP server of Serve (and so of kiev.WithAdmin).
@@ -44,7 +46,7 @@ func Serve(addr string, h http.Handler, logger *slog.Logger) (*HTTPServer, error
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}}
-	s.wg.Go(func() { _ = s.hs.Serve(newLimitListener(l, MaxConns)) })
+	s.wg.Go(func() { _ = s.hs.Serve(connlimit.NewListener(l, MaxConns)) })
 	return s, nil
 }
 
@@ -58,49 +60,4 @@ func (s *HTTPServer) Shutdown(ctx context.Context) {
 		s.hs.Close()
 	}
 	s.wg.Wait()
-}
-
-// limitListener accepts at most n connections at a time: once n are open,
-// Accept waits for one to close, and the rest wait in the kernel's
-// backlog.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	nc, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitConn{Conn: nc, release: func() { <-l.slots }}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-// limitConn gives its slot back once, when it is closed.
-type limitConn struct {
-	net.Conn
-	release func()
-	once    sync.Once
-}
-
-func (c *limitConn) Close() error {
-	c.once.Do(c.release)
-	return c.Conn.Close()
 }

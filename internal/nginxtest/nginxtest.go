@@ -98,6 +98,11 @@ func ReadTimeout(d time.Duration) Option { return func(c *config) { c.readTimeou
 // responder closes it after its answer.
 func NoKeepConn() Option { return func(c *config) { c.keepConn = false } }
 
+// Keepalive sets the upstream's keepalive, how many idle connections to
+// the responder nginx keeps open (with fastcgi_keep_conn). The default is
+// 64.
+func Keepalive(n int) Option { return func(c *config) { c.keepalive = n } }
+
 // NoBuffering turns fastcgi_buffering off: nginx passes the responder's
 // answer on as it arrives instead of reading it whole first.
 func NoBuffering() Option { return func(c *config) { c.noBuffering = true } }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -519,27 +518,3 @@ type httpAddr string
 
 func (a httpAddr) Network() string { return "tcp" }
 func (a httpAddr) String() string  { return string(a) }
-
-// IdleConn fails a Read once no byte has moved either way for Idle:
-// every Read and Write pushes the read deadline on. A FastCGI
-// connection is one, which a web server may keep open unused.
-type IdleConn struct {
-	net.Conn
-	Idle time.Duration
-}
-
-func (c *IdleConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(c.Idle))
-	}
-	return n, err
-}
-
-func (c *IdleConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(c.Idle))
-	}
-	return n, err
-}

@@ -1,21 +1,25 @@
-package admin
+package connlimit
 
 import (
 	"errors"
 	"net"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
-// TestLimitListenerHoldsAtMostN checks the admin server's listener: with n
-// connections open, the next is accepted only once one closes, and Close
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestLimitListenerHoldsAtMostN checks the listener of the admin server
+// and of ServeFastCGI: with n connections open, the next is accepted only once one closes, and Close
 // ends an Accept that waits for a slot.
 func TestLimitListenerHoldsAtMostN(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(inner, 2)
+	l := NewListener(inner, 2)
 	for range 3 {
 		nc, err := net.Dial("tcp", inner.Addr().String())
 		if err != nil {
