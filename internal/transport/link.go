@@ -442,7 +442,9 @@ func (l *Link) Run() {
 	lastRead := time.Now()
 	var pingID uint64
 	var ping [wire.HeaderSize]byte
-	streamed := false // the writer wrote streams' frames since the last tick
+	// Since the last tick, the writer wrote streams' frames (streamed),
+	// and so many bytes in all (wrote).
+	streamed, wrote := false, 0
 	for {
 		select {
 		case <-l.quit:
@@ -455,7 +457,12 @@ func (l *Link) Run() {
 			if !streamed { // no stream wrote for a tick: free its buffer
 				l.sbuf = nil
 			}
-			streamed = false
+			if wrote < chunkSize { // a tick with less than a chunk written: give back the chunks kept
+				l.mu.Lock()
+				l.queue.release()
+				l.mu.Unlock()
+			}
+			streamed, wrote = false, 0
 			frames, bytes := l.readSeen.Swap(false), l.bytesSeen.Swap(false)
 			if frames || bytes || l.waiting.Load() {
 				lastRead = now
@@ -510,8 +517,9 @@ func (l *Link) Run() {
 		if queued+len(sb) > 0 && !l.write(batch, sb, &lastRead) {
 			return
 		}
-		freeChunks(batch)
+		wrote += queued + len(sb)
 		l.mu.Lock()
+		l.queue.recycle(batch)
 		l.writing = false
 		l.backlog.Add(-int64(queued + len(sb)))
 		l.spareBufs = batch[:0]

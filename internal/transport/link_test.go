@@ -177,13 +177,15 @@ func TestInlineWriteRestGoesBeforeFramesQueuedMeanwhile(t *testing.T) {
 	}
 }
 
-// Once a large batch is written, the link holds none of its buffers:
-// the queue's chunks go back to the pool, so a connection with nothing
+// Once a large batch is written, the link keeps at most maxFreeChunks of
+// its chunks for the next frames, and gives them back to the pool at the
+// first heartbeat tick with nothing written: a connection with nothing
 // to send costs no buffer, however much it sent before.
 func TestWrittenBatchLeavesNoBuffer(t *testing.T) {
 	const frame = 256 << 10
 	local, peer := tcpPair(t)
 	l := testLink(local)
+	l.cfg.HeartbeatInterval = 20 * time.Millisecond
 	startWriter(t, l)
 	if err := l.Send(make([]byte, frame)); err != nil {
 		t.Fatal(err)
@@ -192,11 +194,20 @@ func TestWrittenBatchLeavesNoBuffer(t *testing.T) {
 	if err := l.WaitRoom(0, new(Held), 1); err != nil { // the writer is done with the batch
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	chunks := l.queue.Chunks()
-	l.mu.Unlock()
-	if chunks != 0 {
-		t.Fatalf("after a %d KiB batch was written the link holds %d chunks of %d KiB; want none", frame>>10, chunks, chunkSize>>10)
+	held := func() (queued, kept int) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.queue.Chunks(), len(l.queue.free)
+	}
+	if queued, kept := held(); queued != 0 || kept > maxFreeChunks {
+		t.Fatalf("after a %d KiB batch was written the link holds %d chunks queued and %d kept; want none queued, at most %d kept", frame>>10, queued, kept, maxFreeChunks)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, kept := held(); kept > 0; _, kept = held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the link still keeps %d chunks 5 s after its last write; want none after a heartbeat tick (20ms) with nothing written", kept)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the writer's state
 	}
 }
 

@@ -32,6 +32,51 @@ var (
 type frameQueue struct {
 	bufs net.Buffers
 	n    int // the bytes in bufs
+	// free holds large chunks written and kept for the next frames, up
+	// to maxFreeChunks: a busy link reuses its own chunks, as a pool
+	// emptied by every garbage collection would not let it; release
+	// gives them back once the link is idle.
+	free []*chunk
+}
+
+// maxFreeChunks bounds the chunks a queue keeps for reuse: 1 MiB.
+const maxFreeChunks = 32
+
+// newChunk returns a large chunk: a kept one, or one from the pool.
+func (q *frameQueue) newChunk() *chunk {
+	if k := len(q.free) - 1; k >= 0 {
+		c := q.free[k]
+		q.free[k] = nil
+		q.free = q.free[:k]
+		return c
+	}
+	return chunkPool.Get().(*chunk)
+}
+
+// recycle takes back the chunks of bufs, as take returned them, once
+// written: large ones are kept for reuse, up to maxFreeChunks; the rest
+// go back to their pools.
+func (q *frameQueue) recycle(bufs net.Buffers) {
+	for i, b := range bufs {
+		switch {
+		case cap(b) == smallChunkSize:
+			smallChunkPool.Put((*smallChunk)(b[:smallChunkSize]))
+		case len(q.free) < maxFreeChunks:
+			q.free = append(q.free, (*chunk)(b[:chunkSize]))
+		default:
+			chunkPool.Put((*chunk)(b[:chunkSize]))
+		}
+		bufs[i] = nil
+	}
+}
+
+// release gives the kept chunks back to the pool: the link is idle.
+func (q *frameQueue) release() {
+	for i, c := range q.free {
+		chunkPool.Put(c)
+		q.free[i] = nil
+	}
+	q.free = nil
 }
 
 // Len is the bytes queued.
@@ -51,10 +96,10 @@ func (q *frameQueue) push(b []byte) {
 	}
 	for len(b) > 0 {
 		var c []byte
-		if len(q.bufs) == 0 && len(b) <= smallChunkSize {
+		if len(q.bufs) == 0 && len(b) <= smallChunkSize && len(q.free) == 0 {
 			c = smallChunkPool.Get().(*smallChunk)[:]
 		} else {
-			c = chunkPool.Get().(*chunk)[:]
+			c = q.newChunk()[:]
 		}
 		m := copy(c, b)
 		q.bufs = append(q.bufs, c[:m])
@@ -86,12 +131,12 @@ func (q *frameQueue) put(b []byte, seg *frameQueue) {
 	}
 	q.n += seg.n
 	q.bufs = append(q.bufs, seg.bufs...)
-	*seg = frameQueue{}
+	seg.bufs, seg.n = nil, 0
 }
 
 // pushFront adds b at the start, ahead of what is queued.
 func (q *frameQueue) pushFront(b []byte) {
-	var front frameQueue
+	front := frameQueue{free: q.free}
 	front.push(b)
 	front.n += q.n
 	front.bufs = append(front.bufs, q.bufs...)
@@ -100,7 +145,7 @@ func (q *frameQueue) pushFront(b []byte) {
 }
 
 // take returns what is queued, leaving the queue empty; the caller gives
-// the chunks back with freeChunks once written. spare is an array for
+// the chunks back with recycle once written. spare is an array for
 // the queue's next chunks.
 func (q *frameQueue) take(spare net.Buffers) net.Buffers {
 	bufs := q.bufs

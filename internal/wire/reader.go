@@ -14,10 +14,10 @@ import (
 // frame and sends part of it holds no more than it sent, plus a chunk.
 //
 // A Reader waits for its peer with a small buffer of its own, and takes
-// its large one from a pool only while a read brings more than the small
-// one holds; it gives it back once it has returned every byte read. So a
-// connection that is idle, or that carries one small frame at a time,
-// holds smallSize bytes, not bufSize.
+// its large one from a pool only while reads bring more than the small
+// one holds; it gives it back once it has returned every byte of a burst
+// of reads that brought less. So a connection that is idle, or that
+// carries one small frame at a time, holds smallSize bytes, not bufSize.
 type Reader struct {
 	src     io.Reader
 	buf     []byte // small[:] or large: buf[r:w] is read, not yet returned
@@ -25,6 +25,7 @@ type Reader struct {
 	large   []byte // the large buffer while taken, of bufSize bytes
 	bufSize int
 	lastN   int // what the last read brought
+	burst   int // what the reads brought since the buffer was last drained
 	max     int
 	discard int    // bytes of the previous frame still in buf
 	big     []byte // buffer for frames larger than the large buffer
@@ -120,6 +121,7 @@ func (r *Reader) fill(n int) error {
 		m, err := r.src.Read(r.buf[r.w:])
 		r.w += m
 		r.lastN = m
+		r.burst += m
 		if err != nil && r.w-r.r < n {
 			return err
 		}
@@ -159,11 +161,16 @@ func (r *Reader) Next() (Frame, error) {
 	r.r += r.discard
 	r.discard = 0
 	if r.r == r.w {
+		// About to wait for the peer: with the small buffer, unless the
+		// reads since the buffer last drained brought more than it holds
+		// (the connection is busy). An idle connection's next read, a
+		// ping's, is small, and gives the large buffer back.
 		r.r, r.w = 0, 0
-		if r.lastN < smallSize { // about to wait for the peer: do it with the small buffer
+		if r.burst < smallSize {
 			r.dropLarge()
 			r.big = nil
 		}
+		r.burst = 0
 	}
 	if err := r.fill(lenSize); err != nil {
 		if err == io.EOF && r.w > r.r {
