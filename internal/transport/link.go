@@ -59,8 +59,9 @@ type Link struct {
 	// frame in progress proves its sender alive, though no whole frame
 	// arrives for a while on a slow link.
 	bytesSeen atomic.Bool
-	// waiting is set while the reader waits in WaitRoom.
-	waiting atomic.Bool
+	// waiting is set while the reader waits in WaitRoom, and onCalls
+	// while it waits there for its calls in flight only.
+	waiting, onCalls atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
 	space sync.Cond  // signalled when the queue drains
@@ -91,7 +92,8 @@ type Link struct {
 	// and its buffer for streams' frames.
 	spareBufs net.Buffers
 	sbuf      []byte
-	out       net.Buffers // what write writes: a batch's chunks, then sbuf
+	out       net.Buffers // the array of what write writes: a batch's chunks, then sbuf
+	wout      net.Buffers // what write has yet to write of it
 
 	kick chan struct{} // a non-blocking nudge: the queue has frames
 	quit chan struct{} // closed by Stop
@@ -381,10 +383,11 @@ func (l *Link) tryWrite(b []byte) int {
 // bytes held by calls in flight, are at most limit, and fewer than
 // maxCalls calls are in flight; or until the link has failed, which it
 // returns. held counts both. Whoever lowers it then calls Wake. A peer
-// that reads nothing is cut by the writer within the heartbeat timeout,
-// so a wait for what is queued is bounded; a wait for calls in flight
-// lasts until they are answered, and the heartbeat meanwhile takes the
-// peer for alive: it is not read because the server chose not to.
+// that reads nothing is cut by the writer, or by the heartbeat if it is
+// silent too, within the heartbeat timeout, so a wait for what is queued
+// is bounded; a wait for calls in flight only lasts until they are
+// answered, and the heartbeat meanwhile takes the peer for alive: it is
+// not read because the server chose not to.
 func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
 	full := func() bool {
 		n, calls := held.Load()
@@ -398,9 +401,13 @@ func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
 	defer l.mu.Unlock()
 	l.waiting.Store(true)
 	for full() && l.err == nil && !l.closing {
+		// Waiting for the calls in flight, not for the peer to read: the
+		// peer is not read, so its silence proves nothing.
+		l.onCalls.Store(l.backlog.Load() <= int64(limit))
 		l.space.Wait()
 	}
 	l.waiting.Store(false)
+	l.onCalls.Store(false)
 	return l.err
 }
 
@@ -464,7 +471,7 @@ func (l *Link) Run() {
 			}
 			streamed, wrote = false, 0
 			frames, bytes := l.readSeen.Swap(false), l.bytesSeen.Swap(false)
-			if frames || bytes || l.waiting.Load() {
+			if frames || bytes || l.onCalls.Load() {
 				lastRead = now
 			}
 			if frames {
@@ -547,16 +554,19 @@ func (l *Link) write(batch net.Buffers, sb []byte, lastRead *time.Time) bool {
 	if len(sb) > 0 {
 		all = append(all, sb)
 	}
-	out := all // WriteTo consumes out, not all
+	// WriteTo consumes what it writes from the slice it is called on:
+	// a field, as a local would escape to the heap on every write; all
+	// keeps the array for the next write.
+	l.wout = all
 	defer func() {
 		clear(all)
-		l.out = all[:0]
+		l.out, l.wout = all[:0], nil
 	}()
 	now := time.Now()
 	progress := now
 	for {
 		_ = l.nc.SetWriteDeadline(now.Add(l.cfg.HeartbeatInterval))
-		n, err := out.WriteTo(l.nc) // consumes what it writes
+		n, err := l.wout.WriteTo(l.nc)
 		if err == nil {
 			return true
 		}

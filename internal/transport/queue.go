@@ -9,7 +9,7 @@ import (
 // small chunk when its first frame fits one (a lone call's, a ping), and
 // goes on in large ones.
 const (
-	chunkSize      = 32 << 10
+	chunkSize      = 128 << 10
 	smallChunkSize = 1 << 10
 )
 
