@@ -32,6 +32,11 @@ type Call struct {
 	signal chan *Call  // internal completion channel of Client.Call
 	stop   func() bool // stops the context watch of Client.Go
 	stream bool        // it opens a stream (Client.Stream)
+	// A reply its caller decodes (connTransport.Reply): a copy of its
+	// body, compressed with bodyAlg (0: none) from bodySize bytes.
+	body     *[]byte
+	bodyAlg  uint8
+	bodySize uint64
 	// hooks are the stream's observers, from its StreamDesc.
 	hooks *streamHooks
 }

@@ -130,17 +130,17 @@ func (t *connTransport) wait(ctx context.Context, call *Call) error {
 	done := ctx.Done()
 	if done == nil { // a context that never ends: skip the select's cost
 		<-call.signal
-		return call.Error
+		return t.received(call)
 	}
 	select {
 	case <-call.signal:
-		return call.Error
+		return t.received(call)
 	case <-done:
 		if t.conn.Abandon(call.id, ctx.Err()) {
 			return &callError{call.ServiceMethod, ctx.Err()}
 		}
-		<-call.signal // the reply is being decoded right now
-		return call.Error
+		<-call.signal // the reply is being handed over right now
+		return t.received(call)
 	}
 }
 
@@ -162,10 +162,38 @@ func (t *connTransport) compression(ctx context.Context) (alg Compression, least
 	return alg, least, nil
 }
 
-// Reply decodes a Response into its call, and completes it.
+// decodeOnCaller is the size of reply body from which the caller, not
+// the connection's reader, decodes a reply it waits for (Client.Call),
+// as it does a compressed one: one large reply then holds up no other
+// reply of the connection. A smaller reply is decoded on the reader,
+// which costs less than the copy that handing it over takes.
+const decodeOnCaller = 4 << 10
+
+// Reply decodes a Response into its call, and completes it; or, for a
+// large or compressed reply that its caller waits for, hands a copy of
+// the body to the caller to decode (wait).
 func (t *connTransport) Reply(call *Call, r *transport.Response) {
+	if call.signal != nil && r.Code == CodeOK && call.Reply != nil && (len(r.Body) >= decodeOnCaller || r.Compression != 0) &&
+		string(r.Codec) == call.codec.Name() {
+		body := transport.GetBuf(len(r.Body))
+		*body = append(*body, r.Body...)
+		call.body, call.bodyAlg, call.bodySize = body, r.Compression, r.Decoded
+		call.complete()
+		return
+	}
 	call.Error = decodeReply(call, r, &t.ep.c.opts.connOptions)
 	call.complete()
+}
+
+// received returns the error of a call its caller has received: it
+// decodes the reply first if Reply handed it over.
+func (t *connTransport) received(call *Call) error {
+	if body := call.body; body != nil {
+		call.body = nil
+		call.Error = decodeBody(call, *body, call.bodyAlg, call.bodySize, &t.ep.c.opts.connOptions)
+		transport.PutBuf(body)
+	}
+	return call.Error
 }
 
 // Settings takes in the server's Settings.

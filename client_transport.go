@@ -75,12 +75,17 @@ func decodeReply(call *Call, r *transport.Response, o *connOptions) error {
 	if string(r.Codec) != call.codec.Name() {
 		return &callError{call.ServiceMethod, fmt.Errorf("%w: reply came in codec %q, not %q", ErrBadRequest, r.Codec, call.codec.Name())}
 	}
-	body := r.Body
-	if r.Compression != 0 {
+	return decodeBody(call, r.Body, r.Compression, r.Decoded, o)
+}
+
+// decodeBody decodes a reply's body, compressed with alg (0: none) from
+// decoded bytes, into call.Reply.
+func decodeBody(call *Call, body []byte, alg uint8, decoded uint64, o *connOptions) error {
+	if alg != 0 {
 		if o == nil {
 			return &callError{call.ServiceMethod, transport.ErrCompressedDatagram}
 		}
-		buf, err := o.compress.c.Decompress(r.Compression, r.Decoded, r.Body, o.maxFrame)
+		buf, err := o.compress.c.Decompress(alg, decoded, body, o.maxFrame)
 		if err != nil {
 			return &callError{call.ServiceMethod, fmt.Errorf("reply: %w", err)}
 		}

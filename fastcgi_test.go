@@ -444,16 +444,17 @@ func TestFastCGICapBehindNginx(t *testing.T) {
 			l := listen(t)
 			done := make(chan error, 1)
 			go func() { done <- srv.ServeFastCGI(l) }()
+			// Before nginxtest.Start, which skips the test without nginx.
+			t.Cleanup(func() {
+				srv.Close()
+				<-done
+			})
 			opts := []nginxtest.Option{nginxtest.ReadTimeout(5 * time.Second), nginxtest.Keepalive(4)}
 			if !keep {
 				opts = append(opts, nginxtest.NoKeepConn())
 			}
 			ng := nginxtest.Start(t, l.Addr().String(), opts...)
-			t.Cleanup(func() {
-				ng.Stop()
-				srv.Close()
-				<-done
-			})
+			t.Cleanup(ng.Stop) // first: nginx goes before the server
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 10 * time.Second}
 			defer client.CloseIdleConnections()
 			start := time.Now()

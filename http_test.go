@@ -164,12 +164,13 @@ func fronts(t *testing.T, srv *kiev.Server) map[string]string {
 	l := listen(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeFastCGI(l) }()
-	ng := nginxtest.Start(t, l.Addr().String(), nginxtest.MaxBody("64m"))
+	// Before nginxtest.Start, which skips the test without nginx.
 	t.Cleanup(func() {
-		ng.Stop()
 		srv.Close()
 		<-done
 	})
+	ng := nginxtest.Start(t, l.Addr().String(), nginxtest.MaxBody("64m"))
+	t.Cleanup(ng.Stop) // first: nginx goes before the server
 	out["nginx"] = ng.URL()
 	return out
 }
