@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"github.com/kievrpc/kiev/bench/internal/hist"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kievrpc/kiev/bench/internal/hist"
+	"github.com/kievrpc/kiev/bench/internal/proc"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 )
@@ -31,24 +32,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// lockedBuffer collects the coordinator's stderr and its children's.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // TestRun runs the program end to end on short windows, every system,
 // closed and open loop and pinned, and checks that the report is whole:
 // every row measured without error, the targets table, the charts. It
@@ -59,7 +42,7 @@ func TestRun(t *testing.T) {
 	}
 	out := t.TempDir()
 	var stdout bytes.Buffer
-	stderr := &lockedBuffer{}
+	stderr := &proc.Output{}
 	args := []string{"-payloads=small,16KiB", "-callers=1,16", "-loads=25,75", "-repeats=1",
 		"-warmup=50ms", "-duration=150ms", "-open-duration=200ms", "-pinned-callers=16", "-out=" + out}
 	if code := compareMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
@@ -100,7 +83,7 @@ func TestRunCompression(t *testing.T) {
 		t.Skip("runs the benchmark for a few seconds")
 	}
 	var stdout bytes.Buffer
-	stderr := &lockedBuffer{}
+	stderr := &proc.Output{}
 	args := []string{"-systems=kiev-msgpack,kiev-zstd,kiev-s2", "-payloads=16KiB-json", "-callers=4", "-loads=50", "-open-payloads=16KiB-json",
 		"-repeats=1", "-warmup=50ms", "-duration=150ms", "-open-duration=200ms", "-pinned=false", "-out=" + t.TempDir()}
 	if code := compareMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
@@ -318,7 +301,7 @@ func protoSize(m proto.Message) int { return proto.Size(m) }
 func TestRunOneConcurrency(t *testing.T) {
 	out := t.TempDir()
 	var stdout bytes.Buffer
-	stderr := &lockedBuffer{}
+	stderr := &proc.Output{}
 	args := []string{"-systems=raw-tcp", "-payloads=small", "-callers=1", "-loads=25", "-repeats=1", "-pinned=false",
 		"-warmup=20ms", "-duration=50ms", "-open-duration=50ms", "-out=" + out}
 	if code := compareMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {

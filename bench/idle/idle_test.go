@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kievrpc/kiev/bench/internal/proc"
 	"go.uber.org/goleak"
 )
 
@@ -23,24 +23,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// lockedBuffer collects the coordinator's stderr and its children's.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // TestRun runs every system end to end on a few connections and checks
 // that the report is whole: a row per system with its figures, kiev's
 // ratios to each peer, and every run with no connection lost. It asserts
@@ -51,7 +33,7 @@ func TestRun(t *testing.T) {
 		t.Skip("opens connections to three server processes, two reps each")
 	}
 	var stdout bytes.Buffer
-	stderr := &lockedBuffer{}
+	stderr := &proc.Output{}
 	args := []string{"-conns=50", "-idle=100ms", "-reps=2"}
 	if code := idleMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, &stdout)

@@ -7,9 +7,9 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/kievrpc/kiev/bench/internal/proc"
 	"go.uber.org/goleak"
 )
 
@@ -25,24 +25,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// lockedBuffer collects the coordinator's stderr and its children's.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // TestRun runs every cell of every system this build has, end to end on
 // short windows and small counts, and checks that the report is whole:
 // every cell measured without failure, each with a row per system that
@@ -53,7 +35,7 @@ func TestRun(t *testing.T) {
 		t.Skip("runs the benchmark for about 15 seconds")
 	}
 	var stdout bytes.Buffer
-	stderr := &lockedBuffer{}
+	stderr := &proc.Output{}
 	args := []string{"-reps=1", "-warmup=50ms", "-duration=200ms", "-callers=8",
 		"-idle=200", "-stalled=20", "-cancels=50", "-drop=500"}
 	if code := streamsMain(args, strings.NewReader(""), &stdout, stderr); code != 0 {
