@@ -192,10 +192,7 @@ func TestManySlowReaders(t *testing.T) {
 	srv.Register(&Arith{})
 	addr := startServer(t, srv)
 
-	runtime.GC()
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	base := live[0].Value.Uint64()
+	base := liveHeap()
 
 	// Idle clients: real kiev clients, which answer the server's pings.
 	for range n {
@@ -208,13 +205,7 @@ func TestManySlowReaders(t *testing.T) {
 
 	// Slow readers, with a small receive window, so that the kernel holds
 	// little of what is sent to them and the server's memory is tested.
-	dialer := net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
-		})
-		return errors.Join(err, serr)
-	}}
+	dialer := smallWindowDialer()
 	args, _ := codec.Msgpack.Marshal(nil, Args{A: replySize})
 	req := wire.AppendPreface(nil, wire.Version)
 	for id := uint64(1); id <= calls; id++ {
@@ -230,27 +221,9 @@ func TestManySlowReaders(t *testing.T) {
 		}
 	}()
 
-	// The live heap's peak (as each garbage collection measured it, so
-	// garbage waiting to be collected is not counted), sampled while the
-	// abuse lasts.
-	stop := make(chan struct{})
-	peakc := make(chan uint64)
-	go func() {
-		var peak uint64
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		for {
-			metrics.Read(live)
-			peak = max(peak, live[0].Value.Uint64())
-			select {
-			case <-stop:
-				peakc <- peak
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	// The live heap's peak, as each garbage collection measured it, so
+	// garbage waiting to be collected is not counted.
+	peakHeap := watchHeap(false)
 
 	start := time.Now()
 	for range n {
@@ -300,9 +273,7 @@ func TestManySlowReaders(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the server's own count
 	}
 	cut := time.Since(start)
-	close(stop)
-	peak := <-peakc
-	growth := int64(peak) - int64(base)
+	growth := int64(peakHeap()) - int64(base)
 	unbounded := int64(n) * calls * replySize
 	// The documented bound: a slow reader holds at most twice its share
 	// (64 KiB each at this many connections) and the reply that crossed
@@ -386,4 +357,58 @@ func TestLargeFramesOnASlowLink(t *testing.T) {
 	if len(echo) != len(big) {
 		t.Errorf("echoed %d bytes; want %d", len(echo), len(big))
 	}
+}
+
+// liveHeap collects garbage and returns the live heap.
+func liveHeap() uint64 {
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	return live[0].Value.Uint64()
+}
+
+// watchHeap samples the live heap until the function it returns is
+// called, which returns its peak. With collect, each sample is taken by a
+// collection of its own, so that what the heap holds is measured, not
+// what a collection running under load took for live as it was
+// allocated; without, as each collection of the program measured it.
+func watchHeap(collect bool) (peak func() uint64) {
+	stop := make(chan struct{})
+	peakc := make(chan uint64)
+	go func() {
+		var peak uint64
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			if collect {
+				runtime.GC()
+			}
+			metrics.Read(live)
+			peak = max(peak, live[0].Value.Uint64())
+			select {
+			case <-stop:
+				peakc <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		return <-peakc
+	}
+}
+
+// smallWindowDialer dials with a small receive buffer, so that the
+// kernel holds little of what the server sends a client that does not
+// read, and the server's memory is what is measured.
+func smallWindowDialer() *net.Dialer {
+	return &net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		})
+		return errors.Join(err, serr)
+	}}
 }

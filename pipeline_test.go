@@ -2,13 +2,8 @@ package kiev_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"runtime"
-	"runtime/metrics"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,41 +32,9 @@ func TestPipelinerThatNeverReads(t *testing.T) {
 	srv.Register(&Arith{})
 	addr := startServer(t, srv)
 
-	runtime.GC()
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	base := live[0].Value.Uint64()
-	stop := make(chan struct{})
-	peakc := make(chan uint64)
-	go func() {
-		var peak uint64
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		for {
-			// A collection of its own, so that what the heap holds is
-			// measured, not what a collection running under the load
-			// took for live as it was allocated.
-			runtime.GC()
-			metrics.Read(live)
-			peak = max(peak, live[0].Value.Uint64())
-			select {
-			case <-stop:
-				peakc <- peak
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-
-	dialer := net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
-		})
-		return errors.Join(err, serr)
-	}}
-	nc, err := dialer.Dial("tcp", addr)
+	base := liveHeap()
+	peakHeap := watchHeap(true)
+	nc, err := smallWindowDialer().Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +83,7 @@ func TestPipelinerThatNeverReads(t *testing.T) {
 	cut := time.Since(start)
 	nc.Close()
 	written := <-sent
-	close(stop)
-	peak := <-peakc
-	growth := int64(peak) - int64(base)
+	growth := int64(peakHeap()) - int64(base)
 	share := int64(kiev.DefaultMaxQueuedBytes)
 	if share > 16<<20 {
 		share = 16 << 20 // a connection's share is at most 16 MiB
