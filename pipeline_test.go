@@ -98,3 +98,37 @@ func TestPipelinerThatNeverReads(t *testing.T) {
 	}
 	t.Logf("one client pipelined %d requests for %d KiB replies and read none: live heap grew by at most %d MiB (limit %d MiB); cut %v after it began", written, replySize>>10, growth>>20, limit>>20, cut.Round(time.Millisecond))
 }
+
+// A few calls that wait long for their answer (long polls), of a method
+// whose replies are unknown, hold up no other call of their connection,
+// however small its share: the room they reserve binds only past a
+// connection's first few calls in flight.
+func TestLongPollsHoldUpNoOtherCall(t *testing.T) {
+	const polls = 8
+	svc := &Arith{block: make(chan struct{}), started: make(chan struct{}, polls)}
+	// 64 KiB: the smallest share, less than one unknown reply reserves.
+	c := dial(t, newArithServer(t, svc, kiev.WithMaxQueuedBytes(64<<10)))
+	done := make(chan error, polls)
+	for i := range polls {
+		go func() {
+			var r Reply
+			done <- c.Call(context.Background(), "Arith.Block", Args{A: i}, &r)
+		}()
+	}
+	for range polls {
+		<-svc.started
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var r Reply
+	err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r)
+	close(svc.block)
+	if err != nil || r.C != 3 {
+		t.Fatalf("a call beside %d long polls on a connection with a 64 KiB share: %v, %v; want it answered", polls, r.C, err)
+	}
+	for range polls {
+		if err := <-done; err != nil {
+			t.Fatalf("a long poll: %v", err)
+		}
+	}
+}

@@ -222,8 +222,9 @@ func WithMaxPartialFrameBytes(n int) ServerOption {
 // reply size (the reply and its encoding; 64 KiB while the method has made
 // none) and 1 KiB, from when it is read until it is answered.
 //
-// A connection whose queued replies and calls in flight pass its share is
-// not read until they drop back (its client's further calls wait in its
+// A connection whose queued replies and calls in flight pass its share
+// (once it has 16 calls in flight: a few long polls never hold up the
+// rest) is not read until they drop back (its client's further calls wait in its
 // socket); so is one with MaxUnansweredCalls calls unanswered, as HTTP/2
 // servers cap a connection's streams. Calls read
 // before that are refused unrun with ErrOverloaded once the connection is

@@ -382,7 +382,8 @@ func (l *Link) tryWrite(b []byte) int {
 // WaitRoom waits until the bytes queued or being written, plus the
 // bytes held by calls in flight, are at most limit, and fewer than
 // maxCalls calls are in flight; or until the link has failed, which it
-// returns. held counts both. Whoever lowers it then calls Wake. A peer
+// returns. The bytes held do not count while fewer than minHeldCalls
+// calls are in flight. held counts both. Whoever lowers it then calls Wake. A peer
 // that reads nothing is cut by the writer, or by the heartbeat if it is
 // silent too, within the heartbeat timeout, so a wait for what is queued
 // is bounded; a wait for calls in flight only lasts until they are
@@ -391,7 +392,8 @@ func (l *Link) tryWrite(b []byte) int {
 func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
 	full := func() bool {
 		n, calls := held.Load()
-		return l.backlog.Load()+n > int64(limit) || calls >= maxCalls
+		queued := l.backlog.Load()
+		return queued > int64(limit) || calls >= maxCalls || calls >= minHeldCalls && queued+n > int64(limit)
 	}
 	if !full() {
 		return nil // the common case, without the lock

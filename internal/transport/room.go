@@ -22,6 +22,15 @@ const callOverhead = 1 << 10
 // rather than thousands of calls whose replies are unknown.
 const unknownReply = ReadBufSize
 
+// minHeldCalls is how many calls a connection may always have in flight,
+// whatever room they reserve, as long as its queued replies are within
+// its share: a call that waits long for its answer (a long poll), of a
+// method whose replies are unknown or large, then holds up no other call
+// of its connection, however small the connection's share. The replies
+// they make pass the share only as far as BacklogError lets them, and
+// the scheduler's workers bound how many are made at once.
+const minHeldCalls = 16
+
 // MaxUnanswered is how many calls one connection may have read and not
 // yet answered before its reader waits for one to be answered, whatever
 // their size: HTTP/2 servers cap a connection's streams in the same way.
