@@ -39,7 +39,7 @@ type frameQueue struct {
 	free []*chunk
 }
 
-// maxFreeChunks bounds the chunks a queue keeps for reuse: 1 MiB.
+// maxFreeChunks bounds the chunks a queue keeps for reuse: 4 MiB.
 const maxFreeChunks = 32
 
 // newChunk returns a large chunk: a kept one, or one from the pool.
@@ -58,15 +58,21 @@ func (q *frameQueue) newChunk() *chunk {
 // go back to their pools.
 func (q *frameQueue) recycle(bufs net.Buffers) {
 	for i, b := range bufs {
-		switch {
-		case cap(b) == smallChunkSize:
-			smallChunkPool.Put((*smallChunk)(b[:smallChunkSize]))
-		case len(q.free) < maxFreeChunks:
+		if cap(b) == chunkSize && len(q.free) < maxFreeChunks {
 			q.free = append(q.free, (*chunk)(b[:chunkSize]))
-		default:
-			chunkPool.Put((*chunk)(b[:chunkSize]))
+		} else {
+			putChunk(b)
 		}
 		bufs[i] = nil
+	}
+}
+
+// putChunk gives the chunk that b begins back to its pool.
+func putChunk(b []byte) {
+	if cap(b) == smallChunkSize {
+		smallChunkPool.Put((*smallChunk)(b[:smallChunkSize]))
+	} else {
+		chunkPool.Put((*chunk)(b[:chunkSize]))
 	}
 }
 
@@ -111,14 +117,8 @@ func (q *frameQueue) push(b []byte) {
 // large frame is copied so before its link's lock is taken, which then
 // only appends the chunks (put).
 func segmentOf(b []byte) frameQueue {
-	var seg frameQueue
-	seg.n = len(b)
-	for len(b) > 0 {
-		c := chunkPool.Get().(*chunk)
-		m := copy(c[:], b)
-		seg.bufs = append(seg.bufs, c[:m])
-		b = b[m:]
-	}
+	var seg frameQueue // no free chunks, and b is larger than a small one
+	seg.push(b)
 	return seg
 }
 
@@ -154,14 +154,10 @@ func (q *frameQueue) take(spare net.Buffers) net.Buffers {
 }
 
 // freeChunks gives the chunks of bufs, as take returned them, back to
-// the pool.
+// their pools.
 func freeChunks(bufs net.Buffers) {
 	for i, b := range bufs {
-		if cap(b) == smallChunkSize {
-			smallChunkPool.Put((*smallChunk)(b[:smallChunkSize]))
-		} else {
-			chunkPool.Put((*chunk)(b[:chunkSize]))
-		}
+		putChunk(b)
 		bufs[i] = nil
 	}
 }

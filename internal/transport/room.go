@@ -6,11 +6,12 @@ import "sync/atomic"
 // client passes its share of WithMaxQueuedBytes (ServerConfig.Share):
 // the replies queued for the client, and the room its calls in flight
 // will need, each reserved when its Request is read and given back when
-// it is answered. A call's reservation is its args, the reply its method
-// has recently made, and callOverhead for the rest. So a client that
-// pipelines calls and reads none of the replies holds the share and one
-// reply at most, however fast it sends; a client that reads its replies
-// meets only backpressure (its calls wait in its socket), never an error.
+// it is answered. A call's reservation is its args, twice the reply its
+// method has recently made (the reply and its encoding), and callOverhead
+// for the rest. So a client that pipelines calls and reads none of the
+// replies holds about its share, however fast it sends; a client that
+// reads its replies meets only backpressure (its calls wait in its
+// socket), never an error.
 
 // callOverhead is what a call in flight holds beyond its args and reply:
 // the call, its context and its decoded args.
@@ -18,8 +19,8 @@ const callOverhead = 1 << 10
 
 // unknownReply is the reply reserved for a call whose method has not yet
 // answered a call: as large as a read buffer, so that before the first
-// answer a connection runs a sixteenth of its largest share at once,
-// rather than thousands of calls whose replies are unknown.
+// answer a connection takes in a few hundred calls at most (at its
+// largest share), rather than thousands whose replies are unknown.
 const unknownReply = ReadBufSize
 
 // minHeldCalls is how many calls a connection may always have in flight,
