@@ -125,9 +125,6 @@ func (r *Reader) fill(n int) error {
 		if err != nil && r.w-r.r < n {
 			return err
 		}
-		if err == nil && m == 0 {
-			continue
-		}
 	}
 	return nil
 }
