@@ -342,13 +342,32 @@ func fourLetters(addr, cmd string, timeout time.Duration) ([]byte, error) {
 	return io.ReadAll(c)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a loopback TCP port that was free a moment ago, and
+// that it has not returned before in this process: the kernel may hand a
+// port just closed out again, and an ensemble's members and their peer
+// ports, chosen one after another, must all differ.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("zktest: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("zktest: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("zktest: 100 free ports in a row had been handed out before")
+	return 0
 }
+
+// The ports freePort has returned.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
