@@ -131,16 +131,12 @@ func (p *plumbing) Refuse(method []byte, where string) (Code, string) {
 	return s.refuseAtLimit(m, where)
 }
 
-// Submit hands a call to the scheduler.
-func (p *plumbing) Submit(c transport.Call, base context.Context) {
-	(*Server)(p).submit(c.(*serverCall), base)
-}
+// Submit hands the call to the scheduler.
+func (sc *serverCall) Submit(base context.Context) { sc.srv.submit(sc, base) }
 
-// RunInline runs a call on the calling goroutine, if the scheduler would
-// start it at once.
-func (p *plumbing) RunInline(c transport.Call) bool {
-	return p.sched.RunInline(c.(*serverCall))
-}
+// RunInline runs the call on the calling goroutine, if the scheduler
+// would start it at once.
+func (sc *serverCall) RunInline() bool { return sc.srv.sched.RunInline(sc) }
 
 // refuseAtLimit counts a call of m refused at WithMaxConcurrentCalls,
 // and returns what it is answered.

@@ -21,8 +21,9 @@ import (
 //
 //   - a front admits a call (Refuse answers one it does not), then hands
 //     what it read of it to its ServerHandler, which makes the call
-//     (Open); the front then runs it on its reader (RunInline) or hands
-//     it to the scheduler (Submit);
+//     (Open); the front then runs the call on its reader
+//     (Call.RunInline) or hands it to the scheduler (Call.Submit). The
+//     call is package kiev's own value, so nothing is cast back;
 //   - the call's answer comes back to the front through its Sink, as a
 //     value to encode or as an error code and message.
 
@@ -60,6 +61,12 @@ type Call interface {
 	Cancel(err error)
 	// Release returns a call that will neither run nor be answered.
 	Release()
+	// Submit hands the call to the scheduler, which runs or drops it,
+	// and answers it either way. A base already done cancels it first.
+	Submit(base context.Context)
+	// RunInline runs the call on the calling goroutine if the scheduler
+	// would start it at once, and reports whether it did.
+	RunInline() bool
 }
 
 // Origin is where a call came from.
@@ -180,12 +187,6 @@ type ServerHandler interface {
 	// and returns its answer. A front refuses a call before it opens it:
 	// its args are neither copied nor decompressed.
 	Refuse(method []byte, where string) (codes.Code, string)
-	// Submit hands c to the scheduler, which runs or drops it, and
-	// answers it either way. A base already done cancels it first.
-	Submit(c Call, base context.Context)
-	// RunInline runs c on the calling goroutine if the scheduler would
-	// start it at once, and reports whether it did.
-	RunInline(c Call) bool
 }
 
 // Sink is where a call's answer goes: a connection, or a packet socket

@@ -14,9 +14,10 @@
 // Each reads a call into a Head, refuses it first if the server drains
 // or the caller has WithMaxConcurrentCalls in flight (asking Refuse for
 // the answer), decompresses its args, and only then hands it to package
-// kiev's ServerHandler: Open makes the call, and the front then runs it
-// on its reader (RunInline) or submits it to the scheduler (Submit), its
-// choice. The call's answer comes back through the front's Sink, as a
+// kiev's ServerHandler: Open makes the call, package kiev's own value
+// behind the Call interface, and the front then runs it on its reader
+// (Call.RunInline) or submits it to the scheduler (Call.Submit), its
+// choice; nothing is ever cast back to package kiev's type. The call's answer comes back through the front's Sink, as a
 // value and a codec to encode, or an error code and message; the front
 // frames it, and over a connection compresses it as the client's
 // Settings and Request allow.

@@ -186,7 +186,7 @@ func (hh httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stopBase := context.AfterFunc(base, func() { c.Cancel(base.Err()) })
 		defer stopBase()
 	}
-	f.cfg.Handler.Submit(c, base)
+	c.Submit(base)
 	if hs.stream != nil {
 		f.serveStream(w, r, c, hs, timeout)
 		return

@@ -131,7 +131,7 @@ func (c *ServerConn) runInline(sc Call, more bool, b *burst) (ran, taken bool) {
 	if !c.watched.Load() {
 		c.cfg.Watch.watch(c)
 	}
-	ran = c.cfg.Handler.RunInline(sc)
+	ran = sc.RunInline()
 	if ran {
 		c.cfg.Watch.runs.Add(1)
 	}
@@ -141,7 +141,7 @@ func (c *ServerConn) runInline(sc Call, more bool, b *burst) (ran, taken bool) {
 	if !ran {
 		// Taken over while the scheduler said no (it cannot take long,
 		// but the watchdog does not know): the call still needs a worker.
-		c.cfg.Handler.Submit(sc, c.base)
+		sc.Submit(c.base)
 	}
 	return true, true
 }

@@ -22,6 +22,7 @@ type inlineCall struct {
 	st   CallState
 	est  time.Duration
 	sink Sink
+	h    *inlineHandler
 }
 
 func (c *inlineCall) State() *CallState       { return &c.st }
@@ -30,6 +31,15 @@ func (c *inlineCall) Estimate() time.Duration { return c.est }
 func (c *inlineCall) ReplySize() *ReplySize   { return nil }
 func (c *inlineCall) Cancel(error)            {}
 func (c *inlineCall) Release()                {}
+func (c *inlineCall) Submit(context.Context)  { c.h.submitted <- c }
+func (c *inlineCall) RunInline() bool {
+	c.h.inlined.Add(1)
+	if c.h.hold != nil {
+		<-c.h.hold
+	}
+	c.run()
+	return true
+}
 
 // run answers c with its id, as its handler would.
 func (c *inlineCall) run() {
@@ -39,8 +49,8 @@ func (c *inlineCall) run() {
 
 // inlineHandler makes calls whose estimate is the method's name's
 // ("Fast.Call": a microsecond, "Slow.Call": a second, else unknown);
-// RunInline runs them, first waiting on hold if it is set, and Submit
-// hands them to the test.
+// their RunInline runs them, first waiting on hold if it is set, and
+// their Submit hands them to the test.
 type inlineHandler struct {
 	hold      chan struct{} // RunInline waits on it, if not nil
 	inlined   atomic.Int32
@@ -48,7 +58,7 @@ type inlineHandler struct {
 }
 
 func (h *inlineHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, codes.Code, string) {
-	c := &inlineCall{sink: sink}
+	c := &inlineCall{sink: sink, h: h}
 	c.st.ID = hd.ID
 	switch string(hd.Method) {
 	case "Fast.Call":
@@ -59,15 +69,6 @@ func (h *inlineHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, code
 	return c, codes.OK, ""
 }
 func (h *inlineHandler) Refuse([]byte, string) (codes.Code, string) { return codes.Overloaded, "" }
-func (h *inlineHandler) Submit(c Call, _ context.Context)           { h.submitted <- c.(*inlineCall) }
-func (h *inlineHandler) RunInline(c Call) bool {
-	h.inlined.Add(1)
-	if h.hold != nil {
-		<-h.hold
-	}
-	c.(*inlineCall).run()
-	return true
-}
 
 // inlinePair serves a connection over h, and returns its client's end.
 func inlinePair(t *testing.T, h *inlineHandler) (*ServerConfig, func(uint64, string), func() uint64) {

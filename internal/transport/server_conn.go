@@ -414,7 +414,7 @@ func (c *ServerConn) request(hd *Head, more bool, b *burst) (taken bool, err err
 	if ran, taken := c.runInline(sc, more, b); ran {
 		return taken, nil
 	}
-	c.cfg.Handler.Submit(sc, c.base)
+	sc.Submit(c.base)
 	return false, nil
 }
 

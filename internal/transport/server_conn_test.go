@@ -25,7 +25,11 @@ type fakeCall struct {
 	name     string
 	canceled chan error // what Cancel was called with
 	released bool
+	h        *fakeHandler
 }
+
+func (c *fakeCall) Submit(context.Context) { c.h.opened <- c }
+func (c *fakeCall) RunInline() bool        { return false }
 
 func (c *fakeCall) State() *CallState       { return &c.st }
 func (c *fakeCall) Name() string            { return c.name }
@@ -63,7 +67,7 @@ func (h *fakeHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, codes.
 			return nil, code, msg
 		}
 	}
-	c := &fakeCall{name: name, canceled: make(chan error, 1)}
+	c := &fakeCall{name: name, canceled: make(chan error, 1), h: h}
 	c.st.ID = hd.ID
 	cp := *hd
 	cp.Method, cp.Codec, cp.Body = []byte(name), []byte(string(hd.Codec)), append([]byte(nil), hd.Body...)
@@ -82,9 +86,6 @@ func (h *fakeHandler) Refuse(_ []byte, where string) (codes.Code, string) {
 	h.mu.Unlock()
 	return codes.Overloaded, "refused " + where
 }
-
-func (h *fakeHandler) Submit(c Call, _ context.Context) { h.opened <- c.(*fakeCall) }
-func (h *fakeHandler) RunInline(Call) bool              { return false }
 
 // answer replies to call c with v, as a handler's return would.
 func (h *fakeHandler) answer(t *testing.T, c *fakeCall, v any) {

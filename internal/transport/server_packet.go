@@ -392,7 +392,7 @@ func (ps *PacketServer) request(f *wire.Frame, h *wire.Header, hd *Head, peer Pe
 		sc.State().CallerGone.Store(true)
 		sc.Cancel(context.Canceled)
 	}
-	ps.cfg.Handler.Submit(sc, ps.base)
+	sc.Submit(ps.base)
 }
 
 // session returns the state of a client session, made if new, after

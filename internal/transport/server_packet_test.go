@@ -28,6 +28,7 @@ func (rawCodec) Unmarshal(b []byte, v any) error {
 // echoCall is a call of echoHandler: the test runs it, through its sink.
 type echoCall struct {
 	st       CallState
+	h        *echoHandler
 	sink     Sink
 	args     []byte
 	canceled chan struct{} // closed by Cancel
@@ -40,6 +41,8 @@ func (c *echoCall) Estimate() time.Duration { return 0 }
 func (c *echoCall) ReplySize() *ReplySize   { return nil }
 func (c *echoCall) Cancel(error)            { c.once.Do(func() { close(c.canceled) }) }
 func (c *echoCall) Release()                {}
+func (c *echoCall) Submit(context.Context)  { c.h.submitted <- c }
+func (c *echoCall) RunInline() bool         { return false }
 
 // reply answers c with v and ends it, as a handler's goroutine does.
 func (c *echoCall) reply(t *testing.T, v []byte) {
@@ -59,13 +62,11 @@ type echoHandler struct {
 
 func (h *echoHandler) Open(hd *Head, base context.Context, sink Sink) (Call, codes.Code, string) {
 	h.opened.Add(1)
-	c := &echoCall{sink: sink, args: append([]byte(nil), hd.Body...), canceled: make(chan struct{})}
+	c := &echoCall{h: h, sink: sink, args: append([]byte(nil), hd.Body...), canceled: make(chan struct{})}
 	c.st.ID = hd.ID
 	return c, 0, ""
 }
 func (h *echoHandler) Refuse([]byte, string) (codes.Code, string) { return codes.Overloaded, "refused" }
-func (h *echoHandler) Submit(c Call, _ context.Context)           { h.submitted <- c.(*echoCall) }
-func (h *echoHandler) RunInline(Call) bool                        { return false }
 
 // packetTest is a PacketServer on a loopback socket, served until the
 // test ends, and a client socket to call it from. The test fails if the

@@ -345,6 +345,7 @@ func chunkOf(id uint64, size, n int) []byte {
 // fuzzCall is a call of fuzzStreamHandler.
 type fuzzCall struct {
 	st       CallState
+	h        *fuzzStreamHandler
 	sink     Sink
 	answered bool
 }
@@ -355,6 +356,7 @@ func (*fuzzCall) Estimate() time.Duration { return 0 }
 func (*fuzzCall) ReplySize() *ReplySize   { return nil }
 func (*fuzzCall) Cancel(error)            {}
 func (*fuzzCall) Release()                {}
+func (*fuzzCall) RunInline() bool         { return false }
 
 // fuzzStreamHandler answers unary calls at once, and accepts streams
 // with the window the input chose, as package kiev does; the input then
@@ -375,7 +377,7 @@ func (h *fuzzStreamHandler) setWindow(id uint64, w int) {
 }
 
 func (h *fuzzStreamHandler) Open(hd *Head, _ context.Context, sink Sink) (Call, codes.Code, string) {
-	c := &fuzzCall{sink: sink}
+	c := &fuzzCall{h: h, sink: sink}
 	c.st.ID = hd.ID
 	return c, 0, ""
 }
@@ -384,8 +386,8 @@ func (*fuzzStreamHandler) Refuse([]byte, string) (codes.Code, string) {
 	return codes.Overloaded, "refused"
 }
 
-func (h *fuzzStreamHandler) Submit(call Call, _ context.Context) {
-	c := call.(*fuzzCall)
+func (c *fuzzCall) Submit(context.Context) {
+	h := c.h
 	s := c.st.Stream
 	if s == nil {
 		_ = c.sink.Reply(c, codec.Msgpack, 1)
@@ -398,8 +400,6 @@ func (h *fuzzStreamHandler) Submit(call Call, _ context.Context) {
 	h.mu.Unlock()
 	s.Grant(w)
 }
-
-func (*fuzzStreamHandler) RunInline(Call) bool { return false }
 
 // act runs op as stream id's handler would: take its messages, send,
 // end its sending, return, or give up as its context ends.
