@@ -10,15 +10,13 @@ import (
 )
 
 // packetTransport is a Client's UDP socket to one server: a
-// transport.PacketClient, which sends and retransmits its calls'
-// datagrams and matches replies to calls, and this package's side of it,
-// which encodes (and signs, with WithPacketKey) their requests and
-// Cancels, decodes their replies, and says what the socket's failure
-// means to them.
+// transport.PacketClient, which frames (and signs, with WithPacketKey),
+// sends and retransmits its calls' requests and matches replies to calls,
+// and this package's side of it, which decodes their replies and says
+// what the socket's failure means to them.
 //
-// Its handler methods (Reply, Encode, Cancel, Failure, Lost) are called
-// by the socket's goroutines, which start before sock is set: they do not
-// use sock.
+// Its handler methods (Reply, Failure, Lost) are called by the socket's
+// goroutines, which start before sock is set: they do not use sock.
 type packetTransport struct {
 	ep   *endpoint
 	sock *transport.PacketClient[*Call]
@@ -31,6 +29,7 @@ func dialPacket(ep *endpoint) (*packetTransport, error) {
 	sock, err := transport.DialPacket[*Call](ep.inst.Network, ep.inst.Address, transport.PacketConfig{
 		InitialRTO: p.InitialRTO, MinRTO: p.MinRTO, MaxRTO: p.MaxRTO,
 		MaxDatagram: MaxDatagram,
+		Limit:       p.MaxDatagram,
 		Key:         ep.c.opts.packetKey,
 		Counters: transport.PacketCounters{
 			Sent: &n.sent, Received: &n.received, Retransmits: &n.retransmits,
@@ -74,23 +73,31 @@ func (t *packetTransport) wait(ctx context.Context, call *Call) error {
 	if !ok {
 		deadline = time.Now().Add(t.ep.c.opts.packet.Timeout)
 	}
-	if err := t.sock.RoundTrip(ctx, deadline, call.id, call, call.signal); err != nil {
+	var rq transport.Request
+	request(&rq, ctx, deadline, call)
+	if err := t.sock.RoundTrip(ctx, deadline, call.id, &rq, call.signal); err != nil {
 		return &callError{call.ServiceMethod, err}
+	}
+	if body := call.body; body != nil {
+		call.body = nil
+		call.Error = decodeBody(call, *body, 0, 0, nil)
+		transport.PutBuf(body)
 	}
 	return call.Error
 }
 
-// Encode appends the request datagram of call, signed with the client's
-// packet key, if it has one.
-func (t *packetTransport) Encode(b []byte, ctx context.Context, deadline time.Time, call *Call, s transport.Stamp) ([]byte, error) {
-	o := &t.ep.c.opts
-	var rq transport.Request
-	request(&rq, ctx, deadline, call)
-	return transport.AppendDatagram(b, &rq, &s, o.packetKey, MaxDatagram, o.packet.MaxDatagram)
-}
-
-// Reply decodes a reply into its call, and completes it.
+// Reply decodes a reply into its call, and completes it; or, for a large
+// reply that its caller waits for, hands a copy of the body to the caller
+// to decode (wait), as a connection does (decodeOnCaller).
 func (t *packetTransport) Reply(call *Call, r *transport.Response) {
+	if call.signal != nil && r.Code == CodeOK && call.Reply != nil && len(r.Body) >= decodeOnCaller &&
+		r.Compression == 0 && string(r.Codec) == call.codec.Name() {
+		body := transport.GetBuf(len(r.Body))
+		*body = append(*body, r.Body...)
+		call.body = body
+		call.complete()
+		return
+	}
 	call.Error = decodeReply(call, r, nil)
 	call.complete()
 }

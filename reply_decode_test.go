@@ -52,3 +52,34 @@ func TestLargeReplyDecodingHoldsNoOtherReply(t *testing.T) {
 		t.Fatalf("the large call: %v", err)
 	}
 }
+
+// The same over UDP: a large reply is decoded by its caller, not by the
+// socket's reader, so a small call on the same socket is answered while
+// the large one's decoding is held.
+func TestLargeDatagramReplyDecodingHoldsNoOtherReply(t *testing.T) {
+	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	big := kiev.WithPacket(kiev.Packet{MaxDatagram: 60000})
+	_, target := newUDPArith(t, nil, kiev.WithCodecs(g), big)
+	c := dial(t, target, kiev.WithCodec(g), kiev.WithPacket(kiev.Packet{MaxDatagram: 60000}))
+	done := make(chan error, 1)
+	go func() {
+		var reply []byte
+		err := c.Call(context.Background(), "Arith.Big", Args{A: 40 << 10}, &reply)
+		if err == nil && len(reply) != 40<<10 {
+			t.Errorf("the large reply has %d bytes; want %d", len(reply), 40<<10)
+		}
+		done <- err
+	}()
+	<-g.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var r Reply
+	err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r)
+	close(g.gate)
+	if err != nil || r.C != 3 {
+		t.Fatalf("a small call while a large reply was being decoded: %v, %v; want it answered (the decoding held the socket's reader)", r.C, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the large call: %v", err)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // canceler, which resends the Cancels of abandoned calls. Each call's
 // goroutine sends its own request, and retransmits it (RoundTrip).
 type PacketClient[C any] struct {
-	h       PacketHandler[C]
+	h       ClientHandler[C]
 	cfg     PacketConfig
 	io      PacketIO
 	server  netip.AddrPort
@@ -50,7 +50,11 @@ type PacketConfig struct {
 	InitialRTO, MinRTO, MaxRTO time.Duration
 	// MaxDatagram is the largest datagram the reader takes.
 	MaxDatagram int
-	// Key, if not nil, signs the socket's Cancels (WithPacketKey).
+	// Limit is the largest request datagram the socket sends
+	// (Packet.MaxDatagram); a larger request fails with ErrTooLarge.
+	Limit int
+	// Key, if not nil, signs the socket's requests and Cancels
+	// (WithPacketKey).
 	Key *PacketKey
 	// Counters are where the socket counts what it saw.
 	Counters PacketCounters
@@ -67,17 +71,6 @@ type PacketCounters struct {
 	Unexpected  *atomic.Int64 // datagrams from an address other than the server's
 	Stale       *atomic.Int64 // replies to no call in flight
 	Malformed   *atomic.Int64 // datagrams that are not a Response
-}
-
-// PacketHandler is what a PacketClient asks of the protocol above it: a
-// ClientHandler, and the datagrams of its calls. Encode is called from the
-// call's goroutine, Cancel from it or from the canceler.
-type PacketHandler[C any] interface {
-	ClientHandler[C]
-	// Encode appends to b the request datagram of call, made with ctx,
-	// whose deadline is deadline, stamped with s. The datagram must be
-	// whole, and fit the datagram limit.
-	Encode(b []byte, ctx context.Context, deadline time.Time, call C, s Stamp) ([]byte, error)
 }
 
 // Stamp is what the socket puts in a request datagram: the call's id,
@@ -106,7 +99,7 @@ type cancelResend struct {
 
 // DialPacket opens a socket for calls to addr, on network (udp, udp4 or
 // udp6), and starts its goroutines.
-func DialPacket[C any](network, addr string, cfg PacketConfig, h PacketHandler[C]) (*PacketClient[C], error) {
+func DialPacket[C any](network, addr string, cfg PacketConfig, h ClientHandler[C]) (*PacketClient[C], error) {
 	ua, err := net.ResolveUDPAddr(network, addr)
 	if err != nil {
 		return nil, err
@@ -129,7 +122,7 @@ func DialPacket[C any](network, addr string, cfg PacketConfig, h PacketHandler[C
 }
 
 // newPacketClient makes a socket's state, without the socket.
-func newPacketClient[C any](cfg PacketConfig, h PacketHandler[C]) *PacketClient[C] {
+func newPacketClient[C any](cfg PacketConfig, h ClientHandler[C]) *PacketClient[C] {
 	pc := &PacketClient[C]{
 		h: h, cfg: cfg,
 		stop: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -221,20 +214,22 @@ func (pc *PacketClient[C]) take(id uint64) (call C, ok bool) {
 }
 
 // RoundTrip makes the call of id, which Add made pending, over the
-// socket: it sends the request, resends it each time the retransmission
+// socket: it sends the request rq, built into a datagram here and signed
+// with the socket's key, resends it each time the retransmission
 // timeout passes, doubling the timeout, and again at once with a ticket
 // when the server asks for one. It returns nil once done yields the call,
 // which the handler completed (with its reply, or as the socket failed);
 // or, the call no longer pending, the error that ended it first: the
-// encoder's, ctx's, or context.DeadlineExceeded once deadline passes.
-func (pc *PacketClient[C]) RoundTrip(ctx context.Context, deadline time.Time, id uint64, call C, done <-chan C) error {
+// request's (its args do not encode, or it is too large), ctx's, or
+// context.DeadlineExceeded once deadline passes.
+func (pc *PacketClient[C]) RoundTrip(ctx context.Context, deadline time.Time, id uint64, rq *Request, done <-chan C) error {
 	buf := GetBuf(0)
 	defer PutBuf(buf)
 	pc.mu.Lock()
 	s := Stamp{ID: id, Session: pc.session, Floor: pc.floor, Ticket: pc.ticket}
 	ticketed := pc.ticketed
 	pc.mu.Unlock()
-	b, err := pc.h.Encode((*buf)[:0], ctx, deadline, call, s)
+	b, err := AppendDatagram((*buf)[:0], rq, &s, pc.cfg.Key, pc.cfg.MaxDatagram, pc.cfg.Limit)
 	*buf = b
 	if err != nil {
 		pc.take(id)
@@ -272,7 +267,7 @@ func (pc *PacketClient[C]) RoundTrip(ctx context.Context, deadline time.Time, id
 			pc.mu.Lock()
 			s.Ticket, s.Floor, ticketed = pc.ticket, pc.floor, pc.ticketed
 			pc.mu.Unlock()
-			b, err = pc.h.Encode((*buf)[:0], ctx, deadline, call, s)
+			b, err = AppendDatagram((*buf)[:0], rq, &s, pc.cfg.Key, pc.cfg.MaxDatagram, pc.cfg.Limit)
 			*buf = b
 			if err != nil {
 				return pc.abandon(id, done, err, deadline)

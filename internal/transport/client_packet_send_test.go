@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kievrpc/kiev/codec"
 	"github.com/kievrpc/kiev/internal/wire"
 )
 
-// packetHandler is the tests' protocol over a PacketClient: a request is
-// an empty datagram, a call completes on done.
+// packetHandler is the tests' protocol over a PacketClient: a call
+// completes on done.
 type packetHandler struct {
 	done chan *testCall
 	lost chan Loss[*testCall]
@@ -22,12 +23,9 @@ type packetHandler struct {
 func (h *packetHandler) Reply(c *testCall, _ *Response)    { h.done <- c }
 func (h *packetHandler) Failure(cause error, _ bool) error { return cause }
 func (h *packetHandler) Lost(l Loss[*testCall])            { h.lost <- l }
-func (h *packetHandler) Encode(b []byte, _ context.Context, _ time.Time, _ *testCall, s Stamp) ([]byte, error) {
-	b = wire.BeginDatagram(b, wire.TypeRequest, s.ID)
-	b = wire.AppendUvarint(b, wire.KeySession, s.Session)
-	_ = wire.EndHeader(b, wire.PrefaceLen)
-	return b, wire.EndFrame(b, wire.PrefaceLen, 1<<16)
-}
+
+// testRequest is a request of the tests' calls.
+func testRequest() *Request { return &Request{Method: "T.Call", Codec: codec.Msgpack} }
 
 // A call whose first datagram is lost is sent again after the
 // retransmission timeout, and answered; a call its caller cancels is
@@ -71,7 +69,7 @@ func TestPacketClientRoundTrip(t *testing.T) {
 	h := &packetHandler{done: make(chan *testCall, 1), lost: make(chan Loss[*testCall], 1)}
 	pc, err := DialPacket[*testCall]("udp4", srv.LocalAddr().String(), PacketConfig{
 		InitialRTO: 20 * time.Millisecond, MinRTO: 10 * time.Millisecond, MaxRTO: 50 * time.Millisecond,
-		MaxDatagram: 1 << 16,
+		MaxDatagram: 1 << 16, Limit: 1 << 16,
 		Counters:    PacketCounters{Sent: &sent, Received: &received, Retransmits: &retransmits, Unexpected: &other, Stale: &other, Malformed: &other},
 		Goroutines:  &wg,
 	}, h)
@@ -87,7 +85,7 @@ func TestPacketClientRoundTrip(t *testing.T) {
 	if err != nil || id != 1 {
 		t.Fatalf("Add = %d, %v; want id 1", id, err)
 	}
-	if err := pc.RoundTrip(ctx, deadline, id, call, h.done); err != nil {
+	if err := pc.RoundTrip(ctx, deadline, id, testRequest(), h.done); err != nil {
 		t.Fatalf("RoundTrip: %v", err)
 	}
 	if retransmits.Load() == 0 || received.Load() != 1 {
@@ -101,7 +99,7 @@ func TestPacketClientRoundTrip(t *testing.T) {
 	}
 	ctx2, cancel2 := context.WithCancel(ctx)
 	cancel2() // its first datagram goes, then RoundTrip sees ctx ended
-	if err := pc.RoundTrip(ctx2, deadline, id2, call2, h.done); !errors.Is(err, context.Canceled) {
+	if err := pc.RoundTrip(ctx2, deadline, id2, testRequest(), h.done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("RoundTrip of a canceled call = %v, want context.Canceled", err)
 	}
 	if got := <-canceled; got != id2 {

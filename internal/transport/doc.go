@@ -47,9 +47,12 @@
 //     abandoned calls.
 //   - Both are generic over the client's call. Package kiev fills in a
 //     Request for each call, which AppendRequest and AppendDatagram frame
-//     (request.go); the transports hand each Response back parsed,
-//     through a small ClientHandler, which each extends (ConnHandler,
-//     PacketHandler), with what a failure means to the calls.
+//     (request.go): a connection's as the call is written, a socket's
+//     each time its datagram is sent (RoundTrip takes the Request, so
+//     nothing calls up to encode a retransmission). The transports hand
+//     each Response back parsed, through a small ClientHandler (which a
+//     connection extends as ConnHandler, for Settings and GoAway), and
+//     ask it what a failure means to the calls.
 //
 // Beneath both:
 //
