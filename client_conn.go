@@ -163,21 +163,30 @@ func (t *connTransport) compression(ctx context.Context) (alg Compression, least
 }
 
 // decodeOnCaller is the size of reply body from which the caller, not
-// the connection's reader, decodes a reply it waits for (Client.Call),
-// as it does a compressed one: one large reply then holds up no other
-// reply of the connection. A smaller reply is decoded on the reader,
-// which costs less than the copy that handing it over takes.
+// the connection's reader, decodes a reply (as it does a compressed
+// one): one large reply then holds up no other reply of the connection.
+// A smaller reply is decoded on the reader, which costs less than the
+// copy that handing it over takes.
 const decodeOnCaller = 4 << 10
 
 // Reply decodes a Response into its call, and completes it; or, for a
-// large or compressed reply that its caller waits for, hands a copy of
-// the body to the caller to decode (wait).
+// large or compressed reply, hands a copy of the body over to be decoded
+// off the reader: to the goroutine that waits for the call (wait), or,
+// for a call sent by Client.Go with no goroutine of its own (a client
+// without retries, throttle or interceptors), to a new one.
 func (t *connTransport) Reply(call *Call, r *transport.Response) {
-	if call.signal != nil && r.Code == CodeOK && call.Reply != nil && (len(r.Body) >= decodeOnCaller || r.Compression != 0) &&
+	if r.Code == CodeOK && call.Reply != nil && (len(r.Body) >= decodeOnCaller || r.Compression != 0) &&
 		string(r.Codec) == call.codec.Name() {
 		body := transport.GetBuf(len(r.Body))
 		*body = append(*body, r.Body...)
 		call.body, call.bodyAlg, call.bodySize = body, r.Compression, r.Decoded
+		if call.signal == nil {
+			go func() {
+				_ = t.received(call)
+				call.complete()
+			}()
+			return
+		}
 		call.complete()
 		return
 	}

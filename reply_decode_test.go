@@ -83,3 +83,26 @@ func TestLargeDatagramReplyDecodingHoldsNoOtherReply(t *testing.T) {
 		t.Fatalf("the large call: %v", err)
 	}
 }
+
+// The same for Client.Go on a client that sends its calls without a
+// goroutine of their own (one server, no retries, no throttle): the large
+// reply is decoded off the connection's reader.
+func TestLargeAsyncReplyDecodingHoldsNoOtherReply(t *testing.T) {
+	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	c := dial(t, newArithServer(t, nil, kiev.WithCodecs(g)), kiev.WithCodec(g),
+		kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}), kiev.WithThrottle(kiev.Throttle{Disabled: true}))
+	var reply []byte
+	big := c.Go(context.Background(), "Arith.Big", Args{A: 64 << 10}, &reply, nil)
+	<-g.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var r Reply
+	err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r)
+	close(g.gate)
+	if err != nil || r.C != 3 {
+		t.Fatalf("a small call while a large async reply was being decoded: %v, %v; want it answered (the decoding held the connection's reader)", r.C, err)
+	}
+	if call := <-big.Done; call.Error != nil || len(reply) != 64<<10 {
+		t.Fatalf("the large call: %v, %d bytes; want %d", call.Error, len(reply), 64<<10)
+	}
+}
