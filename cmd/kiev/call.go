@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kievrpc/kiev"
+	"github.com/kievrpc/kiev/reflection"
 )
 
 var callCommand = &command{
@@ -36,14 +37,25 @@ A server stream (a method that sends kiev.Out messages) prints each
 message as it arrives, as JSON on a line of its own, and then the
 stream's status: "OK, after n messages" on standard error, or its error,
 with exit status 1. The stream runs until it ends, or Ctrl-C; --timeout
-bounds it only if given. Client and bidirectional streams, which take
-messages from the client, are not sent by kiev call.
+bounds it only if given.
+
+A client stream or a bidirectional stream (a method that takes kiev.In)
+sends a sequence of JSON values, each one message: those of the JSON
+argument, or, without one or with "-", those read from standard input as
+they come (one per line, for instance), until it ends. Then it finishes
+sending. A client stream prints its reply as a unary call does; a
+bidirectional stream prints each message the server sends as it
+arrives, a line of JSON each, and then its status, as a server stream
+does. A message that is not valid JSON, or does not fit the method's
+message type, ends the stream and says which message it was.
 
 Examples:
   kiev call 127.0.0.1:7000 Arith.Add '{"A": 7, "B": 8}'
   kiev call --meta trace-id=abc --timeout 2s zookeeper://zk:2181/Arith Arith.Add '{"A": 1, "B": 2}'
   echo '{"A": 7, "B": 8}' | kiev call unix:///run/arith.sock Arith.Add -
-  kiev call 127.0.0.1:7000 Feed.Watch '{"From": 1}' | jq .N`,
+  kiev call 127.0.0.1:7000 Feed.Watch '{"From": 1}' | jq .N
+  kiev call 127.0.0.1:7000 Feed.Upload '{"Data": "aGk="} {"Data": "dGhlcmU="}'
+  kiev call 127.0.0.1:7000 Feed.Chat < messages.ndjson`,
 	newRunner: func() runner { return &callCmd{} },
 }
 
@@ -71,23 +83,6 @@ func (c *callCmd) run(ctx context.Context, cl *cli, args []string) error {
 	if err := c.check(method); err != nil {
 		return err
 	}
-	var text []byte
-	switch {
-	case len(args) < 3:
-		text = []byte("null")
-	case args[2] == "-":
-		var err error
-		if text, err = io.ReadAll(cl.stdin); err != nil {
-			return fmt.Errorf("reading the arguments from standard input: %v", err)
-		}
-	default:
-		text = []byte(args[2])
-	}
-	callArgs, err := parseJSONArgs(text)
-	if err != nil {
-		return usagef("call", "%v", err)
-	}
-
 	client, err := cl.dial("call", target, c.timeout)
 	if err != nil {
 		return err
@@ -105,7 +100,26 @@ func (c *callCmd) run(ctx context.Context, cl *cli, args []string) error {
 		return callFailed(ctx, target, method, c.timeout, err)
 	}
 	if mi != nil && mi.ClientStreaming {
-		return usagef("call", "%s takes a stream of messages from the client, which kiev call does not send; it calls unary methods and server streams", method)
+		in := cl.stdin
+		if len(args) == 3 && args[2] != "-" {
+			in = strings.NewReader(args[2])
+		}
+		return c.sendStream(ctx, cl, client, target, method, mi, in)
+	}
+	var text []byte
+	switch {
+	case len(args) < 3:
+		text = []byte("null")
+	case args[2] == "-":
+		if text, err = io.ReadAll(cl.stdin); err != nil {
+			return fmt.Errorf("reading the arguments from standard input: %v", err)
+		}
+	default:
+		text = []byte(args[2])
+	}
+	callArgs, err := parseJSONArgs(text)
+	if err != nil {
+		return usagef("call", "%v", err)
 	}
 	if mi != nil {
 		if callArgs, err = fitArgs(callArgs, mi.Args); err != nil {
@@ -122,11 +136,10 @@ func (c *callCmd) run(ctx context.Context, cl *cli, args []string) error {
 	return printJSON(cl.stdout, jsonable(reply))
 }
 
-// stream opens method's server stream with args and prints its messages
-// as they come, a line of JSON each, then its status: OK on stderr, or
-// its error. Only a --timeout given bounds the stream, and Ctrl-C ends
-// it.
-func (c *callCmd) stream(ctx context.Context, cl *cli, client *kiev.Client, target, method string, args any) error {
+// streamContext is the context a stream runs in: the call's priority
+// and metadata, and only a --timeout given bounds it (returned, 0 for
+// none), as Ctrl-C ends it.
+func (c *callCmd) streamContext(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
 	streamCtx := kiev.WithPriority(ctx, kiev.Priority(c.priority))
 	if len(c.meta) > 0 {
 		streamCtx = kiev.WithMetadata(streamCtx, c.meta...)
@@ -136,26 +149,136 @@ func (c *callCmd) stream(ctx context.Context, cl *cli, client *kiev.Client, targ
 		timeout = c.timeout
 	}
 	streamCtx, cancel := withTimeout(streamCtx, timeout)
+	return streamCtx, cancel, timeout
+}
+
+// stream opens method's server stream with args and prints its messages
+// as they come, a line of JSON each, then its status: OK on stderr, or
+// its error.
+func (c *callCmd) stream(ctx context.Context, cl *cli, client *kiev.Client, target, method string, args any) error {
+	streamCtx, cancel, timeout := c.streamContext(ctx)
 	defer cancel()
 	s, err := client.Stream(streamCtx, method, args)
 	if err != nil {
 		return callFailed(ctx, target, method, timeout, err)
 	}
 	defer s.Close()
+	return c.printMessages(ctx, cl, s, streamCtx, target, method, timeout, "")
+}
+
+// printMessages prints the messages s receives as they come, a line of
+// JSON each, then its status: OK on stderr, or its error. sent, if not
+// empty, says what this side sent, for the status line.
+func (c *callCmd) printMessages(ctx context.Context, cl *cli, s *kiev.Stream, streamCtx context.Context, target, method string, timeout time.Duration, sent string) error {
 	enc := json.NewEncoder(cl.stdout)
 	enc.SetEscapeHTML(false)
 	for n := 0; ; n++ {
 		var msg any
 		err := s.Recv(streamCtx, &msg)
 		if err == io.EOF {
-			fmt.Fprintf(cl.stderr, "kiev call: %s: OK, after %s\n", method, messages(n))
+			fmt.Fprintf(cl.stderr, "kiev call: %s: OK, after %s%s\n", method, messages(n), sent)
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w, after %s", callFailed(ctx, target, method, timeout, err), messages(n))
+			return fmt.Errorf("%w, after %s%s", callFailed(ctx, target, method, timeout, err), messages(n), sent)
 		}
 		if err := enc.Encode(jsonable(msg)); err != nil {
 			return fmt.Errorf("printing message %d as JSON: %v", n+1, err)
+		}
+	}
+}
+
+// sendStream opens method's client or bidirectional stream and sends it
+// the JSON values read from in, one message each, then finishes
+// sending. A client stream's reply is printed as a unary call's; a
+// bidirectional stream's messages as a server stream's, as they come,
+// while the messages from in are still being sent.
+func (c *callCmd) sendStream(ctx context.Context, cl *cli, client *kiev.Client, target, method string, mi *reflection.MethodInfo, in io.Reader) error {
+	streamCtx, cancel, timeout := c.streamContext(ctx)
+	defer cancel()
+	s, err := client.Stream(streamCtx, method, nil)
+	if err != nil {
+		return callFailed(ctx, target, method, timeout, err)
+	}
+	defer s.Close()
+	if !mi.ServerStreaming {
+		n, err := sendMessages(streamCtx, s, in, mi.Args)
+		if err != nil {
+			return c.sendFailed(ctx, s, streamCtx, target, method, timeout, n, err)
+		}
+		var reply any
+		if err := s.Recv(streamCtx, &reply); err != nil {
+			return fmt.Errorf("%w, after sending %s", callFailed(ctx, target, method, timeout, err), messages(n))
+		}
+		return printJSON(cl.stdout, jsonable(reply))
+	}
+	type sendEnd struct {
+		n   int
+		err error
+	}
+	sending := make(chan sendEnd, 1)
+	go func() {
+		n, err := sendMessages(streamCtx, s, in, mi.Args)
+		sending <- sendEnd{n, err}
+		var ue *usageError
+		if errors.As(err, &ue) {
+			s.Close() // a message that is not sent ends the stream
+		}
+	}()
+	recvErr := c.printMessages(ctx, cl, s, streamCtx, target, method, timeout, "")
+	s.Close() // a Send waiting for credit returns
+	select {
+	case end := <-sending:
+		var ue *usageError
+		if errors.As(end.err, &ue) {
+			return end.err // why the stream ended
+		}
+	default:
+		// Still reading its input, which cannot be interrupted; the
+		// stream is over, and the command ends anyway.
+	}
+	return recvErr
+}
+
+// sendFailed explains why sending a client stream's message n+1 failed:
+// the stream's own error if the server ended it (Send's io.EOF), or
+// err.
+func (c *callCmd) sendFailed(ctx context.Context, s *kiev.Stream, streamCtx context.Context, target, method string, timeout time.Duration, n int, err error) error {
+	if errors.Is(err, io.EOF) {
+		var reply any
+		if rerr := s.Recv(streamCtx, &reply); rerr != nil && rerr != io.EOF {
+			return fmt.Errorf("%w, after sending %s", callFailed(ctx, target, method, timeout, rerr), messages(n))
+		}
+		return fmt.Errorf("%s: the server ended the stream after %s, before taking them all", method, messages(n))
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return fmt.Errorf("%w, after sending %s", callFailed(ctx, target, method, timeout, err), messages(n))
+}
+
+// sendMessages sends s the JSON values read from in, fitted to shape, one
+// message each, as they come, then finishes sending. It returns how many
+// it sent, and the error that stopped it: a usage error for a value that
+// is not JSON or does not fit, or Send's.
+func sendMessages(ctx context.Context, s *kiev.Stream, in io.Reader, shape reflection.TypeShape) (int, error) {
+	dec := json.NewDecoder(in)
+	dec.UseNumber()
+	for n := 0; ; n++ {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, s.CloseSend()
+			}
+			return n, usagef("call", "message %d is not valid JSON: %v; send one JSON value per message", n+1, err)
+		}
+		msg, err := fitArgs(numbers(v), shape)
+		if err != nil {
+			return n, usagef("call", "message %d: %v", n+1, err)
+		}
+		if err := s.Send(ctx, msg); err != nil {
+			return n, err
 		}
 	}
 }

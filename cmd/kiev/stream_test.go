@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/kievrpc/kiev"
@@ -101,9 +104,87 @@ func TestCallServerStreamThatFails(t *testing.T) {
 	}
 }
 
-func TestCallRefusesClientStreams(t *testing.T) {
+// kievRunIn runs the kiev command as run does, with stdin as its
+// standard input.
+func kievRunIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cl := &cli{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut}
+	code = cl.main(context.Background(), args)
+	return out.String(), errOut.String(), code
+}
+
+func TestCallClientStream(t *testing.T) {
 	addr := serveFeed(t)
-	for _, m := range []string{"Feed.Upload", "Feed.Chat"} {
-		wantRun(t, exitUsage, nil, []string{"kiev call: " + m + " takes a stream of messages from the client, which kiev call does not send"}, "call", addr, m)
+	// The messages in the argument, and on standard input.
+	stdout, stderr, code := kievRun(t, "call", addr, "Feed.Upload", `{"Data": "abc"} {"data": "defgh"}`)
+	if code != exitOK || stdout != "{\n  \"Bytes\": 8\n}\n" || stderr != "" {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	stdout, stderr, code = kievRunIn(t, "{\"Data\": \"ab\"}\n{\"Data\": \"c\"}\n", "call", addr, "Feed.Upload")
+	if code != exitOK || stdout != "{\n  \"Bytes\": 3\n}\n" || stderr != "" {
+		t.Errorf("from stdin: exit %d\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	// No message at all is a stream of none.
+	stdout, _, code = kievRunIn(t, "", "call", addr, "Feed.Upload", "-")
+	if code != exitOK || stdout != "{\n  \"Bytes\": 0\n}\n" {
+		t.Errorf("no messages: exit %d\nstdout:\n%s", code, stdout)
+	}
+}
+
+func TestCallBidirectionalStream(t *testing.T) {
+	addr := serveFeed(t)
+	stdout, stderr, code := kievRunIn(t, `{"n": 1, "text": "a"}`+"\n"+`{"N": 2, "Text": "b"}`+"\n", "call", addr, "Feed.Chat")
+	want := `{"n":1,"text":"a"}
+{"n":2,"text":"b"}
+`
+	if code != exitOK || stdout != want || stderr != "kiev call: Feed.Chat: OK, after 2 messages\n" {
+		t.Errorf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", code, stdout, want, stderr)
+	}
+}
+
+// A message that is not JSON, or does not fit the method's message type,
+// ends the stream, saying which message it was.
+func TestCallStreamBadMessage(t *testing.T) {
+	addr := serveFeed(t)
+	for m, first := range map[string]string{"Feed.Upload": `{"Data": "x"}`, "Feed.Chat": `{"n": 1}`} {
+		_, stderr, code := kievRunIn(t, first+"\n"+`{"n": `, "call", addr, m)
+		if code != exitUsage || !strings.Contains(stderr, "message 2 is not valid JSON") {
+			t.Errorf("%s with a broken second message: exit %d, stderr: %s", m, code, stderr)
+		}
+	}
+	_, stderr, code := kievRunIn(t, `{"n": 1, "colour": "red"}`, "call", addr, "Feed.Chat")
+	if code != exitUsage || !strings.Contains(stderr, "message 1: ") || !strings.Contains(stderr, "colour") {
+		t.Errorf("a message with a field Event lacks: exit %d, stderr: %s", code, stderr)
+	}
+}
+
+// Gate's Talk takes one message, then ends its stream with an error.
+type Gate struct{}
+
+func (Gate) Talk(ctx context.Context, in kiev.In[Event], out kiev.Out[Event]) error {
+	if _, err := in.Recv(ctx); err != nil {
+		return err
+	}
+	return kiev.Errorf(409, "one is enough")
+}
+
+// A bidirectional stream the server ends, while standard input is still
+// open (a terminal, say), ends the command with the stream's status: it
+// does not wait for more input.
+func TestCallBidirectionalStreamEndedByServer(t *testing.T) {
+	srv := kiev.NewServer()
+	if err := srv.Register(Gate{}); err != nil {
+		t.Fatal(err)
+	}
+	addr := servetest.Start(t, srv)
+	stdin, w := io.Pipe()
+	defer w.Close()
+	go w.Write([]byte(`{"n": 1}` + "\n")) // and never closed
+	var out, errOut bytes.Buffer
+	cl := &cli{stdin: stdin, stdout: &out, stderr: &errOut}
+	code := cl.main(context.Background(), []string{"call", addr, "Gate.Talk"})
+	if code != exitFailed || !strings.Contains(errOut.String(), "code 409: one is enough, after 0 messages") {
+		t.Errorf("exit %d, stderr: %s", code, errOut.String())
 	}
 }
