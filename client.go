@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	targets "github.com/kievrpc/kiev/internal/target"
 	"reflect"
 	"strings"
 	"sync"
@@ -140,7 +141,7 @@ type Client struct {
 // provider within a budget (see RetryPolicy), and the client throttles
 // itself while a server keeps refusing (see Throttle).
 func Dial(target string, opts ...DialOption) (*Client, error) {
-	t, err := parseTarget(target)
+	t, err := targets.Parse(target)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +152,9 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 	c.opts.fill()
 	c.budget = newRetryBudget(c.opts.retry)
 	c.invoke = chainClient(c.attempts, c.opts.interceptors)
-	if t.service == "" {
-		c.single = newEndpoint(c, registry.Instance{Network: t.network, Address: t.addr})
-		packet := isPacket(t.network)
+	if t.Service == "" {
+		c.single = newEndpoint(c, registry.Instance{Network: t.Network, Address: t.Addr})
+		packet := isPacket(t.Network)
 		// Go sends from the caller's goroutine on a connection; over UDP
 		// the datagrams leave from a goroutine that retransmits them.
 		c.direct = !packet && len(c.opts.interceptors) == 0 && c.budget.p.MaxAttempts == 1 && c.single.throttle == nil
@@ -167,21 +168,21 @@ func Dial(target string, opts ...DialOption) (*Client, error) {
 		return c, nil
 	}
 	reg, own := c.opts.registry, false
-	if reg == nil && t.open == nil && defaultRegistry.Load() == nil {
-		if err := hostLike(target); err != nil {
+	if reg == nil && t.Open == nil && defaultRegistry.Load() == nil {
+		if err := targets.HostLike(target); err != nil {
 			return nil, err
 		}
 	}
 	switch {
-	case t.open != nil:
-		if reg, err = t.open(c.opts.logger); err != nil {
+	case t.Open != nil:
+		if reg, err = t.Open(c.opts.logger); err != nil {
 			return nil, fmt.Errorf("kiev: Dial %q: %w", target, err)
 		}
 		own = true
 	case reg == nil:
 		reg = DefaultRegistry()
 	}
-	if c.group, err = newGroup(c, t.service, reg, own); err != nil {
+	if c.group, err = newGroup(c, t.Service, reg, own); err != nil {
 		if own {
 			reg.Close()
 		}

@@ -2,71 +2,11 @@ package kiev
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/kievrpc/kiev/registry"
 	"github.com/kievrpc/kiev/registry/dns"
 )
-
-// parseDNS parses "dns:///name:port", "dns:///_kiev._tcp.name", or with a
-// DNS server to ask, "dns://10.0.0.10:53/name:port"; "?interval=5s" sets
-// how often the name is resolved again.
-func parseDNS(s string) (target, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return target{}, fmt.Errorf("kiev: Dial %q: %v", s, err)
-	}
-	bad := func(format string, args ...any) (target, error) {
-		return target{}, fmt.Errorf("kiev: Dial %q: "+format+"; write dns:///host:port, dns:///_service._tcp.domain, or dns://DNS-SERVER:53/host:port", append([]any{s}, args...)...)
-	}
-	name := strings.TrimPrefix(u.Path, "/")
-	if name == "" {
-		return bad("no name to resolve")
-	}
-	if u.User != nil {
-		return bad("a DNS server takes no credentials")
-	}
-	var interval time.Duration
-	q := u.Query()
-	for k := range q {
-		switch k {
-		case "interval":
-			interval, err = time.ParseDuration(q.Get(k))
-			if err != nil || interval <= 0 {
-				return bad("interval=%q is not a positive duration such as 30s", q.Get(k))
-			}
-		default:
-			return bad("unknown parameter %q (known: interval)", k)
-		}
-	}
-	return dnsTarget(s, u.Host, name, interval)
-}
-
-// dnsTarget is a target whose providers are the addresses name resolves
-// to on server ("" for the system's resolver).
-func dnsTarget(s, server, name string, interval time.Duration) (target, error) {
-	cfg := dns.Config{Server: server, Interval: interval}
-	if _, err := dns.New(cfg); err != nil {
-		return target{}, fmt.Errorf("kiev: Dial %q: %w", s, err)
-	}
-	open := func(log *slog.Logger) (registry.Registry, error) {
-		c := cfg
-		c.Logger = log
-		return dns.New(c)
-	}
-	return target{service: name, open: open}, nil
-}
-
-// namedHost reports whether addr, "host:port", names its host rather than
-// giving an IP address, so that Dial resolves it in DNS.
-func namedHost(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	return err == nil && host != "" && net.ParseIP(host) == nil
-}
 
 // DiscoveryStatus is how a service client's discovery of providers fares:
 // whether its registry (or DNS) has answered, and the error of its last
