@@ -71,7 +71,7 @@ type Client struct {
 	target string
 	opts   dialOptions
 	invoke Invoker
-	budget *retryBudget
+	budget retryBudget
 	direct bool // Go may send without a goroutine: one server, no interceptors, retries or throttle
 	// noRedial is set by NewClient: the client's one connection was made
 	// elsewhere, and once it fails, calls fail with ErrShutdown.

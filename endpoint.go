@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kievrpc/kiev/internal/throttle"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -20,12 +21,12 @@ type endpoint struct {
 	c        *Client
 	inst     registry.Instance // Network and Address are always set
 	id       string
-	throttle *[MaxPriority + 1]throttler
+	throttle *[MaxPriority + 1]throttle.Throttler
 	// methods holds, for the methods this server refused at their
 	// adaptive limit (ErrLimited), a throttle of their own: such a
 	// refusal says the method is slow, not the server, which the other
 	// methods' calls go on to.
-	methods  sync.Map    // ServiceMethod → *[MaxPriority + 1]throttler
+	methods  sync.Map    // ServiceMethod → *[MaxPriority + 1]throttle.Throttler
 	limited  atomic.Bool // methods holds any
 	inflight atomic.Int64
 	streams  atomic.Int64 // streams open
@@ -60,7 +61,7 @@ func newEndpoint(c *Client, inst registry.Instance) *endpoint {
 
 // methodThrottle returns method's throttle for priority p on ep, nil if
 // ep never refused the method at its limit; with create, it makes one.
-func (ep *endpoint) methodThrottle(method string, p Priority, create bool) *throttler {
+func (ep *endpoint) methodThrottle(method string, p Priority, create bool) *throttle.Throttler {
 	if ep.throttle == nil || !create && !ep.limited.Load() {
 		return nil
 	}
@@ -72,7 +73,7 @@ func (ep *endpoint) methodThrottle(method string, p Priority, create bool) *thro
 		v, _ = ep.methods.LoadOrStore(method, newThrottlers(ep.c.opts.throttle))
 		ep.limited.Store(true)
 	}
-	return &v.(*[MaxPriority + 1]throttler)[p]
+	return &v.(*[MaxPriority + 1]throttle.Throttler)[p]
 }
 
 // ID, Weight and InFlight make an endpoint a balance.Node.

@@ -259,7 +259,7 @@ type hedgedCall struct {
 // hedged runs call, hedged by h, and then retries it as the policy and
 // budget allow, as attempts does for a call not hedged.
 func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
-	c.budget.deposit()
+	c.budget.Deposit()
 	h.deposit()
 	start := time.Now()
 	if call.codec == nil { // set before the copies read it
@@ -379,7 +379,7 @@ func (c *Client) sendHedge(hc *hedgedCall) bool {
 		c.hedge.stats.overload.Add(1)
 		return false
 	}
-	if !hc.h.take() || !c.budget.withdraw(now) {
+	if !hc.h.take() || !c.budget.Withdraw(now) {
 		c.hedge.stats.noBudget.Add(1)
 		return false
 	}
@@ -400,7 +400,7 @@ func (c *Client) sendHedge(hc *hedgedCall) bool {
 func (c *Client) throttling(ctx context.Context, now time.Time) bool {
 	prio := PriorityFrom(ctx)
 	for _, ep := range c.group.state.Load().ready {
-		if ep.throttle != nil && ep.throttle[prio].refusing(now) {
+		if ep.throttle != nil && ep.throttle[prio].Refusing(now) {
 			return true
 		}
 	}

@@ -5,31 +5,6 @@ import (
 	"time"
 )
 
-// TestThrottleRefusingHoldsHedgesBack checks refusing, which holds hedges
-// back while the client's throttle refuses calls: true once refusals
-// outweigh accepts K to 1, false again once the window has passed.
-func TestThrottleRefusingHoldsHedgesBack(t *testing.T) {
-	ts := newThrottlers(Throttle{K: 2, Window: time.Second})
-	th := &ts[0]
-	now := time.Unix(1000, 0)
-	th.bucket(now)
-	for range 10 {
-		th.done(true)
-	}
-	if th.refusing(now) {
-		t.Fatal("refusing after 10 accepted calls")
-	}
-	for range 20 {
-		th.done(false)
-	}
-	if !th.refusing(now) {
-		t.Fatal("not refusing after 20 refusals beside 10 accepts (K=2)")
-	}
-	if later := now.Add(2 * time.Second); th.refusing(later) {
-		t.Fatal("still refusing a window later")
-	}
-}
-
 // TestHedgerAdaptiveDelayIsThe95thPercentile checks the adaptive delay:
 // none before 64 answers, then the 95th percentile of the last 256.
 func TestHedgerAdaptiveDelayIsThe95thPercentile(t *testing.T) {

@@ -62,7 +62,7 @@ func clientMetrics() []metrics.Client {
 	out := make([]metrics.Client, 0, len(cs))
 	for _, c := range cs {
 		mc := metrics.Client{Target: c.target, Totals: &c.stats.Totals, Retries: c.retries.snapshot(),
-			Budget: float64(c.budget.balance.Load()) / 1000, Balanced: c.group != nil,
+			Budget: c.budget.Balance(), Balanced: c.group != nil,
 			Streams: c.streamStats.metrics(), Leaked: c.streamsLeaked.Load()}
 		mc.ConnEnded = metrics.ConnEnded{Unsent: c.connEnded.unsent.Load(), Failed: c.connEnded.failed.Load()}
 		h := c.HedgeStats()

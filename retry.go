@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"github.com/kievrpc/kiev/internal/throttle"
 	"sync/atomic"
 	"time"
 
@@ -49,22 +49,13 @@ type RetryPolicy struct {
 	AttemptTimeout time.Duration
 }
 
-// maxBudget bounds the saved-up retries, so a long quiet spell cannot
-// fund a burst of retries later.
-const maxBudget = 100
-
-// retryBudget is a token bucket of retries, counted in thousandths so
-// that calls can credit it with one atomic add.
+// retryBudget is a client's retry budget under its policy.
 type retryBudget struct {
-	p       RetryPolicy
-	credit  int64 // thousandths of a retry each call adds
-	balance atomic.Int64
-
-	mu   sync.Mutex // serializes refills
-	last time.Time
+	p RetryPolicy
+	*throttle.Budget
 }
 
-func newRetryBudget(p RetryPolicy) *retryBudget {
+func newRetryBudget(p RetryPolicy) retryBudget {
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = 3
 	}
@@ -74,45 +65,8 @@ func newRetryBudget(p RetryPolicy) *retryBudget {
 	if p.MinPerSecond <= 0 {
 		p.MinPerSecond = 10
 	}
-	b := &retryBudget{p: p, credit: int64(p.Ratio * 1000), last: time.Now()}
-	b.balance.Store(int64(min(p.MinPerSecond, maxBudget) * 1000))
-	return b
+	return retryBudget{p, throttle.NewBudget(p.Ratio, p.MinPerSecond)}
 }
-
-// add changes the balance by d thousandths, keeping it within
-// ±maxBudget retries.
-func (b *retryBudget) add(d int64) {
-	for {
-		old := b.balance.Load()
-		next := min(max(old+d, -maxBudget*1000), maxBudget*1000)
-		if next == old || b.balance.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
-
-// deposit credits one call.
-func (b *retryBudget) deposit() { b.add(b.credit) }
-
-// withdraw takes one retry, reporting whether the budget had it.
-func (b *retryBudget) withdraw(now time.Time) bool {
-	b.mu.Lock()
-	b.add(int64(now.Sub(b.last).Seconds() * b.p.MinPerSecond * 1000))
-	b.last = now
-	b.mu.Unlock()
-	for {
-		old := b.balance.Load()
-		if old < 1000 {
-			return false
-		}
-		if b.balance.CompareAndSwap(old, old-1000) {
-			return true
-		}
-	}
-}
-
-// penalize takes a retry away for an ErrOverloaded answer.
-func (b *retryBudget) penalize() { b.add(-1000) }
 
 // throttled marks the error of an attempt the client's throttle refused.
 type throttled struct{ *callError }
@@ -187,7 +141,7 @@ func (c *Client) attempts(ctx context.Context, call *Call) error {
 	if h := c.hedgerFor(call.ServiceMethod); h != nil {
 		return c.hedged(ctx, call, h)
 	}
-	c.budget.deposit()
+	c.budget.Deposit()
 	start := time.Now()
 	var tried triedSet
 	err := c.attempt(ctx, call, &tried, start)
@@ -202,7 +156,7 @@ func (c *Client) retry(ctx context.Context, call *Call, tried *triedSet, start t
 			break
 		}
 		why, ok := c.retryable(call.ServiceMethod, err)
-		if !ok || !c.budget.withdraw(time.Now()) {
+		if !ok || !c.budget.Withdraw(time.Now()) {
 			break
 		}
 		c.retries[why].Add(1)
@@ -228,7 +182,7 @@ func (c *Client) retry(ctx context.Context, call *Call, tried *triedSet, start t
 // goroutine of their own.
 func (c *Client) goSent(ctx context.Context, call *Call) {
 	call.signal = make(chan *Call, 1)
-	c.budget.deposit()
+	c.budget.Deposit()
 	start := time.Now()
 	var tried triedSet
 	a, err := c.begin(ctx, call, &tried, start)
@@ -285,8 +239,8 @@ func (c *Client) attempt(ctx context.Context, call *Call, tried *triedSet, now t
 // attemptState is one attempt between begin and finish.
 type attemptState struct {
 	ep     *endpoint
-	done   func(error) // the balancer's, if any
-	t, mt  *throttler  // the server's and the method's throttle, if any
+	done   func(error)         // the balancer's, if any
+	t, mt  *throttle.Throttler // the server's and the method's throttle, if any
 	ctx    context.Context
 	cancel context.CancelFunc // ends ctx, if the attempt has a timeout of its own
 	sent   time.Time          // for a provider's stats
@@ -314,8 +268,8 @@ func (c *Client) begin(ctx context.Context, call *Call, tried *triedSet, now tim
 		}
 		a.t = &ep.throttle[prio]
 		a.mt = ep.methodThrottle(call.ServiceMethod, prio, false)
-		ok := a.t.allow(now)
-		if ok && (a.mt == nil || a.mt.allow(now)) {
+		ok := a.t.Allow(now)
+		if ok && (a.mt == nil || a.mt.Allow(now)) {
 			break
 		}
 		if c.group == nil || len(c.group.state.Load().ready) <= tried.n {
@@ -357,19 +311,19 @@ func (c *Client) finish(ctx context.Context, call *Call, a *attemptState, err er
 	overloaded := errors.Is(err, ErrOverloaded)
 	limited := overloaded && errors.Is(err, ErrLimited)
 	if overloaded {
-		c.budget.penalize()
+		c.budget.Penalize()
 		c.overloaded(time.Now())
 	}
 	if a.t != nil && (overloaded || err == nil || isServerAnswer(err)) {
 		// A refusal at the method's limit is the server answering: the
 		// method's own throttle counts it.
-		a.t.done(!overloaded || limited)
+		a.t.Done(!overloaded || limited)
 		mt := a.mt
 		if limited && mt == nil {
 			mt = ep.methodThrottle(call.ServiceMethod, PriorityFrom(ctx), true)
 		}
 		if mt != nil {
-			mt.done(!overloaded)
+			mt.Done(!overloaded)
 		}
 	}
 	return err

@@ -112,7 +112,7 @@ func clientStatuses() []admin.ClientStatus {
 func (c *Client) status() admin.ClientStatus {
 	cs := admin.ClientStatus{
 		Target: c.target, Calls: c.stats.Calls.Load(), Errors: c.stats.Errors.Load(),
-		Retries: c.retries.total(), Budget: float64(c.budget.balance.Load()) / 1000,
+		Retries: c.retries.total(), Budget: c.budget.Balance(),
 		ConnEnded: admin.ConnEndedStatus{Unsent: c.connEnded.unsent.Load(), Failed: c.connEnded.failed.Load()},
 		Streams:   c.streamStatus(),
 	}

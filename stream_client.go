@@ -86,7 +86,7 @@ func (c *Client) stream(ctx context.Context, desc *StreamDesc) (*Stream, error) 
 		return nil, fmt.Errorf("kiev: %s: a client over a net/rpc codec carries no streams", serviceMethod)
 	}
 	call := &Call{ServiceMethod: serviceMethod, Args: desc.Args, Target: c.target, codec: c.opts.codec, stream: true, hooks: desc.hooks}
-	c.budget.deposit()
+	c.budget.Deposit()
 	start := time.Now()
 	var tried triedSet
 	for attempt := 1; ; attempt++ {
@@ -97,7 +97,7 @@ func (c *Client) stream(ctx context.Context, desc *StreamDesc) (*Stream, error) 
 			return h, nil
 		}
 		why, ok := c.retryable(serviceMethod, err)
-		if attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !ok || errors.As(err, new(throttled)) || !c.budget.withdraw(time.Now()) {
+		if attempt >= c.budget.p.MaxAttempts || ctx.Err() != nil || !ok || errors.As(err, new(throttled)) || !c.budget.Withdraw(time.Now()) {
 			c.stats.record(time.Now(), time.Since(start), errCode(err))
 			return nil, shutdownErr(err)
 		}

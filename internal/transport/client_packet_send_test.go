@@ -70,8 +70,8 @@ func TestPacketClientRoundTrip(t *testing.T) {
 	pc, err := DialPacket[*testCall]("udp4", srv.LocalAddr().String(), PacketConfig{
 		InitialRTO: 20 * time.Millisecond, MinRTO: 10 * time.Millisecond, MaxRTO: 50 * time.Millisecond,
 		MaxDatagram: 1 << 16, Limit: 1 << 16,
-		Counters:    PacketCounters{Sent: &sent, Received: &received, Retransmits: &retransmits, Unexpected: &other, Stale: &other, Malformed: &other},
-		Goroutines:  &wg,
+		Counters:   PacketCounters{Sent: &sent, Received: &received, Retransmits: &retransmits, Unexpected: &other, Stale: &other, Malformed: &other},
+		Goroutines: &wg,
 	}, h)
 	if err != nil {
 		t.Fatal(err)

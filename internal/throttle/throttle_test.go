@@ -1,4 +1,4 @@
-package kiev
+package throttle
 
 import (
 	"math/rand/v2"
@@ -7,13 +7,13 @@ import (
 )
 
 func TestThrottleRefusesWhileRefusedAndForgetsAfterWindow(t *testing.T) {
-	ts := newThrottlers(Throttle{K: 2, Window: time.Second})
-	th := &ts[0]
+	var th Throttler
+	th.Init(2, time.Second)
 	now := time.Unix(1000, 0)
 	allowed := func(n int) int {
 		ok := 0
 		for range n {
-			if th.allow(now) {
+			if th.Allow(now) {
 				ok++
 			}
 		}
@@ -23,7 +23,7 @@ func TestThrottleRefusesWhileRefusedAndForgetsAfterWindow(t *testing.T) {
 		t.Fatalf("a fresh throttle let %d of 100 calls through", got)
 	}
 	for range 200 { // the server refuses everything
-		th.done(false)
+		th.Done(false)
 	}
 	if got := allowed(1000); got > 100 {
 		t.Fatalf("after 200 refusals in a row, %d of 1000 calls went out; want about 4%%", got)
@@ -31,14 +31,14 @@ func TestThrottleRefusesWhileRefusedAndForgetsAfterWindow(t *testing.T) {
 	// Accepted calls at more than 1/K of the calls stop the refusals.
 	now = now.Add(100 * time.Millisecond)
 	for range 600 {
-		th.done(true)
+		th.Done(true)
 	}
 	if got := allowed(100); got != 100 {
 		t.Fatalf("with 600 of 800 calls accepted, %d of 100 calls went out", got)
 	}
 	// The window forgets: refusals older than it no longer count.
 	for range 5000 {
-		th.done(false)
+		th.Done(false)
 	}
 	now = now.Add(1100 * time.Millisecond)
 	if got := allowed(100); got != 100 {
@@ -53,8 +53,8 @@ func TestThrottleRefusesWhileRefusedAndForgetsAfterWindow(t *testing.T) {
 // until a client whose server accepted every call refused most calls: 128
 // callers of 16 KiB on a busy machine found it.)
 func TestThrottleSlowCallsAllAccepted(t *testing.T) {
-	ts := newThrottlers(Throttle{K: 2, Window: 300 * time.Millisecond})
-	th := &ts[0]
+	var th Throttler
+	th.Init(2, 300*time.Millisecond)
 	start := time.Unix(1000, 0)
 	r := rand.New(rand.NewPCG(1, 2))
 	type call struct{ end time.Time }
@@ -70,10 +70,10 @@ func TestThrottleSlowCallsAllAccepted(t *testing.T) {
 				kept = append(kept, c)
 				continue
 			}
-			th.done(true)
+			th.Done(true)
 		}
 		inFlight = kept
-		if !th.allow(now) {
+		if !th.Allow(now) {
 			refused++
 			continue
 		}
@@ -88,28 +88,53 @@ func TestThrottleSlowCallsAllAccepted(t *testing.T) {
 }
 
 func TestRetryBudgetRatio(t *testing.T) {
-	b := newRetryBudget(RetryPolicy{Ratio: 0.1, MinPerSecond: 1})
+	b := NewBudget(0.1, 1)
 	now := b.last
-	if !b.withdraw(now) { // the initial balance: one second's floor
+	if !b.Withdraw(now) { // the initial balance: one second's floor
 		t.Fatal("a new budget has no retry")
 	}
-	if b.withdraw(now) {
+	if b.Withdraw(now) {
 		t.Fatal("an empty budget gave a retry")
 	}
 	for range 10 {
-		b.deposit()
+		b.Deposit()
 	}
-	if !b.withdraw(now) || b.withdraw(now) {
+	if !b.Withdraw(now) || b.Withdraw(now) {
 		t.Fatal("10 calls at ratio 0.1 did not buy exactly one retry")
 	}
 	for range 10 {
-		b.deposit()
+		b.Deposit()
 	}
-	b.penalize()
-	if b.withdraw(now) {
+	b.Penalize()
+	if b.Withdraw(now) {
 		t.Fatal("an ErrOverloaded answer did not take the retry away")
 	}
-	if !b.withdraw(now.Add(2 * time.Second)) {
+	if !b.Withdraw(now.Add(2 * time.Second)) {
 		t.Fatal("the per-second floor did not refill the budget")
+	}
+}
+
+// TestThrottleRefusingHoldsHedgesBack checks Refusing, which holds a
+// client's hedges back while its throttle refuses calls: true once refusals
+// outweigh accepts K to 1, false again once the window has passed.
+func TestThrottleRefusingHoldsHedgesBack(t *testing.T) {
+	var th Throttler
+	th.Init(2, time.Second)
+	now := time.Unix(1000, 0)
+	th.bucket(now)
+	for range 10 {
+		th.Done(true)
+	}
+	if th.Refusing(now) {
+		t.Fatal("refusing after 10 accepted calls")
+	}
+	for range 20 {
+		th.Done(false)
+	}
+	if !th.Refusing(now) {
+		t.Fatal("not refusing after 20 refusals beside 10 accepts (K=2)")
+	}
+	if later := now.Add(2 * time.Second); th.Refusing(later) {
+		t.Fatal("still refusing a window later")
 	}
 }
