@@ -55,7 +55,10 @@ func lenderServer(t *testing.T, opts ...kiev.ServerOption) (*kiev.Server, *Lende
 		t.Fatal(err)
 	}
 	addr := startServer(t, srv)
-	c := dial(t, addr, kiev.WithHeartbeat(20*time.Millisecond, 100*time.Millisecond))
+	// The client pings often, so that a server reader lent too long would
+	// miss its pings and cut the connection; its own timeout is long, as
+	// what is tested is the server's side.
+	c := dial(t, addr, kiev.WithHeartbeat(20*time.Millisecond, time.Second))
 	// A call runs on the reader only if the call before it is wholly
 	// done when it arrives. The worker that ran that call sends its reply
 	// before it forgets the call, so on a busy machine the next call can
@@ -107,12 +110,15 @@ func TestSlowCallOnReaderDoesNotHoldConnection(t *testing.T) {
 }
 
 // A slow call on the reader must not starve the heartbeat: the
-// connection outlives a call five heartbeat timeouts long.
+// connection outlives a call five heartbeat timeouts long. (The server's
+// timeout is 300 ms, not less: on a machine loaded by parallel test
+// packages, a process can be descheduled for 100 ms, which a heartbeat
+// rightly takes for a dead peer.)
 func TestSlowCallOnReaderKeepsHeartbeat(t *testing.T) {
-	srv, l, c, _ := lenderServer(t, kiev.WithHeartbeat(20*time.Millisecond, 100*time.Millisecond))
+	srv, l, c, _ := lenderServer(t, kiev.WithHeartbeat(50*time.Millisecond, 300*time.Millisecond))
 	slow := c.Go(context.Background(), "Lender.Work", Args{A: 1, B: 2}, &Reply{}, nil)
 	<-l.started
-	wait := time.NewTimer(500 * time.Millisecond)
+	wait := time.NewTimer(1500 * time.Millisecond)
 	defer wait.Stop()
 	select {
 	case got := <-slow.Done:
