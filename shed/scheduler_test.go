@@ -575,10 +575,23 @@ func TestRefusalsAreQuick(t *testing.T) {
 	if st.DroppedFor(Refused)+st.DroppedFor(Evicted)+st.DroppedFor(Expired) == 0 {
 		t.Fatalf("nothing was shed: the test did not overload the scheduler (ran %d)", st.Ran)
 	}
+	// Every refusal comes within a quarter of the target. On a machine
+	// that other processes load, a scheduler descheduled for a few
+	// milliseconds refuses a few calls late through no fault of its own:
+	// one in 200 may.
 	window := o.Target / 4
+	var drops, late int64
 	for i, b := range DropWaitBounds() {
-		if b > window && st.DropWaitBuckets[i] > 0 {
-			t.Errorf("%d calls answered after waiting up to %v in the queue; every refusal should come within %v", st.DropWaitBuckets[i], b, window)
+		drops += st.DropWaitBuckets[i]
+		if b > window {
+			late += st.DropWaitBuckets[i]
+		}
+	}
+	if late > drops/200 {
+		for i, b := range DropWaitBounds() {
+			if b > window && st.DropWaitBuckets[i] > 0 {
+				t.Errorf("%d calls answered after waiting up to %v in the queue; refusals should come within %v (%d of %d late, more than one in 200)", st.DropWaitBuckets[i], b, window, late, drops)
+			}
 		}
 	}
 	if n := st.DropWaitBuckets[len(DropWaitBounds())]; n > 0 {
