@@ -580,7 +580,7 @@ func TestRefusalsAreQuick(t *testing.T) {
 	// milliseconds refuses a few calls late through no fault of its own:
 	// one in 200 may.
 	window := o.Target / 4
-	var drops, late int64
+	var drops, late uint64
 	for i, b := range DropWaitBounds() {
 		drops += st.DropWaitBuckets[i]
 		if b > window {
