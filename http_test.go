@@ -190,8 +190,11 @@ func TestHTTPConcurrent(t *testing.T) {
 	// A burst of 1,000 calls is some 100ms of work, more under -race on a
 	// machine busy with other tests: past the scheduler's default MaxWait
 	// it sheds some, as it should (TestHTTPOverloaded tests that). This
-	// test is about each call getting its own answer, so calls may wait.
-	srv, _ := newWebServer(t, kiev.WithShed(shed.Options{MaxWait: 10 * time.Second}))
+	// test is about each call getting its own answer, so calls may wait,
+	// and their deadline is a minute, not WithHTTPTimeout's 10 s default:
+	// on a loaded machine the scheduler once dropped a call it predicted
+	// could not end within 10 s (503, Expired).
+	srv, _ := newWebServer(t, kiev.WithShed(shed.Options{MaxWait: 10 * time.Second}), kiev.WithHTTPTimeout(time.Minute))
 	for name, base := range fronts(t, srv) {
 		t.Run(name, func(t *testing.T) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
