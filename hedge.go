@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kievrpc/kiev/internal/throttle"
 	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,84 +90,17 @@ type HedgeOption interface {
 // method must be one that Idempotent reports safe to repeat.
 func WithHedging(h Hedging) HedgeOption { return hedgeOption{h} }
 
-// hedgeBurst is the most hedges a method saves up, in thousandths.
-const hedgeBurst = 10 * 1000
-
 func newHedger(h Hedging) *hedger {
 	if h.Ratio <= 0 {
 		h.Ratio = 0.05
 	}
-	hd := &hedger{h: h, credit: int64(h.Ratio * 1000)}
-	hd.tokens.Store(hedgeBurst)
-	return hd
+	return &hedger{h, throttle.NewHedger(h.Delay, h.Ratio)}
 }
-
-// deposit credits one call.
-func (h *hedger) deposit() {
-	if h.tokens.Add(h.credit) > hedgeBurst {
-		h.tokens.Store(hedgeBurst) // a lost race only loses a little credit
-	}
-}
-
-// take takes one hedge, reporting whether there was one.
-func (h *hedger) take() bool {
-	for {
-		old := h.tokens.Load()
-		if old < 1000 {
-			return false
-		}
-		if h.tokens.CompareAndSwap(old, old-1000) {
-			return true
-		}
-	}
-}
-
-// hedgeSamples is how many answer times a method's adaptive delay is
-// the percentile of; adaptiveAfter how many it needs first.
-const (
-	hedgeSamples  = 256
-	adaptiveAfter = 64
-)
 
 // hedger hedges one method's calls on one client.
 type hedger struct {
-	h      Hedging
-	delay  atomic.Int64 // the adaptive delay; 0 while there are too few samples
-	credit int64        // thousandths of a hedge each call adds to tokens
-	tokens atomic.Int64 // thousandths of a hedge, at most hedgeBurst
-
-	mu      sync.Mutex // guards the fields below
-	samples [hedgeSamples]time.Duration
-	n       int
-}
-
-// wait returns how long a call waits before its next copy, or false if
-// the method is not hedged yet.
-func (h *hedger) wait() (time.Duration, bool) {
-	if h.h.Delay > 0 {
-		return h.h.Delay, true
-	}
-	d := time.Duration(h.delay.Load())
-	return d, d > 0
-}
-
-// observe records how long an answered call took, and every 32 answers
-// computes the adaptive delay again.
-func (h *hedger) observe(d time.Duration) {
-	if h.h.Delay > 0 {
-		return
-	}
-	h.mu.Lock()
-	h.samples[h.n%hedgeSamples] = d
-	h.n++
-	if h.n < adaptiveAfter || h.n%32 != 0 {
-		h.mu.Unlock()
-		return
-	}
-	s := slices.Clone(h.samples[:min(h.n, hedgeSamples)])
-	h.mu.Unlock()
-	slices.Sort(s)
-	h.delay.Store(int64(max(s[len(s)*95/100], time.Microsecond)))
+	h Hedging
+	*throttle.Hedger
 }
 
 // hedgeState is a Client's hedging: its policies and counts.
@@ -260,7 +193,7 @@ type hedgedCall struct {
 // budget allow, as attempts does for a call not hedged.
 func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 	c.budget.Deposit()
-	h.deposit()
+	h.Deposit()
 	start := time.Now()
 	if call.codec == nil { // set before the copies read it
 		call.codec = c.opts.codec
@@ -279,7 +212,7 @@ func (c *Client) hedged(ctx context.Context, call *Call, h *hedger) error {
 	}
 	// The first copy's answer time, or, when a hedge answered first, the
 	// time it had taken by then: at least as long.
-	h.observe(time.Since(start))
+	h.Observe(time.Since(start))
 	if win.hedge {
 		c.hedge.stats.won.Add(1)
 		if call.Reply != nil && !origOK { // else call.Reply holds the first copy's own reply
@@ -315,7 +248,7 @@ func (hc *hedgedCall) launch(cp *Call, hedge bool) bool {
 
 // arm sets the timer for the next hedge, if one may follow.
 func (hc *hedgedCall) arm() {
-	d, ok := hc.h.wait()
+	d, ok := hc.h.Wait()
 	if !ok || hc.copies >= hc.maxCopies {
 		hc.tick = nil
 		return
@@ -379,7 +312,7 @@ func (c *Client) sendHedge(hc *hedgedCall) bool {
 		c.hedge.stats.overload.Add(1)
 		return false
 	}
-	if !hc.h.take() || !c.budget.Withdraw(now) {
+	if !hc.h.Take() || !c.budget.Withdraw(now) {
 		c.hedge.stats.noBudget.Add(1)
 		return false
 	}

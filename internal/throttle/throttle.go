@@ -1,11 +1,13 @@
 // Package throttle holds the counts a kiev client keeps to send less to
 // servers that refuse its calls: adaptive throttling, as in the Google
-// SRE book (Throttler), and the retry budget (Budget). Their policies,
-// kiev.Throttle and kiev.RetryPolicy, are the root package's.
+// SRE book (Throttler), the retry budget (Budget), and a hedged method's
+// tokens and adaptive delay (Hedger). Their policies, kiev.Throttle,
+// kiev.RetryPolicy and kiev.Hedging, are the root package's.
 package throttle
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,3 +181,84 @@ func (b *Budget) Withdraw(now time.Time) bool {
 
 // Penalize takes a retry away for an ErrOverloaded answer.
 func (b *Budget) Penalize() { b.add(-1000) }
+
+// hedgeBurst is the most hedges a method saves up, in thousandths.
+const hedgeBurst = 10 * 1000
+
+// NewHedger returns the hedge state of a method whose hedges wait delay,
+// or the adaptive delay if it is 0, and may make up ratio of its calls.
+func NewHedger(delay time.Duration, ratio float64) *Hedger {
+	hd := &Hedger{delay: delay, credit: int64(ratio * 1000)}
+	hd.tokens.Store(hedgeBurst)
+	return hd
+}
+
+// Deposit credits one call.
+func (h *Hedger) Deposit() {
+	if h.tokens.Add(h.credit) > hedgeBurst {
+		h.tokens.Store(hedgeBurst) // a lost race only loses a little credit
+	}
+}
+
+// Take takes one hedge, reporting whether there was one.
+func (h *Hedger) Take() bool {
+	for {
+		old := h.tokens.Load()
+		if old < 1000 {
+			return false
+		}
+		if h.tokens.CompareAndSwap(old, old-1000) {
+			return true
+		}
+	}
+}
+
+// hedgeSamples is how many answer times a method's adaptive delay is
+// the percentile of; adaptiveAfter how many it needs first.
+const (
+	hedgeSamples  = 256
+	adaptiveAfter = 64
+)
+
+// Hedger is one method's hedge state on one client: its tokens, of which
+// each hedge takes one, and the answer times its adaptive delay is the
+// 95th percentile of.
+type Hedger struct {
+	delay    time.Duration // the fixed delay, or 0 for the adaptive one
+	adaptive atomic.Int64  // the adaptive delay; 0 while there are too few samples
+	credit   int64         // thousandths of a hedge each call adds to tokens
+	tokens   atomic.Int64  // thousandths of a hedge, at most hedgeBurst
+
+	mu      sync.Mutex // guards the fields below
+	samples [hedgeSamples]time.Duration
+	n       int
+}
+
+// Wait returns how long a call waits before its next copy, or false if
+// the method is not hedged yet.
+func (h *Hedger) Wait() (time.Duration, bool) {
+	if h.delay > 0 {
+		return h.delay, true
+	}
+	d := time.Duration(h.adaptive.Load())
+	return d, d > 0
+}
+
+// Observe records how long an answered call took, and every 32 answers
+// computes the adaptive delay again.
+func (h *Hedger) Observe(d time.Duration) {
+	if h.delay > 0 {
+		return
+	}
+	h.mu.Lock()
+	h.samples[h.n%hedgeSamples] = d
+	h.n++
+	if h.n < adaptiveAfter || h.n%32 != 0 {
+		h.mu.Unlock()
+		return
+	}
+	s := slices.Clone(h.samples[:min(h.n, hedgeSamples)])
+	h.mu.Unlock()
+	slices.Sort(s)
+	h.adaptive.Store(int64(max(s[len(s)*95/100], time.Microsecond)))
+}

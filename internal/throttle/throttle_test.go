@@ -138,3 +138,60 @@ func TestThrottleRefusingHoldsHedgesBack(t *testing.T) {
 		t.Fatal("still refusing a window later")
 	}
 }
+
+// TestHedgerAdaptiveDelayIsThe95thPercentile checks the adaptive delay:
+// none before 64 answers, then the 95th percentile of the last 256.
+func TestHedgerAdaptiveDelayIsThe95thPercentile(t *testing.T) {
+	h := NewHedger(0, 0.05)
+	for i := range 63 {
+		h.Observe(time.Duration(i+1) * time.Millisecond)
+	}
+	if _, ok := h.Wait(); ok {
+		t.Fatal("a delay after 63 answers; want none before 64")
+	}
+	for i := 63; i < 256; i++ {
+		h.Observe(time.Duration(i+1) * time.Millisecond)
+	}
+	if d, ok := h.Wait(); !ok || d != 244*time.Millisecond {
+		t.Fatalf("delay after answers of 1..256 ms = %v, %v; want the 95th percentile, 244ms", d, ok)
+	}
+	for range 256 { // the window moves on
+		h.Observe(time.Millisecond)
+	}
+	if d, _ := h.Wait(); d != time.Millisecond {
+		t.Fatalf("delay after 256 answers of 1ms = %v; want 1ms", d)
+	}
+}
+
+// A hedger's tokens: ten to begin with, one per hedge, and ratio of one
+// per call deposited, up to ten.
+func TestHedgerTokens(t *testing.T) {
+	h := NewHedger(time.Millisecond, 0.1)
+	for i := range 10 {
+		if !h.Take() {
+			t.Fatalf("hedge %d of the first ten was refused", i+1)
+		}
+	}
+	if h.Take() {
+		t.Fatal("an eleventh hedge with no call deposited")
+	}
+	for range 10 {
+		h.Deposit()
+	}
+	if !h.Take() || h.Take() {
+		t.Fatal("10 calls at ratio 0.1 did not buy exactly one hedge")
+	}
+	for range 1000 {
+		h.Deposit()
+	}
+	n := 0
+	for h.Take() {
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("after 1,000 calls, %d hedges; want the burst of 10", n)
+	}
+	if d, ok := h.Wait(); !ok || d != time.Millisecond {
+		t.Fatalf("a fixed delay's wait = %v, %v; want 1ms", d, ok)
+	}
+}
