@@ -200,17 +200,20 @@ func (t *connTransport) sendOpen(ctx context.Context, s *transport.Stream, grant
 func (s *Stream) Send(ctx context.Context, v any) error {
 	cs := s.cs
 	buf := transport.GetBuf(0)
-	defer transport.PutBuf(buf)
 	b, err := cs.codec.Marshal((*buf)[:0], v)
 	*buf = b
 	if err != nil {
+		transport.PutBuf(buf)
 		return fmt.Errorf("kiev: %s: encoding a message (codec %s): %w", cs.method, cs.codec.Name(), err)
 	}
-	switch err := cs.s.Send(ctx, b); {
-	case err == nil:
+	err = cs.s.SendBuf(ctx, buf) // on success, the stream takes buf
+	if err == nil {
 		cs.c.streamStats.sent(len(b))
 		cs.hooks.message(true, len(b), v)
 		return nil
+	}
+	transport.PutBuf(buf)
+	switch {
 	case errors.Is(err, transport.ErrSendEnded):
 		if cs.serverEnded() {
 			return io.EOF

@@ -215,13 +215,13 @@ func (ss *serverStream) send(ctx context.Context, v any) error {
 		transport.PutBuf(buf)
 		return fmt.Errorf("kiev: %s: encoding a message (codec %s): %w", ss.sc.m.name, ss.codec.Name(), err)
 	}
-	err = ss.s.Send(ctx, b)
-	if err == nil {
-		ss.sc.m.streams.sent(len(b))
-		ss.sc.req.hooks.message(true, len(b), v)
+	if err = ss.s.SendBuf(ctx, buf); err != nil { // on success, the stream takes buf
+		transport.PutBuf(buf)
+		return ss.err(err)
 	}
-	transport.PutBuf(buf)
-	return ss.err(err)
+	ss.sc.m.streams.sent(len(b))
+	ss.sc.req.hooks.message(true, len(b), v)
+	return nil
 }
 
 func (ss *serverStream) recv(ctx context.Context, v any) error {

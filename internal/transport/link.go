@@ -21,7 +21,6 @@ import (
 const (
 	ReadBufSize   = 64 << 10 // the size of a connection's wire.Reader buffer
 	MaxQueued     = 4 << 20  // what a blocking link queues before Send waits
-	maxSpareBytes = 1 << 20  // a larger buffer of a stream's is kept only while in use
 	// maxHeld is what a hold (Link.Hold) lets wait before the writer is
 	// woken all the same: enough for one large write, and far below a
 	// connection's share of the queued bytes, which would refuse calls.
@@ -390,11 +389,7 @@ func (l *Link) tryWrite(b []byte) int {
 // answered, and the heartbeat meanwhile takes the peer for alive: it is
 // not read because the server chose not to.
 func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
-	full := func() bool {
-		n, calls := held.Load()
-		queued := l.backlog.Load()
-		return queued > int64(limit) || calls >= maxCalls || calls >= minHeldCalls && queued+n > int64(limit)
-	}
+	full := func() bool { return !l.HasRoom(limit, held, maxCalls) }
 	if !full() {
 		return nil // the common case, without the lock
 	}
@@ -411,6 +406,13 @@ func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
 	l.waiting.Store(false)
 	l.onCalls.Store(false)
 	return l.err
+}
+
+// HasRoom reports whether WaitRoom would return at once.
+func (l *Link) HasRoom(limit int, held *Held, maxCalls int) bool {
+	n, calls := held.Load()
+	queued := l.backlog.Load()
+	return queued <= int64(limit) && calls < maxCalls && (calls < minHeldCalls || queued+n <= int64(limit))
 }
 
 // Wake wakes a WaitRoom that waits, after what it waits on has dropped.
