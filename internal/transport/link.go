@@ -19,8 +19,8 @@ import (
 // in place; the write queue is bounded so a slow peer pushes back on
 // callers instead of growing memory without limit.
 const (
-	ReadBufSize   = 64 << 10 // the size of a connection's wire.Reader buffer
-	MaxQueued     = 4 << 20  // what a blocking link queues before Send waits
+	ReadBufSize = 64 << 10 // the size of a connection's wire.Reader buffer
+	MaxQueued   = 4 << 20  // what a blocking link queues before Send waits
 	// maxHeld is what a hold (Link.Hold) lets wait before the writer is
 	// woken all the same: enough for one large write, and far below a
 	// connection's share of the queued bytes, which would refuse calls.

@@ -308,11 +308,11 @@ type Stream struct {
 	recvWaiting bool // Recv waits: chunk wakes it
 	accepted    bool // a Credit came: the server accepted the stream
 	// Sending.
-	credit    uint64 // the peer lets us send up to this offset
-	sent      uint64 // message bytes framed
+	credit    uint64        // the peer lets us send up to this offset
+	sent      uint64        // message bytes framed
 	out       fifo[*[]byte] // the messages queued, each in its buffer; the first has outHead bytes framed
 	outHead   int
-	outLeft   int // the bytes of out not yet framed
+	outLeft   int    // the bytes of out not yet framed
 	queued    uint64 // messages queued, in all
 	peerTaken uint64 // of ours, the messages the peer's application took
 	first     []byte // the server's first Credit, which accepts the stream: sent before anything
