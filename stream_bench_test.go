@@ -2,6 +2,7 @@ package kiev_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 
@@ -25,10 +26,16 @@ func (Firehose) Once(ctx context.Context, q Query, out kiev.Out[Bytes]) error {
 	return out.Send(ctx, Bytes{B: make([]byte, q.To)})
 }
 
-// BenchmarkServerStream is one server stream of 1 KiB messages, client
-// and server in this process: ns/op and allocs/op are per message, both
-// sides.
+// BenchmarkServerStream is one server stream of 1 KiB messages, and one
+// of 16 KiB messages, client and server in this process: ns/op and
+// allocs/op are per message, both sides.
 func BenchmarkServerStream(b *testing.B) {
+	for _, size := range []int{1 << 10, 16 << 10} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchServerStream(b, size) })
+	}
+}
+
+func benchServerStream(b *testing.B, size int) {
 	srv := kiev.NewServer()
 	if err := srv.Register(Firehose{}); err != nil {
 		b.Fatal(err)
@@ -36,8 +43,8 @@ func BenchmarkServerStream(b *testing.B) {
 	c := dial(b, startServer(b, srv))
 	ctx := context.Background()
 	b.ReportAllocs()
-	b.SetBytes(1 << 10)
-	s, err := c.Stream(ctx, "Firehose.Pour", Query{From: b.N, To: 1 << 10})
+	b.SetBytes(int64(size))
+	s, err := c.Stream(ctx, "Firehose.Pour", Query{From: b.N, To: size})
 	if err != nil {
 		b.Fatal(err)
 	}

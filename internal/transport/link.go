@@ -91,6 +91,12 @@ type Link struct {
 	// and its buffer for streams' frames.
 	spareBufs net.Buffers
 	sbuf      []byte
+	// The chunks of streams' messages written from their buffers rather
+	// than copied into sbuf, each at its place in sbuf (srefs); their
+	// bytes (srefBytes); and the buffers to give back once written.
+	srefs     []streamRef
+	srefBytes int
+	srelease  []*[]byte
 	out       net.Buffers // the array of what write writes: a batch's chunks, then sbuf
 	wout      net.Buffers // what write has yet to write of it
 
@@ -284,8 +290,8 @@ const minStreamWrite = 16 << 10
 // priority (1 chunk at priority 0 to 4 at 9), up to maxStreamBatch bytes;
 // it reports whether streams still have frames to send.
 func (l *Link) streamFrames(b []byte) ([]byte, bool) {
-	start := len(b)
-	for len(b)-start < maxStreamBatch {
+	start := len(b) + l.srefBytes
+	for len(b)+l.srefBytes-start < maxStreamBatch {
 		l.smu.Lock()
 		turn := l.sready
 		l.sready = nil
@@ -295,7 +301,7 @@ func (l *Link) streamFrames(b []byte) ([]byte, bool) {
 		}
 		again := l.scratch[:0] // the streams with more
 		i := 0
-		for ; i < len(turn) && len(b)-start < maxStreamBatch; i++ {
+		for ; i < len(turn) && len(b)+l.srefBytes-start < maxStreamBatch; i++ {
 			s := turn[i]
 			var more bool
 			b, more = s.frames(b, 1+int(s.prio)/3)
@@ -314,6 +320,41 @@ func (l *Link) streamFrames(b []byte) ([]byte, bool) {
 	more := len(l.sready) > 0
 	l.smu.Unlock()
 	return b, more
+}
+
+// minRefChunk is the chunk of a stream's message from which the writer
+// writes it from the message's buffer rather than copy it: below it, a
+// copy costs less than a piece more for writev.
+const minRefChunk = 4 << 10
+
+// streamRef is a chunk that the writer writes from its message's buffer,
+// after the bytes of sbuf before at.
+type streamRef struct {
+	at   int
+	body []byte
+}
+
+// refer has the writer write body after what the streams' frames hold
+// at, without copying it. Only the writer calls it (Stream.frames).
+func (l *Link) refer(at int, body []byte) {
+	l.srefs = append(l.srefs, streamRef{at, body})
+	l.srefBytes += len(body)
+}
+
+// releaseAfterWrite gives b back to the pool once the write that refers
+// to it is done. Only the writer calls it (Stream.frames).
+func (l *Link) releaseAfterWrite(b *[]byte) { l.srelease = append(l.srelease, b) }
+
+// wroteRefs forgets the chunks written from their messages' buffers, and
+// gives the buffers of the messages done back to the pool.
+func (l *Link) wroteRefs() {
+	clear(l.srefs)
+	l.srefs, l.srefBytes = l.srefs[:0], 0
+	for i, b := range l.srelease {
+		PutBuf(b)
+		l.srelease[i] = nil
+	}
+	l.srelease = l.srelease[:0]
 }
 
 // nudge wakes the writer without waiting.
@@ -515,7 +556,7 @@ func (l *Link) Run() {
 		l.space.Broadcast()
 		l.mu.Unlock()
 		sb, streams := l.streamFrames(l.sbuf[:0])
-		if !streams && len(sb) > 0 && queued+len(sb) < minStreamWrite {
+		if !streams && len(sb) > 0 && queued+len(sb)+l.srefBytes < minStreamWrite {
 			// Streams' frames, and few: their senders are likely about to
 			// queue more. Let them, once, so that one write carries
 			// several messages (grpc-go's loopy writer does the same).
@@ -524,15 +565,17 @@ func (l *Link) Run() {
 		}
 		streamed = streamed || len(sb) > 0
 		l.sbuf = sb
-		l.backlog.Add(int64(len(sb)))
-		if queued+len(sb) > 0 && !l.write(batch, sb, &lastRead) {
+		sn := len(sb) + l.srefBytes // the streams' bytes
+		l.backlog.Add(int64(sn))
+		if queued+sn > 0 && !l.write(batch, sb, &lastRead) {
 			return
 		}
-		wrote += queued + len(sb)
+		l.wroteRefs()
+		wrote += queued + sn
 		l.mu.Lock()
 		l.queue.recycle(batch)
 		l.writing = false
-		l.backlog.Add(-int64(queued + len(sb)))
+		l.backlog.Add(-int64(queued + sn))
 		l.spareBufs = batch[:0]
 		l.space.Broadcast()
 		empty := l.queue.Len() == 0 && !streams
@@ -555,8 +598,15 @@ func (l *Link) Run() {
 // not read cannot hold the bytes queued for it for long.
 func (l *Link) write(batch net.Buffers, sb []byte, lastRead *time.Time) bool {
 	all := append(l.out[:0], batch...)
-	if len(sb) > 0 {
-		all = append(all, sb)
+	at := 0
+	for _, r := range l.srefs {
+		if r.at > at {
+			all = append(all, sb[at:r.at])
+		}
+		all, at = append(all, r.body), r.at
+	}
+	if len(sb) > at {
+		all = append(all, sb[at:])
 	}
 	// WriteTo consumes what it writes from the slice it is called on:
 	// a field, as a local would escape to the heap on every write; all

@@ -313,6 +313,7 @@ type Stream struct {
 	out       fifo[*[]byte] // the messages queued, each in its buffer; the first has outHead bytes framed
 	outHead   int
 	outLeft   int    // the bytes of out not yet framed
+	outRef    bool   // the writer writes chunks of out's first message from its buffer
 	queued    uint64 // messages queued, in all
 	peerTaken uint64 // of ours, the messages the peer's application took
 	first     []byte // the server's first Credit, which accepts the stream: sent before anything
@@ -883,10 +884,13 @@ func (s *Stream) Reset(frame []byte, done func()) error {
 // dropOut forgets the messages queued. REQUIRES s.mu is held.
 func (s *Stream) dropOut() {
 	s.owner.framed(s.outLeft)
-	for _, m := range s.out.drain() {
+	for i, m := range s.out.drain() {
+		if i == 0 && s.outRef {
+			continue // the writer may be writing from it: the GC frees it
+		}
 		PutBuf(m)
 	}
-	s.outHead, s.outLeft = 0, 0
+	s.outHead, s.outLeft, s.outRef = 0, 0, false
 	s.first, s.last = nil, nil
 }
 
@@ -1004,15 +1008,27 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 			}
 		}
 		_ = wire.EndHeader(b, start)
-		b = append(b, msg[s.outHead:s.outHead+n]...)
-		_ = wire.EndFrame(b, start, s.owner.maxFrame)
+		body := msg[s.outHead : s.outHead+n]
+		if n >= minRefChunk {
+			// Written from the message's buffer, not copied (Link.write).
+			_ = wire.EndFrameBefore(b, start, n, s.owner.maxFrame)
+			s.owner.link.refer(len(b), body)
+			s.outRef = true
+		} else {
+			b = append(b, body...)
+			_ = wire.EndFrame(b, start, s.owner.maxFrame)
+		}
 		s.owner.framed(n)
 		s.outHead += n
 		s.outLeft -= n
 		s.sent += uint64(n)
 		if s.outHead == size {
-			PutBuf(s.out.pop())
-			s.outHead = 0
+			if m := s.out.pop(); s.outRef {
+				s.owner.link.releaseAfterWrite(m)
+			} else {
+				PutBuf(m)
+			}
+			s.outHead, s.outRef = 0, false
 			freed = true
 		}
 	}
