@@ -86,3 +86,39 @@ func BenchmarkStreamOpen(b *testing.B) {
 		}
 	})
 }
+
+// TestStreamMessageAllocations guards a stream's message path, counted on
+// both sides: once a stream flows, Out.Send, the transport and Recv into
+// a message whose slice has room allocate nothing for a message (the
+// pools and the stream's boxes hold what they need).
+func TestStreamMessageAllocations(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("allocation counts differ under -race and -cover")
+	}
+	srv := kiev.NewServer()
+	if err := srv.Register(Firehose{}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv))
+	ctx := context.Background()
+	const runs = 2000
+	s, err := c.Stream(ctx, "Firehose.Pour", Query{From: 1 + 100 + runs, To: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var m Bytes
+	for range 100 { // the stream flows, its window grown
+		if err := s.Recv(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := testing.AllocsPerRun(runs, func() {
+		if err := s.Recv(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 0.5 {
+		t.Errorf("%.2f allocations per message of a flowing stream, both sides; want none, but for a pool refilled now and then", n)
+	}
+}

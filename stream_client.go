@@ -49,6 +49,8 @@ type clientStream struct {
 	stop   func() bool // stops the watch of the stream's context
 	// hooks are StreamDesc.OnMessage's and OnEnd's; nil if none.
 	hooks *streamHooks
+	// The typed streams' boxes (boxOf): Send's, and Recv's.
+	sendBox, recvBox any
 
 	mu       sync.Mutex // guards the fields below
 	final    *transport.Final

@@ -59,7 +59,7 @@ func (o Out[T]) Send(ctx context.Context, v T) error {
 	if o.s == nil {
 		return errUnboundStream
 	}
-	return o.s.send(ctx, encodable(&v))
+	return sendBoxed(ctx, &o.s.sendBox, v, o.s.send)
 }
 
 // Close ends the sending side (a half-close): the client's Recv returns
@@ -89,20 +89,56 @@ func (i In[T]) Recv(ctx context.Context) (T, error) {
 	if i.s == nil {
 		return v, errUnboundStream
 	}
-	err := i.s.recv(ctx, decodable(&v))
+	return recvBoxed[T](ctx, &i.s.recvBox, i.s.recv)
+}
+
+// sendBoxed sends v with send: v itself when T is a pointer (In[*pb.Event]
+// and Out[*pb.Event] carry generated protobuf messages), so that the
+// codec is handed *pb.Event, never **pb.Event; else a pointer to a copy
+// of v in the box in *slot (boxOf).
+func sendBoxed[T any](ctx context.Context, slot *any, v T, send func(context.Context, any) error) error {
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		return send(ctx, any(v))
+	}
+	p := boxOf[T](slot)
+	*p = v
+	err := send(ctx, p)
+	*p = *new(T) // the box keeps nothing of the message
+	return err
+}
+
+// recvBoxed receives a message with recv: into a new message when T is
+// a pointer (decodable), else into the box in *slot, whose value it
+// returns.
+func recvBoxed[T any](ctx context.Context, slot *any, recv func(context.Context, any) error) (T, error) {
+	var v T
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		err := recv(ctx, decodable(&v))
+		return v, err
+	}
+	p := boxOf[T](slot)
+	err := recv(ctx, p)
+	v, *p = *p, *new(T)
 	return v, err
 }
 
-// encodable is what a codec encodes of a message, v: v itself, or *v
-// when T is a pointer (In[*pb.Event] and Out[*pb.Event] carry generated
-// protobuf messages), so that the codec is handed *pb.Event, never
-// **pb.Event.
-func encodable[T any](v *T) any {
-	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
-		return *v
+// boxOf returns where a stream's message of type T is encoded from, or
+// decoded into: the box in *slot, kept by the stream for its next
+// message, so that a Send or a Recv copies its message there instead of
+// allocating a copy the codec may keep. A box larger than maxBoxed is not
+// kept: an idle stream holds a small one at most.
+func boxOf[T any](slot *any) *T {
+	if p, ok := (*slot).(*T); ok {
+		return p
 	}
-	return v
+	p := new(T)
+	if unsafe.Sizeof(*p) <= maxBoxed {
+		*slot = p
+	}
+	return p
 }
+
+const maxBoxed = 256
 
 // decodable is what a codec decodes a message into, for *v to hold it:
 // v itself, or when T is a pointer, a new message that *v is set to.
@@ -205,6 +241,8 @@ type serverStream struct {
 	sc    *serverCall
 	s     transport.HandlerStream
 	codec codec.Codec
+	// Out's and In's boxes (boxOf), each used by one goroutine at a time.
+	sendBox, recvBox any
 }
 
 func (ss *serverStream) send(ctx context.Context, v any) error {
