@@ -280,14 +280,17 @@ type Stream struct {
 	ID    uint64
 	prio  uint8
 	owner *streamOwner
-	// recvWake and sendWake hold a token when the receiving, or the
-	// sending, side may proceed: one waiter each (see Stream).
+	// recvWake holds a token when the receiving side may proceed (or,
+	// before the server accepted the stream, Accepted): one waiter (see
+	// Stream).
 	recvWake chan struct{}
-	sendWake chan struct{}
 	// wakeQueued is the reader's own: s is on owner.wakes.
 	wakeQueued bool
 
 	mu sync.Mutex // guards the fields below
+	// sendWake is recvWake's twin for the sending side, made by the first
+	// Send that waits: most streams' Sends never wait.
+	sendWake chan struct{}
 	// Receiving.
 	msgs     fifo[inMsg] // messages whole, oldest first
 	empties  uint64      // empty messages after the last of msgs: they hold no buffer
@@ -345,7 +348,7 @@ func (f *Final) Release() { PutBuf(f.buf) }
 func newStream(o *streamOwner, id uint64, prio uint8) *Stream {
 	return &Stream{
 		ID: id, prio: prio, owner: o, window: InitialWindow,
-		recvWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1),
+		recvWake: make(chan struct{}, 1),
 	}
 }
 
@@ -464,14 +467,19 @@ func (s *Stream) nextLocked() *[]byte {
 // application has taken taken of our messages.
 func (s *Stream) credited(offset, taken uint64) {
 	s.mu.Lock()
+	accepting := !s.accepted
 	s.accepted = true
 	s.peerTaken = max(s.peerTaken, min(taken, s.queued))
 	if offset > s.credit {
 		s.credit = offset
 		s.readyLocked()
 	}
+	sendWake := s.sendWake
 	s.mu.Unlock()
-	wake(s.sendWake)
+	wake(sendWake)
+	if accepting {
+		wake(s.recvWake) // for Accepted
+	}
 }
 
 // peerEnded takes the peer's End: it sends no more messages.
@@ -502,11 +510,12 @@ func (s *Stream) ended(r *Response) {
 	s.peerEnd, s.final = true, f
 	s.dropOut()
 	s.sendEnded, s.finished = true, true // the server takes no more of ours
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	s.owner.forget(s)
 	s.release()
 	wake(s.recvWake)
-	wake(s.sendWake)
+	wake(sendWake)
 }
 
 // release gives back what s holds of its connection's budget, once: it
@@ -723,7 +732,6 @@ func (s *Stream) Accepted(ctx context.Context) (bool, error) {
 			return ok, nil
 		}
 		select {
-		case <-s.sendWake:
 		case <-s.recvWake:
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -781,9 +789,13 @@ func (s *Stream) SendBuf(ctx context.Context, buf *[]byte) error {
 				continue
 			}
 		}
+		if s.sendWake == nil {
+			s.sendWake = make(chan struct{}, 1)
+		}
+		sendWake := s.sendWake
 		s.mu.Unlock()
 		select {
-		case <-s.sendWake:
+		case <-sendWake:
 		case <-room:
 		case <-ctx.Done():
 			if room != nil {
@@ -862,10 +874,11 @@ func (s *Stream) Finish(frame []byte, done func()) error {
 	s.onLast = done
 	s.readyLocked()
 	msgs := s.dropIn()
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	putHeld(msgs)
 	s.release() // nobody reads on: what it granted goes back to the budget
-	wake(s.sendWake)
+	wake(sendWake)
 	return nil
 }
 
@@ -914,12 +927,13 @@ func (s *Stream) fail(err error, lost bool) {
 	msgs := s.dropIn()
 	onLast := s.onLast
 	s.onLast = nil
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	putHeld(msgs)
 	s.owner.forget(s)
 	s.release()
 	wake(s.recvWake)
-	wake(s.sendWake)
+	wake(sendWake)
 	if onLast != nil {
 		onLast()
 	}
@@ -1039,9 +1053,10 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 	if done {
 		onLast, s.onLast = s.onLast, nil
 	}
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	if freed {
-		wake(s.sendWake)
+		wake(sendWake)
 	}
 	if done {
 		s.owner.forget(s)
