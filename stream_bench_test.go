@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/kievrpc/kiev"
+	"go.uber.org/goleak"
 )
 
 // Firehose sends q.From messages of q.To bytes.
@@ -121,4 +123,34 @@ func TestStreamMessageAllocations(t *testing.T) {
 	if n > 0.5 {
 		t.Errorf("%.2f allocations per message of a flowing stream, both sides; want none, but for a pool refilled now and then", n)
 	}
+}
+
+// TestStreamHandlersGoroutinesEndWithTheServer opens many streams at
+// once: the goroutines kept for the next streams' handlers once theirs
+// have ended do not outlive the server.
+func TestStreamHandlersGoroutinesEndWithTheServer(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv := kiev.NewServer()
+	if err := srv.Register(Firehose{}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Go(func() {
+			s, err := c.Stream(ctx, "Firehose.Once", Query{To: 16})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close()
+			var m Bytes
+			for s.Recv(ctx, &m) == nil {
+			}
+		})
+	}
+	wg.Wait()
+	c.Close()
+	srv.Close()
 }
