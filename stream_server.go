@@ -321,7 +321,11 @@ func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall)
 	}
 	transport.PutBuf(sc.body)
 	sc.body = nil
-	out := m.fn.Call([]reflect.Value{m.rcvr, reflect.ValueOf(ctx), a, b})
+	// ctx as a Value of type context.Context, which Call passes as it is:
+	// a Value of ctx's own type is checked against the interface, method
+	// by method, on every call.
+	ctxv := reflect.ValueOf(&ctx).Elem()
+	out := m.fn.Call([]reflect.Value{m.rcvr, ctxv, a, b})
 	if err := out[0].Interface(); err != nil {
 		return err.(error)
 	}
