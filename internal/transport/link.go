@@ -83,8 +83,9 @@ type Link struct {
 	// Streams with frames to send (stream.go), served in turn by the
 	// writer, a few chunks each, after the frames queued.
 	lowat   atomic.Bool // TCP_NOTSENT_LOWAT is set: the connection carries streams
-	smu     sync.Mutex  // guards sready
+	smu     sync.Mutex  // guards sready and sbusy
 	sready  []*Stream
+	sbusy   bool // the writer frames and writes streams' frames: it looks at sready once done, unwoken
 	scratch []*Stream // the writer's: an array for the next sready
 
 	// The writer's: the array of its last batch, for the queue's next,
@@ -272,8 +273,11 @@ func (l *Link) ready(s *Stream) {
 	}
 	l.smu.Lock()
 	l.sready = append(l.sready, s)
+	busy := l.sbusy
 	l.smu.Unlock()
-	l.nudge()
+	if !busy {
+		l.nudge()
+	}
 }
 
 // Bounds of the stream frames the writer adds to one write: a write of
@@ -555,6 +559,9 @@ func (l *Link) Run() {
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
+		l.smu.Lock()
+		l.sbusy = true
+		l.smu.Unlock()
 		sb, streams := l.streamFrames(l.sbuf[:0])
 		if !streams && len(sb) > 0 && queued+len(sb)+l.srefBytes < minStreamWrite {
 			// Streams' frames, and few: their senders are likely about to
@@ -571,6 +578,10 @@ func (l *Link) Run() {
 			return
 		}
 		l.wroteRefs()
+		l.smu.Lock()
+		l.sbusy = false
+		streams = streams || len(l.sready) > 0 // readied while busy, unwoken
+		l.smu.Unlock()
 		wrote += queued + sn
 		l.mu.Lock()
 		l.queue.recycle(batch)
