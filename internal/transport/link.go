@@ -85,7 +85,7 @@ type Link struct {
 	lowat   atomic.Bool // TCP_NOTSENT_LOWAT is set: the connection carries streams
 	smu     sync.Mutex  // guards sready and sbusy
 	sready  []*Stream
-	sbusy   bool // the writer frames and writes streams' frames: it looks at sready once done, unwoken
+	sbusy   bool      // the writer frames and writes streams' frames: it looks at sready once done, unwoken
 	scratch []*Stream // the writer's: an array for the next sready
 
 	// The writer's: the array of its last batch, for the queue's next,
