@@ -75,7 +75,8 @@ type Server struct {
 	inFlight atomic.Int64 // handlers running
 	started  time.Time
 
-	streamsOpen atomic.Int64 // streams whose handler runs (WithMaxServerStreams)
+	streamsOpen atomic.Int64  // streams whose handler runs (WithMaxServerStreams)
+	runners     streamRunners // goroutines kept for the next streams' handlers
 
 	registry  *prometheus.Registry // the server's own metrics, unless WithMetrics
 	adminOnce sync.Once
@@ -96,6 +97,7 @@ func NewServer(opts ...ServerOption) *Server {
 		codecConns: make(map[*codecConn]struct{}),
 		done:       make(chan struct{}),
 		codecs:     make(map[string]codec.Codec),
+		runners:    streamRunners{work: make(chan streamJob)},
 
 		packets:    make(map[*transport.PacketServer]struct{}),
 		advertised: make(map[any]registry.Instance),

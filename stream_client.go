@@ -49,6 +49,8 @@ type clientStream struct {
 	stop   func() bool // stops the watch of the stream's context
 	// hooks are StreamDesc.OnMessage's and OnEnd's; nil if none.
 	hooks *streamHooks
+	// The typed streams' boxes (boxOf): Send's, and Recv's.
+	sendBox, recvBox any
 
 	mu       sync.Mutex // guards the fields below
 	final    *transport.Final
@@ -198,19 +200,23 @@ func (t *connTransport) sendOpen(ctx context.Context, s *transport.Stream, grant
 // it; a Send that gives up leaves the stream usable. Once the server
 // ended the stream it returns io.EOF, and Recv returns why.
 func (s *Stream) Send(ctx context.Context, v any) error {
+	defer runtime.KeepAlive(s) // see Recv
 	cs := s.cs
 	buf := transport.GetBuf(0)
-	defer transport.PutBuf(buf)
 	b, err := cs.codec.Marshal((*buf)[:0], v)
 	*buf = b
 	if err != nil {
+		transport.PutBuf(buf)
 		return fmt.Errorf("kiev: %s: encoding a message (codec %s): %w", cs.method, cs.codec.Name(), err)
 	}
-	switch err := cs.s.Send(ctx, b); {
-	case err == nil:
+	err = cs.s.SendBuf(ctx, buf) // on success, the stream takes buf
+	if err == nil {
 		cs.c.streamStats.sent(len(b))
 		cs.hooks.message(true, len(b), v)
 		return nil
+	}
+	transport.PutBuf(buf)
+	switch {
 	case errors.Is(err, transport.ErrSendEnded):
 		if cs.serverEnded() {
 			return io.EOF
@@ -229,6 +235,10 @@ func (s *Stream) Send(ctx context.Context, v any) error {
 // reply arrives as its one message, after CloseSend. It waits within
 // ctx; a Recv that gives up leaves the stream usable.
 func (s *Stream) Recv(ctx context.Context, v any) error {
+	// s must stay reachable until Recv returns: it is often a stream's
+	// last use, and once s is unreachable its cleanup (dropped) cancels
+	// the stream, which this Recv would then return for its io.EOF.
+	defer runtime.KeepAlive(s)
 	cs := s.cs
 	cs.mu.Lock()
 	if cs.err != nil {
@@ -294,6 +304,7 @@ func (cs *clientStream) finalMessage(f *transport.Final, v any) error {
 // Recv returns io.EOF once it has the messages sent before. The stream
 // goes on receiving. It is idempotent.
 func (s *Stream) CloseSend() error {
+	defer runtime.KeepAlive(s) // see Recv
 	err := s.cs.s.CloseSend()
 	if err != nil && s.cs.serverEnded() {
 		return nil
@@ -305,6 +316,7 @@ func (s *Stream) CloseSend() error {
 // handler. It never blocks, and returns nil, or the error the stream
 // ended with before Close, if it failed.
 func (s *Stream) Close() error {
+	defer runtime.KeepAlive(s) // see Recv
 	cs := s.cs
 	cs.cancel(errStreamClosed)
 	cs.mu.Lock()

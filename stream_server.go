@@ -8,6 +8,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"reflect"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -59,7 +60,7 @@ func (o Out[T]) Send(ctx context.Context, v T) error {
 	if o.s == nil {
 		return errUnboundStream
 	}
-	return o.s.send(ctx, encodable(&v))
+	return sendBoxed(ctx, &o.s.sendBox, v, o.s.send)
 }
 
 // Close ends the sending side (a half-close): the client's Recv returns
@@ -89,20 +90,56 @@ func (i In[T]) Recv(ctx context.Context) (T, error) {
 	if i.s == nil {
 		return v, errUnboundStream
 	}
-	err := i.s.recv(ctx, decodable(&v))
+	return recvBoxed[T](ctx, &i.s.recvBox, i.s.recv)
+}
+
+// sendBoxed sends v with send: v itself when T is a pointer (In[*pb.Event]
+// and Out[*pb.Event] carry generated protobuf messages), so that the
+// codec is handed *pb.Event, never **pb.Event; else a pointer to a copy
+// of v in the box in *slot (boxOf).
+func sendBoxed[T any](ctx context.Context, slot *any, v T, send func(context.Context, any) error) error {
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		return send(ctx, any(v))
+	}
+	p := boxOf[T](slot)
+	*p = v
+	err := send(ctx, p)
+	*p = *new(T) // the box keeps nothing of the message
+	return err
+}
+
+// recvBoxed receives a message with recv: into a new message when T is
+// a pointer (decodable), else into the box in *slot, whose value it
+// returns.
+func recvBoxed[T any](ctx context.Context, slot *any, recv func(context.Context, any) error) (T, error) {
+	var v T
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		err := recv(ctx, decodable(&v))
+		return v, err
+	}
+	p := boxOf[T](slot)
+	err := recv(ctx, p)
+	v, *p = *p, *new(T)
 	return v, err
 }
 
-// encodable is what a codec encodes of a message, v: v itself, or *v
-// when T is a pointer (In[*pb.Event] and Out[*pb.Event] carry generated
-// protobuf messages), so that the codec is handed *pb.Event, never
-// **pb.Event.
-func encodable[T any](v *T) any {
-	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
-		return *v
+// boxOf returns where a stream's message of type T is encoded from, or
+// decoded into: the box in *slot, kept by the stream for its next
+// message, so that a Send or a Recv copies its message there instead of
+// allocating a copy the codec may keep. A box larger than maxBoxed is not
+// kept: an idle stream holds a small one at most.
+func boxOf[T any](slot *any) *T {
+	if p, ok := (*slot).(*T); ok {
+		return p
 	}
-	return v
+	p := new(T)
+	if unsafe.Sizeof(*p) <= maxBoxed {
+		*slot = p
+	}
+	return p
 }
+
+const maxBoxed = 256
 
 // decodable is what a codec decodes a message into, for *v to hold it:
 // v itself, or when T is a pointer, a new message that *v is set to.
@@ -205,6 +242,8 @@ type serverStream struct {
 	sc    *serverCall
 	s     transport.HandlerStream
 	codec codec.Codec
+	// Out's and In's boxes (boxOf), each used by one goroutine at a time.
+	sendBox, recvBox any
 }
 
 func (ss *serverStream) send(ctx context.Context, v any) error {
@@ -215,13 +254,13 @@ func (ss *serverStream) send(ctx context.Context, v any) error {
 		transport.PutBuf(buf)
 		return fmt.Errorf("kiev: %s: encoding a message (codec %s): %w", ss.sc.m.name, ss.codec.Name(), err)
 	}
-	err = ss.s.Send(ctx, b)
-	if err == nil {
-		ss.sc.m.streams.sent(len(b))
-		ss.sc.req.hooks.message(true, len(b), v)
+	if err = ss.s.SendBuf(ctx, buf); err != nil { // on success, the stream takes buf
+		transport.PutBuf(buf)
+		return ss.err(err)
 	}
-	transport.PutBuf(buf)
-	return ss.err(err)
+	ss.sc.m.streams.sent(len(b))
+	ss.sc.req.hooks.message(true, len(b), v)
+	return nil
 }
 
 func (ss *serverStream) recv(ctx context.Context, v any) error {
@@ -282,7 +321,11 @@ func (s *Server) invokeStream(ctx context.Context, req *Request, sc *serverCall)
 	}
 	transport.PutBuf(sc.body)
 	sc.body = nil
-	out := m.fn.Call([]reflect.Value{m.rcvr, reflect.ValueOf(ctx), a, b})
+	// ctx as a Value of type context.Context, which Call passes as it is:
+	// a Value of ctx's own type is checked against the interface, method
+	// by method, on every call.
+	ctxv := reflect.ValueOf(&ctx).Elem()
+	out := m.fn.Call([]reflect.Value{m.rcvr, ctxv, a, b})
 	if err := out[0].Interface(); err != nil {
 		return err.(error)
 	}
@@ -343,8 +386,49 @@ func (sc *serverCall) openStream(start time.Time) time.Time {
 	}
 	sc.m.streams.opened()
 	sc.sink.Stream(sc).Grant(window)
-	go sc.runStream(start)
+	select {
+	case s.runners.work <- streamJob{sc, start}: // an idle runner takes it
+	default:
+		go s.runStreams(streamJob{sc, start})
+	}
 	return start
+}
+
+// streamRunners are the goroutines that run streams' handlers: each
+// waits, once its handler has returned, for the next stream, up to
+// maxIdleRunners of them and until the server closes. A goroutine made
+// for each stream would grow its stack to what a handler needs, copying
+// it each time, which cost a stream's open a quarter of its work.
+type streamRunners struct {
+	work chan streamJob // unbuffered: only an idle runner takes a job
+	idle atomic.Int32
+}
+
+// streamJob is a stream to run, admitted at start.
+type streamJob struct {
+	sc    *serverCall
+	start time.Time
+}
+
+// maxIdleRunners bounds the goroutines that wait for the next stream.
+const maxIdleRunners = 64
+
+// runStreams runs j's stream, then those handed to it while it waits.
+func (s *Server) runStreams(j streamJob) {
+	for {
+		j.sc.runStream(j.start)
+		if s.runners.idle.Add(1) > maxIdleRunners {
+			s.runners.idle.Add(-1)
+			return
+		}
+		select {
+		case j = <-s.runners.work:
+			s.runners.idle.Add(-1)
+		case <-s.done:
+			s.runners.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // runStream runs a stream's handler, then ends the stream with its

@@ -1,6 +1,7 @@
 package kiev_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -241,5 +242,71 @@ func TestServerStreamWithArgsByPointer(t *testing.T) {
 	}
 	if err := s.Recv(ctx, new(Event)); err != io.EOF {
 		t.Fatalf("Recv at the end = %v, want io.EOF", err)
+	}
+}
+
+// Mirror echoes every chunk it receives.
+type Mirror struct{}
+
+func (Mirror) Echo(ctx context.Context, in kiev.In[Chunk], out kiev.Out[Chunk]) error {
+	for c, err := range in.All(ctx) {
+		if err != nil {
+			return err
+		}
+		if err := out.Send(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestMessagesOfEverySizeArriveByteForByte sends messages each way that
+// the writer copies (small chunks) and writes from their buffers (large
+// ones), whole and split in chunks, several in flight at once.
+func TestMessagesOfEverySizeArriveByteForByte(t *testing.T) {
+	srv := kiev.NewServer()
+	if err := srv.Register(Mirror{}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, startServer(t, srv))
+	ctx := within(t, 20*time.Second)
+	s, err := c.Stream(ctx, "Mirror.Echo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sizes := []int{0, 1, 1023, 4095, 4096, 16 << 10, 32<<10 - 1, 32 << 10, 32<<10 + 7, 100 << 10, 1<<20 + 3}
+	chunk := func(i int) Chunk {
+		b := make([]byte, sizes[i%len(sizes)])
+		for j := range b {
+			b[j] = byte(i*31 + j*7 + j>>8)
+		}
+		return Chunk{Data: b}
+	}
+	const n = 3 * 11
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := s.Send(ctx, chunk(i)); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- s.CloseSend()
+	}()
+	for i := range n {
+		var got Chunk
+		if err := s.Recv(ctx, &got); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if want := chunk(i); !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("message %d: %d bytes came, not the %d bytes sent", i, len(got.Data), len(want.Data))
+		}
+	}
+	if err := s.Recv(ctx, new(Chunk)); err != io.EOF {
+		t.Fatalf("Recv at the end = %v, want io.EOF", err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
 	}
 }

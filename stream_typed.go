@@ -132,14 +132,12 @@ type StreamOf[S, R any] struct{ s *Stream }
 
 // Send sends v, as Stream.Send does.
 func (t *StreamOf[S, R]) Send(ctx context.Context, v S) error {
-	return t.s.Send(ctx, encodable(&v))
+	return sendBoxed(ctx, &t.s.cs.sendBox, v, t.s.Send)
 }
 
 // Recv returns the next message, as Stream.Recv does: io.EOF at the end.
 func (t *StreamOf[S, R]) Recv(ctx context.Context) (R, error) {
-	var v R
-	err := t.s.Recv(ctx, decodable(&v))
-	return v, err
+	return recvBoxed[R](ctx, &t.s.cs.recvBox, t.s.Recv)
 }
 
 // All returns the messages for a range loop, until io.EOF, which ends
@@ -173,7 +171,7 @@ type SendStream[M, R any] struct{ s *Stream }
 
 // Send sends v, as Stream.Send does.
 func (t *SendStream[M, R]) Send(ctx context.Context, v M) error {
-	return t.s.Send(ctx, encodable(&v))
+	return sendBoxed(ctx, &t.s.cs.sendBox, v, t.s.Send)
 }
 
 // CloseAndRecv ends the sending side and returns the server's reply; the

@@ -223,6 +223,9 @@ type HandlerStream interface {
 	// Send queues msg, an encoded message, whole or not at all; ctx
 	// bounds only the wait for room.
 	Send(ctx context.Context, msg []byte) error
+	// SendBuf is Send of the message in *buf, taking buf on success: the
+	// stream gives it back to the pool (PutBuf) once done with it.
+	SendBuf(ctx context.Context, buf *[]byte) error
 	// Recv returns the client's next message, io.EOF once it sends no
 	// more, or the error the stream ended with; it waits within ctx.
 	Recv(ctx context.Context) (*[]byte, *Final, error)

@@ -302,6 +302,9 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 	var h wire.Header
 	var resp Response
 	for {
+		if !r.Buffered() {
+			cc.streams.flushWakes() // Next may wait for the server
+		}
 		var err error
 		f, err = r.Next()
 		if err == nil && f.Type != wire.TypePing && f.Type != wire.TypePong {
@@ -344,6 +347,7 @@ func (cc *ClientConn[C]) readLoop(r *wire.Reader) {
 			var tmp [wire.HeaderSize]byte
 			b := wire.BeginFrame(tmp[:0], wire.TypePong, f.ID)
 			_ = wire.EndFrame(b, 0, cc.maxFrame)
+			cc.streams.flushWakes() // Send may wait for room
 			_ = cc.link.Send(b)
 		}
 		cc.settle.Do(func() { close(cc.settled) })

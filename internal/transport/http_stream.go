@@ -119,6 +119,15 @@ func newHTTPStream(format streamFormat, maxFrame int) *httpStream {
 // went away (its context says so too).
 var errClientLeft = errors.New("kiev: the HTTP client went away; stop sending")
 
+// SendBuf is Send of *buf, which it gives back to the pool on success.
+func (s *httpStream) SendBuf(ctx context.Context, buf *[]byte) error {
+	err := s.Send(ctx, *buf)
+	if err == nil {
+		PutBuf(buf)
+	}
+	return err
+}
+
 // Send hands msg to the request's goroutine, whole, once it has written
 // the message before; ctx bounds the wait.
 func (s *httpStream) Send(ctx context.Context, msg []byte) error {

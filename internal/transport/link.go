@@ -19,9 +19,8 @@ import (
 // in place; the write queue is bounded so a slow peer pushes back on
 // callers instead of growing memory without limit.
 const (
-	ReadBufSize   = 64 << 10 // the size of a connection's wire.Reader buffer
-	MaxQueued     = 4 << 20  // what a blocking link queues before Send waits
-	maxSpareBytes = 1 << 20  // a larger buffer of a stream's is kept only while in use
+	ReadBufSize = 64 << 10 // the size of a connection's wire.Reader buffer
+	MaxQueued   = 4 << 20  // what a blocking link queues before Send waits
 	// maxHeld is what a hold (Link.Hold) lets wait before the writer is
 	// woken all the same: enough for one large write, and far below a
 	// connection's share of the queued bytes, which would refuse calls.
@@ -84,14 +83,21 @@ type Link struct {
 	// Streams with frames to send (stream.go), served in turn by the
 	// writer, a few chunks each, after the frames queued.
 	lowat   atomic.Bool // TCP_NOTSENT_LOWAT is set: the connection carries streams
-	smu     sync.Mutex  // guards sready
+	smu     sync.Mutex  // guards sready and sbusy
 	sready  []*Stream
+	sbusy   bool      // the writer frames and writes streams' frames: it looks at sready once done, unwoken
 	scratch []*Stream // the writer's: an array for the next sready
 
 	// The writer's: the array of its last batch, for the queue's next,
 	// and its buffer for streams' frames.
 	spareBufs net.Buffers
 	sbuf      []byte
+	// The chunks of streams' messages written from their buffers rather
+	// than copied into sbuf, each at its place in sbuf (srefs); their
+	// bytes (srefBytes); and the buffers to give back once written.
+	srefs     []streamRef
+	srefBytes int
+	srelease  []*[]byte
 	out       net.Buffers // the array of what write writes: a batch's chunks, then sbuf
 	wout      net.Buffers // what write has yet to write of it
 
@@ -267,8 +273,11 @@ func (l *Link) ready(s *Stream) {
 	}
 	l.smu.Lock()
 	l.sready = append(l.sready, s)
+	busy := l.sbusy
 	l.smu.Unlock()
-	l.nudge()
+	if !busy {
+		l.nudge()
+	}
 }
 
 // Bounds of the stream frames the writer adds to one write: a write of
@@ -285,8 +294,8 @@ const minStreamWrite = 16 << 10
 // priority (1 chunk at priority 0 to 4 at 9), up to maxStreamBatch bytes;
 // it reports whether streams still have frames to send.
 func (l *Link) streamFrames(b []byte) ([]byte, bool) {
-	start := len(b)
-	for len(b)-start < maxStreamBatch {
+	start := len(b) + l.srefBytes
+	for len(b)+l.srefBytes-start < maxStreamBatch {
 		l.smu.Lock()
 		turn := l.sready
 		l.sready = nil
@@ -296,7 +305,7 @@ func (l *Link) streamFrames(b []byte) ([]byte, bool) {
 		}
 		again := l.scratch[:0] // the streams with more
 		i := 0
-		for ; i < len(turn) && len(b)-start < maxStreamBatch; i++ {
+		for ; i < len(turn) && len(b)+l.srefBytes-start < maxStreamBatch; i++ {
 			s := turn[i]
 			var more bool
 			b, more = s.frames(b, 1+int(s.prio)/3)
@@ -315,6 +324,41 @@ func (l *Link) streamFrames(b []byte) ([]byte, bool) {
 	more := len(l.sready) > 0
 	l.smu.Unlock()
 	return b, more
+}
+
+// minRefChunk is the chunk of a stream's message from which the writer
+// writes it from the message's buffer rather than copy it: below it, a
+// copy costs less than a piece more for writev.
+const minRefChunk = 4 << 10
+
+// streamRef is a chunk that the writer writes from its message's buffer,
+// after the bytes of sbuf before at.
+type streamRef struct {
+	at   int
+	body []byte
+}
+
+// refer has the writer write body after what the streams' frames hold
+// at, without copying it. Only the writer calls it (Stream.frames).
+func (l *Link) refer(at int, body []byte) {
+	l.srefs = append(l.srefs, streamRef{at, body})
+	l.srefBytes += len(body)
+}
+
+// releaseAfterWrite gives b back to the pool once the write that refers
+// to it is done. Only the writer calls it (Stream.frames).
+func (l *Link) releaseAfterWrite(b *[]byte) { l.srelease = append(l.srelease, b) }
+
+// wroteRefs forgets the chunks written from their messages' buffers, and
+// gives the buffers of the messages done back to the pool.
+func (l *Link) wroteRefs() {
+	clear(l.srefs)
+	l.srefs, l.srefBytes = l.srefs[:0], 0
+	for i, b := range l.srelease {
+		PutBuf(b)
+		l.srelease[i] = nil
+	}
+	l.srelease = l.srelease[:0]
 }
 
 // nudge wakes the writer without waiting.
@@ -390,11 +434,7 @@ func (l *Link) tryWrite(b []byte) int {
 // answered, and the heartbeat meanwhile takes the peer for alive: it is
 // not read because the server chose not to.
 func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
-	full := func() bool {
-		n, calls := held.Load()
-		queued := l.backlog.Load()
-		return queued > int64(limit) || calls >= maxCalls || calls >= minHeldCalls && queued+n > int64(limit)
-	}
+	full := func() bool { return !l.HasRoom(limit, held, maxCalls) }
 	if !full() {
 		return nil // the common case, without the lock
 	}
@@ -411,6 +451,13 @@ func (l *Link) WaitRoom(limit int, held *Held, maxCalls int) error {
 	l.waiting.Store(false)
 	l.onCalls.Store(false)
 	return l.err
+}
+
+// HasRoom reports whether WaitRoom would return at once.
+func (l *Link) HasRoom(limit int, held *Held, maxCalls int) bool {
+	n, calls := held.Load()
+	queued := l.backlog.Load()
+	return queued <= int64(limit) && calls < maxCalls && (calls < minHeldCalls || queued+n <= int64(limit))
 }
 
 // Wake wakes a WaitRoom that waits, after what it waits on has dropped.
@@ -512,8 +559,11 @@ func (l *Link) Run() {
 		closing := l.closing
 		l.space.Broadcast()
 		l.mu.Unlock()
+		l.smu.Lock()
+		l.sbusy = true
+		l.smu.Unlock()
 		sb, streams := l.streamFrames(l.sbuf[:0])
-		if !streams && len(sb) > 0 && queued+len(sb) < minStreamWrite {
+		if !streams && len(sb) > 0 && queued+len(sb)+l.srefBytes < minStreamWrite {
 			// Streams' frames, and few: their senders are likely about to
 			// queue more. Let them, once, so that one write carries
 			// several messages (grpc-go's loopy writer does the same).
@@ -522,15 +572,21 @@ func (l *Link) Run() {
 		}
 		streamed = streamed || len(sb) > 0
 		l.sbuf = sb
-		l.backlog.Add(int64(len(sb)))
-		if queued+len(sb) > 0 && !l.write(batch, sb, &lastRead) {
+		sn := len(sb) + l.srefBytes // the streams' bytes
+		l.backlog.Add(int64(sn))
+		if queued+sn > 0 && !l.write(batch, sb, &lastRead) {
 			return
 		}
-		wrote += queued + len(sb)
+		l.wroteRefs()
+		l.smu.Lock()
+		l.sbusy = false
+		streams = streams || len(l.sready) > 0 // readied while busy, unwoken
+		l.smu.Unlock()
+		wrote += queued + sn
 		l.mu.Lock()
 		l.queue.recycle(batch)
 		l.writing = false
-		l.backlog.Add(-int64(queued + len(sb)))
+		l.backlog.Add(-int64(queued + sn))
 		l.spareBufs = batch[:0]
 		l.space.Broadcast()
 		empty := l.queue.Len() == 0 && !streams
@@ -553,8 +609,15 @@ func (l *Link) Run() {
 // not read cannot hold the bytes queued for it for long.
 func (l *Link) write(batch net.Buffers, sb []byte, lastRead *time.Time) bool {
 	all := append(l.out[:0], batch...)
-	if len(sb) > 0 {
-		all = append(all, sb)
+	at := 0
+	for _, r := range l.srefs {
+		if r.at > at {
+			all = append(all, sb[at:r.at])
+		}
+		all, at = append(all, r.body), r.at
+	}
+	if len(sb) > at {
+		all = append(all, sb[at:])
 	}
 	// WriteTo consumes what it writes from the slice it is called on:
 	// a field, as a local would escape to the heap on every write; all

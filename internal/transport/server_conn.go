@@ -261,6 +261,9 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 		// Take no more calls while the client leaves its replies unread:
 		// backpressure, so a client that does not read holds no more than
 		// its share of memory.
+		if !r.Buffered() || !c.link.HasRoom(c.cfg.Share(), &c.held, MaxUnanswered) {
+			c.streams.flushWakes() // the reader may wait: for the client, or for room
+		}
 		if err := c.link.WaitRoom(c.cfg.Share(), &c.held, MaxUnanswered); err != nil {
 			return err
 		}
@@ -281,6 +284,7 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 				return err
 			}
 			hd.Read(&f, &h)
+			c.streams.flushWakes() // the call may run on this goroutine
 			taken, err := c.request(&hd, r.More(), &b)
 			if err != nil {
 				return err
@@ -314,6 +318,7 @@ func (c *ServerConn) readLoop(r *wire.Reader) error {
 				return err
 			}
 		case wire.TypePing:
+			c.streams.flushWakes()
 			b := wire.BeginFrame(make([]byte, 0, wire.HeaderSize), wire.TypePong, f.ID)
 			_ = wire.EndFrame(b, 0, c.cfg.MaxFrame)
 			_ = c.link.Send(b)

@@ -99,6 +99,12 @@ type streamOwner struct {
 	roomMu      sync.Mutex    // guards room
 	room        chan struct{} // closed when bytes are framed
 
+	// The reader's own: the streams whose Recv waits and may proceed,
+	// woken together once the reader has read every whole frame it
+	// holds (flushWakes), so that a Recv wakes once for a burst of
+	// messages, and then takes them one after the other without waiting.
+	wakes []*Stream
+
 	mu      sync.Mutex         // guards the fields below
 	streams map[uint64]*Stream // open streams, by id
 	highest uint64             // the highest id a stream was opened with
@@ -223,7 +229,12 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 	}
 	switch f.Type {
 	case wire.TypeMessage:
-		return s.chunk(h, f.Body)
+		wakeRecv, err := s.receive(h, f.Body)
+		if wakeRecv && !s.wakeQueued {
+			s.wakeQueued = true
+			o.wakes = append(o.wakes, s)
+		}
+		return err
 	case wire.TypeCredit:
 		if !h.HasCredit {
 			return fmt.Errorf("kiev: protocol error: a Credit frame for stream %d without its Credit field", f.ID)
@@ -233,6 +244,18 @@ func (o *streamOwner) frame(f *wire.Frame, h *wire.Header) error {
 		return s.peerEnded()
 	}
 	return nil
+}
+
+// flushWakes wakes the streams whose Recv waits for the messages the
+// reader gave them: the reader calls it before it may block (a read, or
+// a wait for room), so that no wake waits on the peer.
+func (o *streamOwner) flushWakes() {
+	for i, s := range o.wakes {
+		s.wakeQueued = false
+		wake(s.recvWake)
+		o.wakes[i] = nil
+	}
+	o.wakes = o.wakes[:0]
 }
 
 // frameName names a stream frame's type, with its article.
@@ -257,12 +280,17 @@ type Stream struct {
 	ID    uint64
 	prio  uint8
 	owner *streamOwner
-	// recvWake and sendWake hold a token when the receiving, or the
-	// sending, side may proceed: one waiter each (see Stream).
+	// recvWake holds a token when the receiving side may proceed (or,
+	// before the server accepted the stream, Accepted): one waiter (see
+	// Stream).
 	recvWake chan struct{}
-	sendWake chan struct{}
+	// wakeQueued is the reader's own: s is on owner.wakes.
+	wakeQueued bool
 
 	mu sync.Mutex // guards the fields below
+	// sendWake is recvWake's twin for the sending side, made by the first
+	// Send that waits: most streams' Sends never wait.
+	sendWake chan struct{}
 	// Receiving.
 	msgs     fifo[inMsg] // messages whole, oldest first
 	empties  uint64      // empty messages after the last of msgs: they hold no buffer
@@ -283,12 +311,12 @@ type Stream struct {
 	recvWaiting bool // Recv waits: chunk wakes it
 	accepted    bool // a Credit came: the server accepted the stream
 	// Sending.
-	credit    uint64 // the peer lets us send up to this offset
-	sent      uint64 // message bytes framed
-	out       []byte // messages queued, from outOff not yet framed
-	outOff    int
-	outSizes  fifo[int] // the sizes of the messages queued; the first has outHead bytes framed
+	credit    uint64        // the peer lets us send up to this offset
+	sent      uint64        // message bytes framed
+	out       fifo[*[]byte] // the messages queued, each in its buffer; the first has outHead bytes framed
 	outHead   int
+	outLeft   int    // the bytes of out not yet framed
+	outRef    bool   // the writer writes chunks of out's first message from its buffer
 	queued    uint64 // messages queued, in all
 	peerTaken uint64 // of ours, the messages the peer's application took
 	first     []byte // the server's first Credit, which accepts the stream: sent before anything
@@ -320,7 +348,7 @@ func (f *Final) Release() { PutBuf(f.buf) }
 func newStream(o *streamOwner, id uint64, prio uint8) *Stream {
 	return &Stream{
 		ID: id, prio: prio, owner: o, window: InitialWindow,
-		recvWake: make(chan struct{}, 1), sendWake: make(chan struct{}, 1),
+		recvWake: make(chan struct{}, 1),
 	}
 }
 
@@ -331,11 +359,21 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// chunk takes a chunk of a message, from the reader.
+// chunk takes a chunk of a message, and wakes a Recv that waits for it.
 func (s *Stream) chunk(h *wire.Header, body []byte) error {
+	wakeRecv, err := s.receive(h, body)
+	if wakeRecv {
+		wake(s.recvWake)
+	}
+	return err
+}
+
+// receive takes a chunk of a message, from the reader; wakeRecv says a
+// Recv waits and may now proceed, which the caller wakes.
+func (s *Stream) receive(h *wire.Header, body []byte) (wakeRecv bool, err error) {
 	n := uint64(len(body))
 	if len(body) > MaxChunk {
-		return fmt.Errorf("kiev: protocol error: a chunk of %d bytes on stream %d, over the %d-byte maximum", len(body), s.ID, MaxChunk)
+		return false, fmt.Errorf("kiev: protocol error: a chunk of %d bytes on stream %d, over the %d-byte maximum", len(body), s.ID, MaxChunk)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -346,13 +384,13 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	}
 	switch {
 	case s.peerEnd:
-		return fmt.Errorf("kiev: protocol error: a Message on stream %d after its sender ended it", s.ID)
+		return false, fmt.Errorf("kiev: protocol error: a Message on stream %d after its sender ended it", s.ID)
 	case s.recvd+cost > s.granted:
-		return fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+cost)
+		return false, fmt.Errorf("kiev: protocol error: stream %d sent past its credit: %d bytes granted, %d sent", s.ID, s.granted, s.recvd+cost)
 	case !inPart && !h.HasSize:
-		return fmt.Errorf("kiev: protocol error: the first chunk of a message on stream %d has no Size", s.ID)
+		return false, fmt.Errorf("kiev: protocol error: the first chunk of a message on stream %d has no Size", s.ID)
 	case inPart && h.HasSize:
-		return fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
+		return false, fmt.Errorf("kiev: protocol error: a new message on stream %d before the last one's %d bytes came", s.ID, s.partLeft)
 	}
 	s.recvd += cost
 	s.accepted = true             // a server's first frame is its Credit; be lenient all the same
@@ -362,16 +400,13 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 	keep := s.err == nil && !s.finished // else ended on this side: count the bytes, keep none
 	if !inPart {
 		if h.Size > uint64(s.owner.maxFrame) {
-			return fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
+			return false, fmt.Errorf("kiev: protocol error: a message of %d bytes on stream %d, over the %d-byte limit (WithMaxFrameSize)", h.Size, s.ID, s.owner.maxFrame)
 		}
 		if h.Size == 0 && n == 0 {
 			if keep {
 				s.empties++
-				if s.recvWaiting {
-					wake(s.recvWake)
-				}
 			}
-			return nil
+			return keep && s.recvWaiting, nil
 		}
 		s.partLeft = h.Size
 		if keep && h.Size >= n {
@@ -379,23 +414,20 @@ func (s *Stream) chunk(h *wire.Header, body []byte) error {
 		}
 	}
 	if n > s.partLeft {
-		return fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n-s.partLeft)
+		return false, fmt.Errorf("kiev: protocol error: a chunk on stream %d runs %d bytes past the end of its message", s.ID, n-s.partLeft)
 	}
 	s.partLeft -= n
 	if s.part == nil {
-		return nil
+		return false, nil
 	}
 	*s.part = append(*s.part, body...)
 	if s.partLeft == 0 {
 		s.msgs.push(inMsg{s.part, s.empties})
 		s.part, s.empties = nil, 0
-		if s.recvWaiting {
-			wake(s.recvWake)
-		}
-	} else if s.recvd == s.granted && !s.queuedLocked() && s.recvWaiting {
-		wake(s.recvWake) // a message larger than the window: a waiting Recv grants it the rest
+		return s.recvWaiting, nil
 	}
-	return nil
+	// A message larger than the window: a waiting Recv grants it the rest.
+	return s.recvd == s.granted && !s.queuedLocked() && s.recvWaiting, nil
 }
 
 // msgBuf returns a buffer for the first n bytes of a message received:
@@ -435,14 +467,19 @@ func (s *Stream) nextLocked() *[]byte {
 // application has taken taken of our messages.
 func (s *Stream) credited(offset, taken uint64) {
 	s.mu.Lock()
+	accepting := !s.accepted
 	s.accepted = true
 	s.peerTaken = max(s.peerTaken, min(taken, s.queued))
 	if offset > s.credit {
 		s.credit = offset
 		s.readyLocked()
 	}
+	sendWake := s.sendWake
 	s.mu.Unlock()
-	wake(s.sendWake)
+	wake(sendWake)
+	if accepting {
+		wake(s.recvWake) // for Accepted
+	}
 }
 
 // peerEnded takes the peer's End: it sends no more messages.
@@ -473,11 +510,12 @@ func (s *Stream) ended(r *Response) {
 	s.peerEnd, s.final = true, f
 	s.dropOut()
 	s.sendEnded, s.finished = true, true // the server takes no more of ours
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	s.owner.forget(s)
 	s.release()
 	wake(s.recvWake)
-	wake(s.sendWake)
+	wake(sendWake)
 }
 
 // release gives back what s holds of its connection's budget, once: it
@@ -694,7 +732,6 @@ func (s *Stream) Accepted(ctx context.Context) (bool, error) {
 			return ok, nil
 		}
 		select {
-		case <-s.sendWake:
 		case <-s.recvWake:
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -702,13 +739,27 @@ func (s *Stream) Accepted(ctx context.Context) (bool, error) {
 	}
 }
 
-// Send queues msg, an encoded message, whole: once the bytes queued
-// before it fit in the credit the peer granted (and in maxStreamQueued),
-// or at once when nothing is queued. ctx bounds only the wait: a Send that gives up leaves the
-// stream as it was.
+// Send queues a copy of msg, an encoded message, as SendBuf does.
 func (s *Stream) Send(ctx context.Context, msg []byte) error {
-	if len(msg) > s.owner.maxFrame {
-		return fmt.Errorf("%w: a message of %d bytes, over the %d-byte limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, len(msg), s.owner.maxFrame)
+	buf := GetBuf(len(msg))
+	*buf = append((*buf)[:0], msg...)
+	err := s.SendBuf(ctx, buf)
+	if err != nil {
+		PutBuf(buf)
+	}
+	return err
+}
+
+// SendBuf queues the encoded message in *buf, whole: once the bytes
+// queued before it fit in the credit the peer granted (and in
+// maxStreamQueued), or at once when nothing is queued. ctx bounds only
+// the wait: a SendBuf that gives up leaves the stream as it was. On
+// success the stream takes buf, and gives it back to the pool (PutBuf)
+// once framed; on failure the caller keeps it.
+func (s *Stream) SendBuf(ctx context.Context, buf *[]byte) error {
+	n := len(*buf)
+	if n > s.owner.maxFrame {
+		return fmt.Errorf("%w: a message of %d bytes, over the %d-byte limit; send less or raise WithMaxFrameSize on both sides", ErrTooLarge, n, s.owner.maxFrame)
 	}
 	s.mu.Lock()
 	for {
@@ -721,26 +772,30 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 			s.mu.Unlock()
 			return ErrSendEnded
 		}
-		pending := uint64(len(s.out)-s.outOff) + MessageCost*uint64(s.outSizes.len())
+		pending := uint64(s.outLeft) + MessageCost*uint64(s.out.len())
 		if pending == 0 {
 			break // one message a stream always queues: its sender's own memory
 		}
-		credited := pending+uint64(len(msg))+MessageCost <= min(s.credit-s.sent, maxStreamQueued)
-		if credited && s.owner.sendFits(len(msg)) {
+		credited := pending+uint64(n)+MessageCost <= min(s.credit-s.sent, maxStreamQueued)
+		if credited && s.owner.sendFits(n) {
 			break
 		}
 		var room chan struct{}
 		if credited { // the connection's streams have queued all they may
 			s.owner.roomWaiters.Add(1)
 			room = s.owner.roomChan()
-			if s.owner.sendFits(len(msg)) {
+			if s.owner.sendFits(n) {
 				s.owner.roomWaiters.Add(-1)
 				continue
 			}
 		}
+		if s.sendWake == nil {
+			s.sendWake = make(chan struct{}, 1)
+		}
+		sendWake := s.sendWake
 		s.mu.Unlock()
 		select {
-		case <-s.sendWake:
+		case <-sendWake:
 		case <-room:
 		case <-ctx.Done():
 			if room != nil {
@@ -753,15 +808,17 @@ func (s *Stream) Send(ctx context.Context, msg []byte) error {
 		}
 		s.mu.Lock()
 	}
-	if s.outOff > 0 && s.outOff >= len(s.out)/2 {
-		// What is framed is written: move what is not to the front, so
-		// that a stream that never drains does not grow its buffer.
-		n := copy(s.out, s.out[s.outOff:])
-		s.out, s.outOff = s.out[:n], 0
+	if cap(*buf) > 2*n+minPooledBuf {
+		// A buffer that dwarfs its message: queue a copy, so that what
+		// a stream holds queued is close to what it counts.
+		b := msgBuf(n)
+		*b = append(*b, *buf...)
+		PutBuf(buf)
+		buf = b
 	}
-	s.out = append(s.out, msg...)
-	s.outSizes.push(len(msg))
-	s.owner.sendQueued.Add(int64(len(msg)))
+	s.out.push(buf)
+	s.outLeft += n
+	s.owner.sendQueued.Add(int64(n))
 	s.queued++
 	s.readyLocked()
 	s.mu.Unlock()
@@ -817,10 +874,11 @@ func (s *Stream) Finish(frame []byte, done func()) error {
 	s.onLast = done
 	s.readyLocked()
 	msgs := s.dropIn()
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	putHeld(msgs)
 	s.release() // nobody reads on: what it granted goes back to the budget
-	wake(s.sendWake)
+	wake(sendWake)
 	return nil
 }
 
@@ -838,8 +896,14 @@ func (s *Stream) Reset(frame []byte, done func()) error {
 
 // dropOut forgets the messages queued. REQUIRES s.mu is held.
 func (s *Stream) dropOut() {
-	s.owner.framed(len(s.out) - s.outOff)
-	s.out, s.outOff, s.outSizes, s.outHead = nil, 0, fifo[int]{}, 0
+	s.owner.framed(s.outLeft)
+	for i, m := range s.out.drain() {
+		if i == 0 && s.outRef {
+			continue // the writer may be writing from it: the GC frees it
+		}
+		PutBuf(m)
+	}
+	s.outHead, s.outLeft, s.outRef = 0, 0, false
 	s.first, s.last = nil, nil
 }
 
@@ -863,12 +927,13 @@ func (s *Stream) fail(err error, lost bool) {
 	msgs := s.dropIn()
 	onLast := s.onLast
 	s.onLast = nil
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	putHeld(msgs)
 	s.owner.forget(s)
 	s.release()
 	wake(s.recvWake)
-	wake(s.sendWake)
+	wake(sendWake)
 	if onLast != nil {
 		onLast()
 	}
@@ -915,9 +980,9 @@ func (s *Stream) sendable() bool {
 	if len(s.first) > 0 {
 		return true
 	}
-	if s.outSizes.len() > 0 {
+	if s.out.len() > 0 {
 		if s.outHead == 0 { // a message's first chunk: its cost, and a byte if it has any
-			return s.credit-s.sent >= MessageCost+min(uint64(s.outSizes.peek()), 1)
+			return s.credit-s.sent >= MessageCost+min(uint64(len(*s.out.peek())), 1)
 		}
 		return s.credit > s.sent
 	}
@@ -934,12 +999,13 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 		s.first = nil
 	}
 	for ; chunks > 0 && s.sendable(); chunks-- {
-		if s.outSizes.len() == 0 {
+		if s.out.len() == 0 {
 			b = append(b, s.last...)
 			s.last = s.last[:0]
 			break
 		}
-		size := s.outSizes.peek()
+		msg := *s.out.peek()
+		size := len(msg)
 		avail := s.credit - s.sent
 		if s.outHead == 0 {
 			avail -= MessageCost // sendable: there is that much
@@ -956,34 +1022,41 @@ func (s *Stream) frames(b []byte, chunks int) (_ []byte, more bool) {
 			}
 		}
 		_ = wire.EndHeader(b, start)
-		b = append(b, s.out[s.outOff:s.outOff+n]...)
-		_ = wire.EndFrame(b, start, s.owner.maxFrame)
-		s.outOff += n
+		body := msg[s.outHead : s.outHead+n]
+		if n >= minRefChunk {
+			// Written from the message's buffer, not copied (Link.write).
+			_ = wire.EndFrameBefore(b, start, n, s.owner.maxFrame)
+			s.owner.link.refer(len(b), body)
+			s.outRef = true
+		} else {
+			b = append(b, body...)
+			_ = wire.EndFrame(b, start, s.owner.maxFrame)
+		}
 		s.owner.framed(n)
 		s.outHead += n
+		s.outLeft -= n
 		s.sent += uint64(n)
 		if s.outHead == size {
-			s.outSizes.pop()
-			s.outHead = 0
+			if m := s.out.pop(); s.outRef {
+				s.owner.link.releaseAfterWrite(m)
+			} else {
+				PutBuf(m)
+			}
+			s.outHead, s.outRef = 0, false
 			freed = true
-		}
-	}
-	if s.outSizes.len() == 0 && s.outOff > 0 {
-		s.out, s.outOff = s.out[:0], 0
-		if cap(s.out) > maxSpareBytes {
-			s.out = nil // a burst of large messages is over: let its buffer go
 		}
 	}
 	more = s.sendable()
 	s.inReady = more
 	var onLast func()
-	done := s.finished && len(s.last) == 0 && s.outSizes.len() == 0
+	done := s.finished && len(s.last) == 0 && s.out.len() == 0
 	if done {
 		onLast, s.onLast = s.onLast, nil
 	}
+	sendWake := s.sendWake
 	s.mu.Unlock()
 	if freed {
-		wake(s.sendWake)
+		wake(sendWake)
 	}
 	if done {
 		s.owner.forget(s)

@@ -96,6 +96,17 @@ func (r *Reader) Read(p []byte) (int, error) {
 // More reports whether bytes past the last frame returned are buffered.
 func (r *Reader) More() bool { return r.w-r.r > r.discard }
 
+// Buffered reports whether the next frame is buffered whole, so that
+// Next returns it without reading from the connection.
+func (r *Reader) Buffered() bool {
+	start := r.r + r.discard
+	if r.w-start < lenSize {
+		return false
+	}
+	n := int(binary.BigEndian.Uint32(r.buf[start:]))
+	return lenSize+n <= r.w-start
+}
+
 // size is the largest frame, with its length, that the buffer holds.
 func (r *Reader) size() int { return max(r.bufSize, len(r.buf)) }
 

@@ -213,6 +213,18 @@ func EndFrame(b []byte, start, max int) error {
 	return nil
 }
 
+// EndFrameBefore records the length of the frame that starts at offset
+// start and ends with body more bytes, which its writer writes from
+// elsewhere, after b. It fails as EndFrame does.
+func EndFrameBefore(b []byte, start, body, max int) error {
+	n := len(b) - start - lenSize + body
+	if n > max {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, max)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return nil
+}
+
 // Frame is one decoded frame. Its slices alias the reader's buffer and
 // are valid only until the next call to Reader.Next.
 type Frame struct {

@@ -336,6 +336,45 @@ func TestEOFBetweenFrames(t *testing.T) {
 	}
 }
 
+// TestBufferedSaysWhetherNextReads checks that Buffered is true exactly
+// when the next frame is buffered whole: a reader that wakes others
+// before it may block relies on it.
+func TestBufferedSaysWhetherNextReads(t *testing.T) {
+	one := BeginFrame(nil, TypePing, 1)
+	_ = EndFrame(one, 0, 1<<20)
+	two := append(append([]byte(nil), one...), one[:len(one)-1]...) // a frame and all but a byte of another
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write(two)
+		pw.Write(one[len(one)-1:])
+		pw.Close()
+	}()
+	r := NewReader(pr, 4096, 1<<20)
+	if r.Buffered() {
+		t.Fatal("Buffered before any read = true")
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Buffered() {
+		t.Fatal("Buffered with part of a frame in the buffer = true, want false: Next would read")
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Buffered() {
+		t.Fatal("Buffered after the last frame = true")
+	}
+
+	r = NewReader(bytes.NewReader(append(append([]byte(nil), one...), one...)), 4096, 1<<20)
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Buffered() {
+		t.Fatal("Buffered with the next frame read whole = false")
+	}
+}
+
 func TestParseHeaderErrors(t *testing.T) {
 	cases := []struct {
 		name string
