@@ -270,7 +270,7 @@ func TestCaptureKievRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.close()
+	defer rc.Close()
 	for _, p := range allPayloads {
 		f := rc.frames[p]
 		if len(f) < 16 || int(binary.BigEndian.Uint32(f))+4 != len(f) || f[4] != 1 {
@@ -279,7 +279,7 @@ func TestCaptureKievRequest(t *testing.T) {
 		if n := blobSize(p); n > 0 && len(f) < n {
 			t.Errorf("%s: frame of %d bytes, shorter than its payload", p, len(f))
 		}
-		call, _ := rc.caller(p)
+		call, _ := rc.Caller(p)
 		if err := call(context.Background()); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}

@@ -40,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 	"github.com/kievrpc/kiev/bench/internal/proc"
 )
 
@@ -102,7 +103,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case *load:
-		if err := loadMain(ctx, stdin, stdout); err != nil {
+		if err := loadgen.Main(ctx, stdin, stdout, newDialer); err != nil {
 			fmt.Fprintln(stderr, "compare -load:", err)
 			return 1
 		}
@@ -213,14 +214,14 @@ const (
 type cell struct {
 	kind string
 	load int // open loop: % of the system's maximum
-	spec cellSpec
+	spec loadgen.Spec
 }
 
 func (c cell) cost() time.Duration { return c.spec.Warmup + c.spec.Duration }
 
 // run measures every cell and returns the report.
 func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report, error) {
-	rep := &report{cfg: cfg, started: time.Now(), results: make(map[cellKey][]cellResult)}
+	rep := &report{cfg: cfg, started: time.Now(), results: make(map[cellKey][]loadgen.Result)}
 	closed := closedCells(cfg)
 	open := 0
 	for range cfg.repeats {
@@ -261,7 +262,7 @@ func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report
 					if max <= 0 {
 						return nil, fmt.Errorf("%s %s: no closed-loop maximum to take %d%% of", sys, p, load)
 					}
-					c := cell{kind: kindOpen, load: load, spec: cellSpec{
+					c := cell{kind: kindOpen, load: load, spec: loadgen.Spec{
 						System: sys, Payload: p, Rate: max * float64(load) / 100,
 						Warmup: cfg.warmup, Duration: cfg.openDuration,
 					}}
@@ -283,7 +284,7 @@ func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report
 		defer ps.stop()
 		for r := range cfg.repeats {
 			for _, sys := range rotate(cfg.systems, r) {
-				c := cell{kind: kindPinned, spec: cellSpec{System: sys, Payload: paySmall, Callers: cfg.pinCallers, Warmup: cfg.warmup, Duration: cfg.duration}}
+				c := cell{kind: kindPinned, spec: loadgen.Spec{System: sys, Payload: paySmall, Callers: cfg.pinCallers, Warmup: cfg.warmup, Duration: cfg.duration}}
 				if err := ps.measure(ctx, c, rep, bar); err != nil {
 					return nil, err
 				}
@@ -304,7 +305,7 @@ func closedCells(cfg config) []cell {
 		for _, p := range cfg.payloads {
 			for _, n := range cfg.callers {
 				for _, sys := range rotate(cfg.systems, r) {
-					out = append(out, cell{kind: kindClosed, spec: cellSpec{
+					out = append(out, cell{kind: kindClosed, spec: loadgen.Spec{
 						System: sys, Payload: p, Callers: n, Warmup: cfg.warmup, Duration: cfg.duration,
 					}})
 				}
@@ -373,7 +374,7 @@ func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progres
 	if err != nil {
 		return fmt.Errorf("%s %s: client process: %w", c.spec.System, c.spec.Payload, err)
 	}
-	var res cellResult
+	var res loadgen.Result
 	if err := json.Unmarshal([]byte(line), &res); err != nil {
 		return fmt.Errorf("client process printed %q: %w", line, err)
 	}

@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 )
 
 // cellKey names a cell across its repeats.
@@ -33,7 +35,7 @@ type report struct {
 	cfg     config
 	started time.Time
 	took    time.Duration
-	results map[cellKey][]cellResult
+	results map[cellKey][]loadgen.Result
 	pinNote string
 }
 
@@ -41,7 +43,9 @@ func keyOf(c cell) cellKey {
 	return cellKey{kind: c.kind, system: c.spec.System, payload: c.spec.Payload, callers: c.spec.Callers, load: c.load}
 }
 
-func (r *report) add(c cell, res cellResult) { r.results[keyOf(c)] = append(r.results[keyOf(c)], res) }
+func (r *report) add(c cell, res loadgen.Result) {
+	r.results[keyOf(c)] = append(r.results[keyOf(c)], res)
+}
 
 // stat is a cell's results summed up over its repeats: medians, and the
 // range of the throughput.
@@ -81,16 +85,16 @@ func (r *report) stat(k cellKey) (stat, bool) {
 	var p50, p99, p999, lag, cc, scpu []time.Duration
 	s := stat{n: len(rs), qpsMin: math.Inf(1)}
 	for _, x := range rs {
-		q := x.qps()
+		q := x.QPS()
 		qps = append(qps, q)
 		s.qpsMin, s.qpsMax = min(s.qpsMin, q), max(s.qpsMax, q)
 		p50, p99, p999, lag = append(p50, x.P50), append(p99, x.P99), append(p999, x.P999), append(lag, x.GenLagP99)
-		ca, sa = append(ca, x.perCall(x.Client.Allocs)), append(sa, x.perCall(x.Server.Allocs))
-		cb, sb = append(cb, x.perCall(x.Client.Bytes)), append(sb, x.perCall(x.Server.Bytes))
-		cc = append(cc, time.Duration(x.perCall(uint64(x.Client.CPU))))
-		scpu = append(scpu, time.Duration(x.perCall(uint64(x.Server.CPU))))
+		ca, sa = append(ca, x.PerCall(x.Client.Allocs)), append(sa, x.PerCall(x.Server.Allocs))
+		cb, sb = append(cb, x.PerCall(x.Client.Bytes)), append(sb, x.PerCall(x.Server.Bytes))
+		cc = append(cc, time.Duration(x.PerCall(uint64(x.Client.CPU))))
+		scpu = append(scpu, time.Duration(x.PerCall(uint64(x.Server.CPU))))
 		off = append(off, x.Spec.Rate)
-		wire = append(wire, x.perCall(x.WireBytes))
+		wire = append(wire, x.PerCall(x.WireBytes))
 		s.errors += x.Errors
 		if s.firstErr == "" {
 			s.firstErr = x.FirstErr
