@@ -1,7 +1,7 @@
 // The structs and the service of the comparison benchmark (bench/compare)
 // for kitex, in thrift, kitex's default IDL: the same fields, and field
-// ids, as ../../internal/echopb/echo.proto. kitexecho/doc.go says how to
-// generate the Go code from it.
+// ids, as bench/internal/echopb/echo.proto. doc.go beside this file says
+// how to generate the Go code from it.
 namespace go kitexecho
 
 // Small is the small-struct payload: an int64, a short string, a short list.
