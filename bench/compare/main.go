@@ -63,6 +63,8 @@ type config struct {
 	pinCallers   int
 	out          string
 	quick        bool
+	peersDir     string // bench/peers, if not found from the working directory
+	tmp          string // a directory for the peers' program
 }
 
 func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -83,6 +85,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	pinCallers := fs.Int("pinned-callers", 128, "callers of the pinned run (small payload)")
 	out := fs.String("out", "out", "directory for the charts and results.md")
 	quick := fs.Bool("quick", false, "a smoke test: 1 repeat, short windows, fewer cells")
+	peersDir := fs.String("peers-dir", "", "the peers' module (rpcx, arpc, kitex, kitex-mux), built when -systems names one; default bench/peers")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./compare [flags]\n\nMeasures kiev beside net/rpc, grpc-go and a raw-TCP echo; prints Markdown, writes charts.\n\n")
 		fs.PrintDefaults()
@@ -113,6 +116,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg := config{
 		warmup: *warmup, duration: *duration, openDuration: *openDuration,
 		repeats: *repeats, pinned: *pinned, pinCallers: *pinCallers, out: *out, quick: *quick,
+		peersDir: *peersDir,
 	}
 	var err error
 	if cfg.systems, err = list(*systems, checkSystem); err == nil {
@@ -144,7 +148,17 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "compare:", err)
 		return 1
 	}
-	rep, err := run(ctx, cfg, exe, stderr)
+	if cfg.tmp, err = os.MkdirTemp("", "compare-"); err != nil {
+		fmt.Fprintln(stderr, "compare:", err)
+		return 1
+	}
+	defer os.RemoveAll(cfg.tmp)
+	peersExe, err := preparePeers(&cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "compare:", err)
+		return 1
+	}
+	rep, err := run(ctx, cfg, procs{compare: exe, peers: peersExe}, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "compare:", err)
 		return 1
@@ -219,8 +233,15 @@ type cell struct {
 
 func (c cell) cost() time.Duration { return c.spec.Warmup + c.spec.Duration }
 
+// procs are the programs of the server and client processes: compare
+// itself, and the peers' program if a peer runs.
+type procs struct {
+	compare string
+	peers   string // "" if no peer runs
+}
+
 // run measures every cell and returns the report.
-func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report, error) {
+func run(ctx context.Context, cfg config, exe procs, stderr io.Writer) (*report, error) {
 	rep := &report{cfg: cfg, started: time.Now(), results: make(map[cellKey][]loadgen.Result)}
 	closed := closedCells(cfg)
 	open := 0
@@ -331,12 +352,28 @@ func canPin() (bool, string) {
 	return true, ""
 }
 
-// session is a server process and a client process.
+// session is a server process and a client process, and another pair
+// for the peers if they run.
 type session struct {
 	server, client *proc.Process
+	peers          *session // nil if no peer runs
 }
 
-func startSession(exe string, pinned bool, stderr io.Writer) (*session, error) {
+func startSession(exe procs, pinned bool, stderr io.Writer) (*session, error) {
+	s, err := startPair(exe.compare, pinned, stderr)
+	if err != nil || exe.peers == "" {
+		return s, err
+	}
+	if s.peers, err = startPair(exe.peers, pinned, stderr); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("the peers' processes: %w", err)
+	}
+	return s, nil
+}
+
+// startPair starts exe's server process, then its client process, and
+// hands the client the server's addresses.
+func startPair(exe string, pinned bool, stderr io.Writer) (*session, error) {
 	last := strconv.Itoa(runtime.NumCPU() - 1)
 	srv, err := startChild(exe, []string{"-serve"}, pinned, last, stderr)
 	if err != nil {
@@ -362,15 +399,19 @@ func startSession(exe string, pinned bool, stderr io.Writer) (*session, error) {
 
 func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progress) error {
 	bar.show(c)
+	client := s.client
+	if isPeer(c.spec.System) {
+		client = s.peers.client
+	}
 	b, err := json.Marshal(c.spec)
 	if err != nil {
 		return err
 	}
-	if _, err := s.client.Stdin.Write(append(b, '\n')); err != nil {
+	if _, err := client.Stdin.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("client process: %w", err)
 	}
 	// A cell takes its warm-up and window, plus the drain of an open loop.
-	line, err := s.client.ReadLine(c.cost() + childTimeout)
+	line, err := client.ReadLine(c.cost() + childTimeout)
 	if err != nil {
 		return fmt.Errorf("%s %s: client process: %w", c.spec.System, c.spec.Payload, err)
 	}
@@ -387,6 +428,9 @@ func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progres
 }
 
 func (s *session) stop() {
+	if s.peers != nil {
+		s.peers.stop()
+	}
 	s.client.Stop(childTimeout)
 	s.server.Stop(childTimeout)
 }

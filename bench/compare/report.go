@@ -131,6 +131,7 @@ func (r *report) write(w io.Writer, charts []string) {
 	r.writeTargets(w)
 	r.writeFloor(w)
 	r.writeCompression(w)
+	r.writeRatios(w)
 	for _, p := range cfg.payloads {
 		fmt.Fprintf(w, "### Closed loop, %s payload\n\n", payloadText(p))
 		fmt.Fprintln(w, "| system | callers | calls/s (min–max) | p50 | p99 | p99.9 | allocs/call client / server | B/call client / server | CPU µs/call client + server | wire B/call |")
@@ -566,4 +567,46 @@ func gcSetting(getenv func(string) string) string {
 		return "default GC (GOGC=100)"
 	}
 	return strings.Join(set, " ")
+}
+
+// writeRatios gives kiev-msgpack's closed-loop calls/s over every other
+// system's, cell by cell: the median and the min of the per-repeat ratios,
+// each repeat's two figures measured in the same round of the systems.
+func (r *report) writeRatios(w io.Writer) {
+	others := slices.DeleteFunc(slices.Clone(r.cfg.systems), func(s string) bool { return s == sysKievMsgpack })
+	if len(others) == 0 || !slices.Contains(r.cfg.systems, sysKievMsgpack) {
+		return
+	}
+	for _, n := range r.cfg.callers {
+		fmt.Fprintf(w, "### kiev-msgpack's calls/s over each system's, %d callers\n\n", n)
+		fmt.Fprintln(w, "The median of the repeats' ratios, and their min in brackets; above 1× kiev-msgpack is faster.")
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "| payload | %s |\n", strings.Join(others, " | "))
+		fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", len(others)))
+		for _, p := range r.cfg.payloads {
+			cells := make([]string, len(others))
+			for i, sys := range others {
+				cells[i] = r.ratioText(p, n, sys)
+			}
+			fmt.Fprintf(w, "| %s | %s |\n", p, strings.Join(cells, " | "))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// ratioText is kiev-msgpack's calls/s over sys's in one closed-loop cell,
+// repeat by repeat: "median× (min×)", or "—" if either has no figure.
+func (r *report) ratioText(p string, n int, sys string) string {
+	ks := r.results[cellKey{kind: kindClosed, system: sysKievMsgpack, payload: p, callers: n}]
+	ss := r.results[cellKey{kind: kindClosed, system: sys, payload: p, callers: n}]
+	var ratios []float64
+	for i := range min(len(ks), len(ss)) {
+		if k, s := ks[i].QPS(), ss[i].QPS(); k > 0 && s > 0 {
+			ratios = append(ratios, k/s)
+		}
+	}
+	if len(ratios) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f× (%.2f×)", median(ratios), slices.Min(ratios))
 }

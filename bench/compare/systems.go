@@ -46,10 +46,11 @@ var optionalSystems = []string{sysKievZstd, sysKievS2}
 const grpcPoolSize = 4
 
 func checkSystem(s string) error {
-	if slices.Contains(allSystems, s) || slices.Contains(optionalSystems, s) {
+	if slices.Contains(allSystems, s) || slices.Contains(optionalSystems, s) || isPeer(s) {
 		return nil
 	}
-	return fmt.Errorf("unknown system %q; the systems are %s, and besides the default %s", s, strings.Join(allSystems, ", "), strings.Join(optionalSystems, ", "))
+	return fmt.Errorf("unknown system %q; the systems are %s, besides the default %s, and the peers of bench/peers %s",
+		s, strings.Join(allSystems, ", "), strings.Join(optionalSystems, ", "), strings.Join(peerSystems, ", "))
 }
 
 // newDialer is the client process's Dialer, for the server process's
