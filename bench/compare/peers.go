@@ -32,9 +32,10 @@ var peerSystems = []string{sysRPCX, sysARPC, sysKitex, sysKitexMux}
 
 func isPeer(system string) bool { return slices.Contains(peerSystems, system) }
 
-// peersWork is the workspace file bench/peers/sources.sh writes beside the
-// peers' go.mod, pointing the module at sources fetched by hand.
-const peersWork = "peers.work"
+// peersMod is the go.mod that bench/peers/sources.sh writes beside the
+// peers' own, with replace lines that point the module at sources fetched
+// by hand (and peers.sum beside it).
+const peersMod = "peers.mod"
 
 // findPeersDir returns the directory of the peers' module: dir if given,
 // else bench/peers seen from bench/ (go run ./compare) or from
@@ -60,19 +61,19 @@ func buildPeers(dir, out string) (string, error) {
 	if _, err := os.Stat(goTool); err != nil {
 		goTool = "go"
 	}
-	cmd := exec.Command(goTool, "build", "-o", exe, ".")
+	args := []string{"build"}
+	if _, err := os.Stat(filepath.Join(dir, peersMod)); err == nil {
+		args = append(args, "-modfile="+peersMod)
+	}
+	cmd := exec.Command(goTool, append(args, "-o", exe, ".")...)
 	cmd.Dir = dir
 	// The repository's go.work does not list bench/peers: the module is
-	// built alone, or in the workspace sources.sh wrote.
-	work := "off"
-	if _, err := os.Stat(filepath.Join(dir, peersWork)); err == nil {
-		work = filepath.Join(dir, peersWork)
-	}
-	cmd.Env = append(os.Environ(), "GOWORK="+work)
+	// built alone.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build in %s (GOWORK=%s): %v\n%s", dir, work, err, lastLines(stderr.String(), 6))
+		return "", fmt.Errorf("GOWORK=off go %s . in %s: %v\n%s", strings.Join(args, " "), dir, err, lastLines(stderr.String(), 6))
 	}
 	return exe, nil
 }
