@@ -17,6 +17,13 @@
 //
 //	go run ./compare -systems kiev-msgpack,kiev-zstd,kiev-s2 -payloads small,16KiB,16KiB-json -pinned=false
 //
+// rpcx, arpc, kitex and kitex-mux run when -systems names them: they live
+// in bench/peers, a module of their own, whose program compare builds and
+// runs as a second pair of server and client processes (peers.go); where
+// it does not build, they are skipped with a message:
+//
+//	go run ./compare -systems kiev-msgpack,rpcx,arpc,kitex,kitex-mux,net/rpc,grpc,mux-floor -payloads small,581B,16KiB
+//
 // Three processes: this coordinator, a server process serving every system
 // (`compare -serve`) and a client process generating the load (`compare
 // -load`), so that each side's allocations and CPU time are measured alone.

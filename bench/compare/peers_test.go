@@ -91,7 +91,7 @@ func TestPeers(t *testing.T) {
 	}
 	for _, sys := range peerSystems {
 		// 2 payloads closed, 1 open.
-		if n := strings.Count(report, "| "+sys+" |"); n != 3 {
+		if n := strings.Count("\n"+report, "\n| "+sys+" |"); n != 3 {
 			t.Errorf("%s has %d rows, want 3:\n%s", sys, n, report)
 		}
 	}
