@@ -79,7 +79,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	serve := fs.Bool("serve", false, "internal: run as the server process")
 	load := fs.Bool("load", false, "internal: run as the client process")
-	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to run, comma-separated")
+	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to run, comma-separated; besides the default: "+strings.Join(append(slices.Clone(optionalSystems), peerSystems...), ", "))
 	payloads := fs.String("payloads", strings.Join(allPayloads, ","), "payloads to run, comma-separated")
 	callers := fs.String("callers", "1,16,128,1024", "closed loop: concurrent callers, comma-separated")
 	loads := fs.String("loads", "25,50,75,90", "open loop: offered load as % of each system's own maximum")
@@ -94,7 +94,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "a smoke test: 1 repeat, short windows, fewer cells")
 	peersDir := fs.String("peers-dir", "", "the peers' module (rpcx, arpc, kitex, kitex-mux), built when -systems names one; default bench/peers")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./compare [flags]\n\nMeasures kiev beside net/rpc, grpc-go and a raw-TCP echo; prints Markdown, writes charts.\n\n")
+		fmt.Fprintf(stderr, "usage: go run ./compare [flags]\n\nMeasures kiev beside net/rpc, grpc-go and a raw-TCP echo, and rpcx, arpc and kitex (bench/peers)\nwhen -systems names them; prints Markdown, writes charts.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
