@@ -84,8 +84,9 @@ func (k *kitexConn) Caller(name string) (func(ctx context.Context) error, error)
 }
 
 // Close leaves the client to the garbage collector: kitex's generated
-// client has no Close, and its pool closes idle connections after a
-// minute.
+// client has no Close, and kitex closes a client, and its connections,
+// when the collector finds it unreachable (a finalizer that
+// client.NewClient sets).
 func (k *kitexConn) Close() {}
 
 func kitexSmall(s *payload.Small) *kitexecho.Small {
