@@ -11,7 +11,8 @@
 // one cell a line on stdin, and answers each with its measurement (the
 // load generator is bench/internal/loadgen, the same code as compare's).
 // Every peer echoes the payloads of bench/internal/payload, unchanged, in
-// its default configuration (README.md beside this file says which).
+// its default configuration (bench/README.md, "Peers", says which, and
+// each peer's file).
 package main
 
 import (
