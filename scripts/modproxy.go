@@ -105,6 +105,18 @@ func run(out string) error {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	// A module that go.work does not list (bench/peers, whose dependencies
+	// only its own build resolves) is not published, but its files are
+	// still not its parent's.
+	listed := map[string]bool{}
+	for _, d := range dirs {
+		listed[d] = true
+	}
+	for _, f := range files {
+		if d := filepath.Dir(f); filepath.Base(f) == "go.mod" && !listed[d] {
+			dirs["unlisted module in "+d] = d
+		}
+	}
 	fmt.Println(version)
 	for _, p := range paths {
 		if err := publish(out, p, version, dirs, files); err != nil {

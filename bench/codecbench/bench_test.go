@@ -7,16 +7,16 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kievrpc/kiev/bench/codecbench/msgpgen"
 	"github.com/kievrpc/kiev/bench/internal/echopb"
+	"github.com/kievrpc/kiev/bench/internal/payload"
 	"github.com/kievrpc/kiev/codec"
 )
 
 // kievSmall and kievMessage are the payloads without msgp's generated
 // methods, so that kiev's codec encodes them with its own plans.
 type (
-	kievSmall   msgpgen.Small
-	kievMessage msgpgen.Message
+	kievSmall   payload.Small
+	kievMessage payload.Message
 )
 
 // A system encodes and decodes one payload.
@@ -29,38 +29,38 @@ type system struct {
 
 // systems returns the systems that run on the payload, in the order they
 // alternate.
-func systems(payload string) []system {
+func systems(name string) []system {
 	var out []system
-	switch payload {
-	case "small":
+	switch name {
+	case payload.NameSmall:
 		var k kievSmall
-		in := (*kievSmall)(msgpgen.NewSmall())
+		in := (*kievSmall)(payload.NewSmall())
 		out = append(out, system{"kiev-msgpack",
 			func(dst []byte) ([]byte, error) { return codec.Msgpack.Marshal(dst, in) },
 			func(data []byte) error { k = kievSmall{}; return codec.Msgpack.Unmarshal(data, &k) }})
-		var g msgpgen.Small
-		gin := msgpgen.NewSmall()
+		var g payload.Small
+		gin := payload.NewSmall()
 		out = append(out, system{"msgp-generated",
 			gin.MarshalMsg,
-			func(data []byte) error { g = msgpgen.Small{}; _, err := g.UnmarshalMsg(data); return err }})
+			func(data []byte) error { g = payload.Small{}; _, err := g.UnmarshalMsg(data); return err }})
 		out = append(out, vmihailenco(in, func() any { k = kievSmall{}; return &k }))
 		var p echopb.Small
 		pin := &echopb.Small{Id: 42, Name: "push-ack", Tags: []int64{1, 2, 3, 4}}
 		out = append(out, protoSystems(pin, &p)...)
-	case "581B":
+	case payload.NameMessage:
 		var k kievMessage
-		in := (*kievMessage)(msgpgen.NewMessage())
+		in := (*kievMessage)(payload.NewMessage())
 		out = append(out, system{"kiev-msgpack",
 			func(dst []byte) ([]byte, error) { return codec.Msgpack.Marshal(dst, in) },
 			func(data []byte) error { k = kievMessage{}; return codec.Msgpack.Unmarshal(data, &k) }})
-		var g msgpgen.Message
-		gin := msgpgen.NewMessage()
+		var g payload.Message
+		gin := payload.NewMessage()
 		out = append(out, system{"msgp-generated",
 			gin.MarshalMsg,
-			func(data []byte) error { g = msgpgen.Message{}; _, err := g.UnmarshalMsg(data); return err }})
+			func(data []byte) error { g = payload.Message{}; _, err := g.UnmarshalMsg(data); return err }})
 		out = append(out, vmihailenco(in, func() any { k = kievMessage{}; return &k }))
 		var p echopb.BenchmarkMessage
-		out = append(out, protoSystems(messagePB(gin), &p)...)
+		out = append(out, protoSystems(payload.MessageToPB(gin), &p)...)
 	}
 	return out
 }
@@ -99,29 +99,15 @@ func protoSystems(in, out proto.Message) []system {
 	}
 }
 
-func messagePB(m *msgpgen.Message) *echopb.BenchmarkMessage {
-	return &echopb.BenchmarkMessage{
-		Field1: m.Field1, Field9: m.Field9, Field18: m.Field18, Field80: m.Field80, Field81: m.Field81,
-		Field2: m.Field2, Field3: m.Field3, Field280: m.Field280, Field6: m.Field6, Field22: m.Field22,
-		Field4: m.Field4, Field5: m.Field5, Field59: m.Field59, Field7: m.Field7, Field16: m.Field16,
-		Field130: m.Field130, Field12: m.Field12, Field17: m.Field17, Field13: m.Field13, Field14: m.Field14,
-		Field104: m.Field104, Field100: m.Field100, Field101: m.Field101, Field102: m.Field102,
-		Field103: m.Field103, Field29: m.Field29, Field30: m.Field30, Field60: m.Field60,
-		Field271: m.Field271, Field272: m.Field272, Field150: m.Field150, Field23: m.Field23,
-		Field24: m.Field24, Field25: m.Field25, Field78: m.Field78, Field67: m.Field67,
-		Field68: m.Field68, Field128: m.Field128, Field129: m.Field129, Field131: m.Field131,
-	}
-}
-
-var payloads = []string{"small", "581B"}
+var payloads = []string{payload.NameSmall, payload.NameMessage}
 
 // The systems of a payload run one after the other within each of -count
 // rounds, so that with -count above 1 they alternate.
 
 func BenchmarkEncode(b *testing.B) {
-	for _, payload := range payloads {
-		for _, s := range systems(payload) {
-			b.Run(payload+"/"+s.name, func(b *testing.B) {
+	for _, name := range payloads {
+		for _, s := range systems(name) {
+			b.Run(name+"/"+s.name, func(b *testing.B) {
 				b.ReportAllocs()
 				buf, err := s.encode(nil)
 				if err != nil {
@@ -139,9 +125,9 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	for _, payload := range payloads {
-		for _, s := range systems(payload) {
-			b.Run(payload+"/"+s.name, func(b *testing.B) {
+	for _, name := range payloads {
+		for _, s := range systems(name) {
+			b.Run(name+"/"+s.name, func(b *testing.B) {
 				data, err := s.encode(nil)
 				if err != nil {
 					b.Fatal(err)
@@ -162,8 +148,8 @@ func BenchmarkDecode(b *testing.B) {
 // the same format encodes into the same value, so that the benchmark
 // compares like with like.
 func TestSystemsAgree(t *testing.T) {
-	for _, payload := range payloads {
-		ss := systems(payload)
+	for _, name := range payloads {
+		ss := systems(name)
 		kiev, err := ss[0].encode(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -171,17 +157,17 @@ func TestSystemsAgree(t *testing.T) {
 		// msgp's generated code cannot decode a nil slice (Field5), so
 		// only vmihailenco decodes kiev's bytes.
 		if err := ss[2].decode(kiev); err != nil {
-			t.Errorf("%s: %s cannot decode kiev's msgpack: %v", payload, ss[2].name, err)
+			t.Errorf("%s: %s cannot decode kiev's msgpack: %v", name, ss[2].name, err)
 		}
 		for _, s := range ss {
 			data, err := s.encode(nil)
 			if err != nil {
-				t.Fatalf("%s: %s: %v", payload, s.name, err)
+				t.Fatalf("%s: %s: %v", name, s.name, err)
 			}
 			if err := s.decode(data); err != nil {
-				t.Errorf("%s: %s cannot decode its own bytes: %v", payload, s.name, err)
+				t.Errorf("%s: %s cannot decode its own bytes: %v", name, s.name, err)
 			}
-			if payload == "581B" && s.name == "proto" && len(data) != 581 {
+			if name == payload.NameMessage && s.name == "proto" && len(data) != 581 {
 				t.Errorf("the protobuf message is %d bytes, want 581", len(data))
 			}
 		}

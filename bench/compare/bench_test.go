@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/kievrpc/kiev/bench/internal/hist"
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 	"strings"
 	"sync"
 	"testing"
@@ -37,15 +38,15 @@ func BenchmarkEcho(b *testing.B) {
 				})
 			}
 		}
-		c.close()
+		c.Close()
 	}
 }
 
 // benchClosed shares b.N calls among n callers.
-func benchClosed(b *testing.B, c conn, payload string, n int) {
+func benchClosed(b *testing.B, c loadgen.Conn, payload string, n int) {
 	calls := make([]func(context.Context) error, n)
 	for i := range calls {
-		call, err := c.caller(payload)
+		call, err := c.Caller(payload)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -116,11 +117,11 @@ func BenchmarkOpenLoop(b *testing.B) {
 	for _, sys := range allSystems {
 		// Measured once, by the first of its loads that -bench selects.
 		top := sync.OnceValues(func() (float64, error) {
-			r, err := l.run(ctx, cellSpec{System: sys, Payload: paySmall, Callers: 128, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond})
+			r, err := l.Run(ctx, loadgen.Spec{System: sys, Payload: paySmall, Callers: 128, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond})
 			if err == nil && r.Errors > 0 {
 				err = fmt.Errorf("%d calls failed, the first: %s", r.Errors, r.FirstErr)
 			}
-			return r.qps(), err
+			return r.QPS(), err
 		})
 		for _, load := range []int{25, 50, 75, 90} {
 			b.Run(fmt.Sprintf("%s/%s/load=%d%%", strings.ReplaceAll(sys, "/", "-"), paySmall, load), func(b *testing.B) {
@@ -139,16 +140,16 @@ func BenchmarkOpenLoop(b *testing.B) {
 // benchOpen offers b.N calls at rate per second, after a warm-up that
 // connects; a run too short to expect a few arrivals is lengthened to
 // them.
-func benchOpen(b *testing.B, l *loader, sys string, rate float64) {
+func benchOpen(b *testing.B, l *loadgen.Loader, sys string, rate float64) {
 	calls := max(b.N, 20)
-	spec := cellSpec{
+	spec := loadgen.Spec{
 		System:   sys,
 		Payload:  paySmall,
 		Rate:     rate,
 		Warmup:   50 * time.Millisecond,
 		Duration: time.Duration(float64(calls) / rate * float64(time.Second)),
 	}
-	res, err := l.run(context.Background(), spec)
+	res, err := l.Run(context.Background(), spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,20 +157,20 @@ func benchOpen(b *testing.B, l *loader, sys string, rate float64) {
 		b.Fatalf("%d of %d calls failed, the first: %s", res.Errors, res.Calls+res.Errors, res.FirstErr)
 	}
 	b.ReportMetric(0, "ns/op") // the offered rate sets it, not the system
-	b.ReportMetric(res.qps(), "calls/s")
+	b.ReportMetric(res.QPS(), "calls/s")
 	reportLatency(b, res.P50, res.P99, res.P999)
 }
 
 // startLoader starts every system's server in this process and a loader
 // of cells against them, both stopped when tb ends.
-func startLoader(tb testing.TB) *loader {
+func startLoader(tb testing.TB) *loadgen.Loader {
 	tb.Helper()
 	srv, err := startServers()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(srv.stop)
-	l := newLoader(srv.addrs)
-	tb.Cleanup(l.close)
+	l := loadgen.NewLoader(srv.addrs.Control, func(sys string) (loadgen.Conn, error) { return dialSystem(sys, srv.addrs) })
+	tb.Cleanup(l.Close)
 	return l
 }

@@ -17,6 +17,13 @@
 //
 //	go run ./compare -systems kiev-msgpack,kiev-zstd,kiev-s2 -payloads small,16KiB,16KiB-json -pinned=false
 //
+// rpcx, arpc, kitex and kitex-mux run when -systems names them: they live
+// in bench/peers, a module of their own, whose program compare builds and
+// runs as a second pair of server and client processes (peers.go); where
+// it does not build, they are skipped with a message:
+//
+//	go run ./compare -systems kiev-msgpack,rpcx,arpc,kitex,kitex-mux,net/rpc,grpc,mux-floor -payloads small,581B,16KiB
+//
 // Three processes: this coordinator, a server process serving every system
 // (`compare -serve`) and a client process generating the load (`compare
 // -load`), so that each side's allocations and CPU time are measured alone.
@@ -40,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 	"github.com/kievrpc/kiev/bench/internal/proc"
 )
 
@@ -62,6 +70,8 @@ type config struct {
 	pinCallers   int
 	out          string
 	quick        bool
+	peersDir     string // bench/peers, if not found from the working directory
+	tmp          string // a directory for the peers' program
 }
 
 func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -69,7 +79,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	serve := fs.Bool("serve", false, "internal: run as the server process")
 	load := fs.Bool("load", false, "internal: run as the client process")
-	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to run, comma-separated")
+	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to run, comma-separated; besides the default: "+strings.Join(append(slices.Clone(optionalSystems), peerSystems...), ", "))
 	payloads := fs.String("payloads", strings.Join(allPayloads, ","), "payloads to run, comma-separated")
 	callers := fs.String("callers", "1,16,128,1024", "closed loop: concurrent callers, comma-separated")
 	loads := fs.String("loads", "25,50,75,90", "open loop: offered load as % of each system's own maximum")
@@ -82,8 +92,9 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	pinCallers := fs.Int("pinned-callers", 128, "callers of the pinned run (small payload)")
 	out := fs.String("out", "out", "directory for the charts and results.md")
 	quick := fs.Bool("quick", false, "a smoke test: 1 repeat, short windows, fewer cells")
+	peersDir := fs.String("peers-dir", "", "the peers' module (rpcx, arpc, kitex, kitex-mux), built when -systems names one; default bench/peers")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./compare [flags]\n\nMeasures kiev beside net/rpc, grpc-go and a raw-TCP echo; prints Markdown, writes charts.\n\n")
+		fmt.Fprintf(stderr, "usage: go run ./compare [flags]\n\nMeasures kiev beside net/rpc, grpc-go and a raw-TCP echo, and rpcx, arpc and kitex (bench/peers)\nwhen -systems names them; prints Markdown, writes charts.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -102,7 +113,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case *load:
-		if err := loadMain(ctx, stdin, stdout); err != nil {
+		if err := loadgen.Main(ctx, stdin, stdout, newDialer); err != nil {
 			fmt.Fprintln(stderr, "compare -load:", err)
 			return 1
 		}
@@ -112,6 +123,7 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg := config{
 		warmup: *warmup, duration: *duration, openDuration: *openDuration,
 		repeats: *repeats, pinned: *pinned, pinCallers: *pinCallers, out: *out, quick: *quick,
+		peersDir: *peersDir,
 	}
 	var err error
 	if cfg.systems, err = list(*systems, checkSystem); err == nil {
@@ -143,7 +155,17 @@ func compareMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "compare:", err)
 		return 1
 	}
-	rep, err := run(ctx, cfg, exe, stderr)
+	if cfg.tmp, err = os.MkdirTemp("", "compare-"); err != nil {
+		fmt.Fprintln(stderr, "compare:", err)
+		return 1
+	}
+	defer os.RemoveAll(cfg.tmp)
+	peersExe, err := preparePeers(&cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "compare:", err)
+		return 1
+	}
+	rep, err := run(ctx, cfg, procs{compare: exe, peers: peersExe}, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "compare:", err)
 		return 1
@@ -213,14 +235,21 @@ const (
 type cell struct {
 	kind string
 	load int // open loop: % of the system's maximum
-	spec cellSpec
+	spec loadgen.Spec
 }
 
 func (c cell) cost() time.Duration { return c.spec.Warmup + c.spec.Duration }
 
+// procs are the programs of the server and client processes: compare
+// itself, and the peers' program if a peer runs.
+type procs struct {
+	compare string
+	peers   string // "" if no peer runs
+}
+
 // run measures every cell and returns the report.
-func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report, error) {
-	rep := &report{cfg: cfg, started: time.Now(), results: make(map[cellKey][]cellResult)}
+func run(ctx context.Context, cfg config, exe procs, stderr io.Writer) (*report, error) {
+	rep := &report{cfg: cfg, started: time.Now(), results: make(map[cellKey][]loadgen.Result)}
 	closed := closedCells(cfg)
 	open := 0
 	for range cfg.repeats {
@@ -261,7 +290,7 @@ func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report
 					if max <= 0 {
 						return nil, fmt.Errorf("%s %s: no closed-loop maximum to take %d%% of", sys, p, load)
 					}
-					c := cell{kind: kindOpen, load: load, spec: cellSpec{
+					c := cell{kind: kindOpen, load: load, spec: loadgen.Spec{
 						System: sys, Payload: p, Rate: max * float64(load) / 100,
 						Warmup: cfg.warmup, Duration: cfg.openDuration,
 					}}
@@ -283,7 +312,7 @@ func run(ctx context.Context, cfg config, exe string, stderr io.Writer) (*report
 		defer ps.stop()
 		for r := range cfg.repeats {
 			for _, sys := range rotate(cfg.systems, r) {
-				c := cell{kind: kindPinned, spec: cellSpec{System: sys, Payload: paySmall, Callers: cfg.pinCallers, Warmup: cfg.warmup, Duration: cfg.duration}}
+				c := cell{kind: kindPinned, spec: loadgen.Spec{System: sys, Payload: paySmall, Callers: cfg.pinCallers, Warmup: cfg.warmup, Duration: cfg.duration}}
 				if err := ps.measure(ctx, c, rep, bar); err != nil {
 					return nil, err
 				}
@@ -304,7 +333,7 @@ func closedCells(cfg config) []cell {
 		for _, p := range cfg.payloads {
 			for _, n := range cfg.callers {
 				for _, sys := range rotate(cfg.systems, r) {
-					out = append(out, cell{kind: kindClosed, spec: cellSpec{
+					out = append(out, cell{kind: kindClosed, spec: loadgen.Spec{
 						System: sys, Payload: p, Callers: n, Warmup: cfg.warmup, Duration: cfg.duration,
 					}})
 				}
@@ -330,12 +359,28 @@ func canPin() (bool, string) {
 	return true, ""
 }
 
-// session is a server process and a client process.
+// session is a server process and a client process, and another pair
+// for the peers if they run.
 type session struct {
 	server, client *proc.Process
+	peers          *session // nil if no peer runs
 }
 
-func startSession(exe string, pinned bool, stderr io.Writer) (*session, error) {
+func startSession(exe procs, pinned bool, stderr io.Writer) (*session, error) {
+	s, err := startPair(exe.compare, pinned, stderr)
+	if err != nil || exe.peers == "" {
+		return s, err
+	}
+	if s.peers, err = startPair(exe.peers, pinned, stderr); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("the peers' processes: %w", err)
+	}
+	return s, nil
+}
+
+// startPair starts exe's server process, then its client process, and
+// hands the client the server's addresses.
+func startPair(exe string, pinned bool, stderr io.Writer) (*session, error) {
 	last := strconv.Itoa(runtime.NumCPU() - 1)
 	srv, err := startChild(exe, []string{"-serve"}, pinned, last, stderr)
 	if err != nil {
@@ -361,19 +406,23 @@ func startSession(exe string, pinned bool, stderr io.Writer) (*session, error) {
 
 func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progress) error {
 	bar.show(c)
+	client := s.client
+	if isPeer(c.spec.System) {
+		client = s.peers.client
+	}
 	b, err := json.Marshal(c.spec)
 	if err != nil {
 		return err
 	}
-	if _, err := s.client.Stdin.Write(append(b, '\n')); err != nil {
+	if _, err := client.Stdin.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("client process: %w", err)
 	}
 	// A cell takes its warm-up and window, plus the drain of an open loop.
-	line, err := s.client.ReadLine(c.cost() + childTimeout)
+	line, err := client.ReadLine(c.cost() + childTimeout)
 	if err != nil {
 		return fmt.Errorf("%s %s: client process: %w", c.spec.System, c.spec.Payload, err)
 	}
-	var res cellResult
+	var res loadgen.Result
 	if err := json.Unmarshal([]byte(line), &res); err != nil {
 		return fmt.Errorf("client process printed %q: %w", line, err)
 	}
@@ -386,6 +435,9 @@ func (s *session) measure(ctx context.Context, c cell, rep *report, bar *progres
 }
 
 func (s *session) stop() {
+	if s.peers != nil {
+		s.peers.stop()
+	}
 	s.client.Stop(childTimeout)
 	s.server.Stop(childTimeout)
 }

@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 )
 
 // cellKey names a cell across its repeats.
@@ -33,7 +35,7 @@ type report struct {
 	cfg     config
 	started time.Time
 	took    time.Duration
-	results map[cellKey][]cellResult
+	results map[cellKey][]loadgen.Result
 	pinNote string
 }
 
@@ -41,7 +43,9 @@ func keyOf(c cell) cellKey {
 	return cellKey{kind: c.kind, system: c.spec.System, payload: c.spec.Payload, callers: c.spec.Callers, load: c.load}
 }
 
-func (r *report) add(c cell, res cellResult) { r.results[keyOf(c)] = append(r.results[keyOf(c)], res) }
+func (r *report) add(c cell, res loadgen.Result) {
+	r.results[keyOf(c)] = append(r.results[keyOf(c)], res)
+}
 
 // stat is a cell's results summed up over its repeats: medians, and the
 // range of the throughput.
@@ -81,16 +85,16 @@ func (r *report) stat(k cellKey) (stat, bool) {
 	var p50, p99, p999, lag, cc, scpu []time.Duration
 	s := stat{n: len(rs), qpsMin: math.Inf(1)}
 	for _, x := range rs {
-		q := x.qps()
+		q := x.QPS()
 		qps = append(qps, q)
 		s.qpsMin, s.qpsMax = min(s.qpsMin, q), max(s.qpsMax, q)
 		p50, p99, p999, lag = append(p50, x.P50), append(p99, x.P99), append(p999, x.P999), append(lag, x.GenLagP99)
-		ca, sa = append(ca, x.perCall(x.Client.Allocs)), append(sa, x.perCall(x.Server.Allocs))
-		cb, sb = append(cb, x.perCall(x.Client.Bytes)), append(sb, x.perCall(x.Server.Bytes))
-		cc = append(cc, time.Duration(x.perCall(uint64(x.Client.CPU))))
-		scpu = append(scpu, time.Duration(x.perCall(uint64(x.Server.CPU))))
+		ca, sa = append(ca, x.PerCall(x.Client.Allocs)), append(sa, x.PerCall(x.Server.Allocs))
+		cb, sb = append(cb, x.PerCall(x.Client.Bytes)), append(sb, x.PerCall(x.Server.Bytes))
+		cc = append(cc, time.Duration(x.PerCall(uint64(x.Client.CPU))))
+		scpu = append(scpu, time.Duration(x.PerCall(uint64(x.Server.CPU))))
 		off = append(off, x.Spec.Rate)
-		wire = append(wire, x.perCall(x.WireBytes))
+		wire = append(wire, x.PerCall(x.WireBytes))
 		s.errors += x.Errors
 		if s.firstErr == "" {
 			s.firstErr = x.FirstErr
@@ -127,6 +131,7 @@ func (r *report) write(w io.Writer, charts []string) {
 	r.writeTargets(w)
 	r.writeFloor(w)
 	r.writeCompression(w)
+	r.writeRatios(w)
 	for _, p := range cfg.payloads {
 		fmt.Fprintf(w, "### Closed loop, %s payload\n\n", payloadText(p))
 		fmt.Fprintln(w, "| system | callers | calls/s (min–max) | p50 | p99 | p99.9 | allocs/call client / server | B/call client / server | CPU µs/call client + server | wire B/call |")
@@ -562,4 +567,46 @@ func gcSetting(getenv func(string) string) string {
 		return "default GC (GOGC=100)"
 	}
 	return strings.Join(set, " ")
+}
+
+// writeRatios gives kiev-msgpack's closed-loop calls/s over every other
+// system's, cell by cell: the median and the min of the per-repeat ratios,
+// each repeat's two figures measured in the same round of the systems.
+func (r *report) writeRatios(w io.Writer) {
+	others := slices.DeleteFunc(slices.Clone(r.cfg.systems), func(s string) bool { return s == sysKievMsgpack })
+	if len(others) == 0 || !slices.Contains(r.cfg.systems, sysKievMsgpack) {
+		return
+	}
+	for _, n := range r.cfg.callers {
+		fmt.Fprintf(w, "### kiev-msgpack's calls/s over each system's, %d callers\n\n", n)
+		fmt.Fprintln(w, "The median of the repeats' ratios, and their min in brackets; above 1× kiev-msgpack is faster.")
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "| payload | %s |\n", strings.Join(others, " | "))
+		fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", len(others)))
+		for _, p := range r.cfg.payloads {
+			cells := make([]string, len(others))
+			for i, sys := range others {
+				cells[i] = r.ratioText(p, n, sys)
+			}
+			fmt.Fprintf(w, "| %s | %s |\n", p, strings.Join(cells, " | "))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// ratioText is kiev-msgpack's calls/s over sys's in one closed-loop cell,
+// repeat by repeat: "median× (min×)", or "—" if either has no figure.
+func (r *report) ratioText(p string, n int, sys string) string {
+	ks := r.results[cellKey{kind: kindClosed, system: sysKievMsgpack, payload: p, callers: n}]
+	ss := r.results[cellKey{kind: kindClosed, system: sys, payload: p, callers: n}]
+	var ratios []float64
+	for i := range min(len(ks), len(ss)) {
+		if k, s := ks[i].QPS(), ss[i].QPS(); k > 0 && s > 0 {
+			ratios = append(ratios, k/s)
+		}
+	}
+	if len(ratios) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f× (%.2f×)", median(ratios), slices.Min(ratios))
 }

@@ -10,8 +10,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/bench/internal/echopb"
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 )
 
 // serverAddrs is where each system listens.
@@ -36,7 +35,7 @@ type serverAddrs struct {
 	GRPC         string
 	Floor        string
 	Raw          string
-	Control      string // GET /stats: a procStats of the process
+	Control      string // GET /stats: the process's loadgen.Stats
 }
 
 // Echo is the kiev service: the same echo for both codecs.
@@ -174,12 +173,7 @@ func startServers() (*servers, error) {
 	if err != nil {
 		return fail(err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(readProcStats())
-	})
-	s.http = &http.Server{Handler: mux}
+	s.http = &http.Server{Handler: loadgen.StatsHandler()}
 	go s.http.Serve(cl)
 	s.addrs.Control = cl.Addr().String()
 	return s, nil
@@ -232,22 +226,4 @@ func serveMain(stdin io.Reader, stdout io.Writer) error {
 	case <-sig:
 	}
 	return nil
-}
-
-// fetchStats reads a server process's counters from its control address.
-func fetchStats(ctx context.Context, c *http.Client, addr string) (procStats, error) {
-	var st procStats
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/stats", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("reading the server's counters: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, errors.New("reading the server's counters: " + resp.Status)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/rpc"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/bench/internal/echopb"
+	"github.com/kievrpc/kiev/bench/internal/loadgen"
 	"github.com/kievrpc/kiev/codec"
 )
 
@@ -44,31 +46,26 @@ var optionalSystems = []string{sysKievZstd, sysKievS2}
 const grpcPoolSize = 4
 
 func checkSystem(s string) error {
-	if slices.Contains(allSystems, s) || slices.Contains(optionalSystems, s) {
+	if slices.Contains(allSystems, s) || slices.Contains(optionalSystems, s) || isPeer(s) {
 		return nil
 	}
-	return fmt.Errorf("unknown system %q; the systems are %s, and besides the default %s", s, strings.Join(allSystems, ", "), strings.Join(optionalSystems, ", "))
+	return fmt.Errorf("unknown system %q; the systems are %s, besides the default %s, and the peers of bench/peers %s",
+		s, strings.Join(allSystems, ", "), strings.Join(optionalSystems, ", "), strings.Join(peerSystems, ", "))
 }
 
-// wireCounter is a conn that counts the bytes its connections carry.
-type wireCounter interface {
-	// wireBytes returns the bytes sent and received so far, TCP
-	// payload (as the kernel counts them), and false if it cannot tell.
-	wireBytes() (uint64, bool)
-}
-
-// conn is one system's client, shared by every caller of a run.
-type conn interface {
-	// caller returns a function that makes one echo call of payload, for
-	// one caller goroutine. Each call decodes into fresh reply storage,
-	// as a real caller would.
-	caller(payload string) (func(ctx context.Context) error, error)
-	close()
+// newDialer is the client process's Dialer, for the server process's
+// addresses (a serverAddrs in JSON).
+func newDialer(line []byte) (loadgen.Dialer, string, error) {
+	var addrs serverAddrs
+	if err := json.Unmarshal(line, &addrs); err != nil {
+		return nil, "", err
+	}
+	return func(system string) (loadgen.Conn, error) { return dialSystem(system, addrs) }, addrs.Control, nil
 }
 
 // dialSystem connects to system's server: one connection, except for the
 // pooled grpc client.
-func dialSystem(system string, addrs serverAddrs) (conn, error) {
+func dialSystem(system string, addrs serverAddrs) (loadgen.Conn, error) {
 	switch system {
 	case sysKievMsgpack, sysKievProtobuf, sysKievZstd, sysKievS2:
 		k := &kievConn{pb: system == sysKievProtobuf}
@@ -102,7 +99,7 @@ func dialSystem(system string, addrs serverAddrs) (conn, error) {
 		for range n {
 			cc, err := grpc.NewClient(addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
-				g.close()
+				g.Close()
 				return nil, err
 			}
 			g.ccs = append(g.ccs, cc)
@@ -122,7 +119,7 @@ type kievConn struct {
 	pb bool
 
 	mu    sync.Mutex
-	socks []*net.TCPConn // every connection dialed, for wireBytes
+	socks []*net.TCPConn // every connection dialed, for WireBytes
 }
 
 // dial is the client's dialer: a plain TCP connection, as kiev's own
@@ -139,8 +136,8 @@ func (k *kievConn) dial(ctx context.Context, network, addr string) (net.Conn, er
 	return nc, err
 }
 
-// wireBytes is the bytes the client's connections carried, both ways.
-func (k *kievConn) wireBytes() (uint64, bool) {
+// WireBytes is the bytes the client's connections carried, both ways.
+func (k *kievConn) WireBytes() (uint64, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var sum uint64
@@ -154,7 +151,7 @@ func (k *kievConn) wireBytes() (uint64, bool) {
 	return sum, len(k.socks) > 0
 }
 
-func (k *kievConn) caller(payload string) (func(ctx context.Context) error, error) {
+func (k *kievConn) Caller(payload string) (func(ctx context.Context) error, error) {
 	c := k.c
 	switch {
 	case payload == paySmall && !k.pb:
@@ -196,11 +193,11 @@ func (k *kievConn) caller(payload string) (func(ctx context.Context) error, erro
 	}
 }
 
-func (k *kievConn) close() { k.c.Close() }
+func (k *kievConn) Close() { k.c.Close() }
 
 type netRPCConn struct{ c *rpc.Client }
 
-func (n *netRPCConn) caller(payload string) (func(ctx context.Context) error, error) {
+func (n *netRPCConn) Caller(payload string) (func(ctx context.Context) error, error) {
 	c := n.c
 	switch payload {
 	case paySmall:
@@ -224,7 +221,7 @@ func (n *netRPCConn) caller(payload string) (func(ctx context.Context) error, er
 	}
 }
 
-func (n *netRPCConn) close() { n.c.Close() }
+func (n *netRPCConn) Close() { n.c.Close() }
 
 type grpcConn struct {
 	ccs     []*grpc.ClientConn
@@ -240,7 +237,7 @@ func (g *grpcConn) pick() echopb.EchoClient {
 	return g.clients[int(g.next.Add(1))%len(g.clients)]
 }
 
-func (g *grpcConn) caller(payload string) (func(ctx context.Context) error, error) {
+func (g *grpcConn) Caller(payload string) (func(ctx context.Context) error, error) {
 	switch payload {
 	case paySmall:
 		in := newSmallPB()
@@ -263,7 +260,7 @@ func (g *grpcConn) caller(payload string) (func(ctx context.Context) error, erro
 	}
 }
 
-func (g *grpcConn) close() {
+func (g *grpcConn) Close() {
 	for _, cc := range g.ccs {
 		cc.Close()
 	}
@@ -312,13 +309,13 @@ func captureFrames(addrs serverAddrs) (map[string][]byte, error) {
 	return frames, nil
 }
 
-func (r *rawConn) caller(payload string) (func(ctx context.Context) error, error) {
+func (r *rawConn) Caller(payload string) (func(ctx context.Context) error, error) {
 	frame := r.frames[payload]
 	reply := make(chan error, 1)
 	return func(context.Context) error { return r.c.call(frame, reply) }, nil
 }
 
-func (r *rawConn) close() { r.c.close() }
+func (r *rawConn) Close() { r.c.close() }
 
 // floorConn sends the same frames as rawConn, each under an id of its own,
 // through the multiplexing floor (floor.go).
@@ -339,7 +336,7 @@ func newFloorConn(addrs serverAddrs) (*floorConn, error) {
 	return &floorConn{c: c, frames: frames}, nil
 }
 
-func (f *floorConn) caller(payload string) (func(ctx context.Context) error, error) {
+func (f *floorConn) Caller(payload string) (func(ctx context.Context) error, error) {
 	frame := f.frames[payload]
 	var buf []byte
 	reply := make(chan floorReply, 1)
@@ -349,4 +346,4 @@ func (f *floorConn) caller(payload string) (func(ctx context.Context) error, err
 	}, nil
 }
 
-func (f *floorConn) close() { f.c.close() }
+func (f *floorConn) Close() { f.c.close() }

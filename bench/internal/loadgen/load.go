@@ -1,26 +1,49 @@
-package main
-
-// The load generator, run in a process of its own (`compare -load`), so
-// that its allocations and CPU time are the client side's and nothing else.
-// It reads the servers' addresses, then one cellSpec per line on stdin, and
-// answers each with one cellResult line on stdout.
+// Package loadgen is bench/compare's load generator, run in a client
+// process of its own (`compare -load`, and `peers -load` for the peers'
+// module, bench/peers), so that its allocations and CPU time are the
+// client side's and nothing else. Main reads the servers' addresses, then
+// one Spec per line on stdin, and answers each with one Result line on
+// stdout. The server process serves its counters (StatsHandler) on a
+// control listener outside the systems under test, which the loader reads
+// at each end of a measured window.
+package loadgen
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kievrpc/kiev/bench/internal/hist"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kievrpc/kiev/bench/internal/hist"
 )
 
-// cellSpec is one measurement: a system, a payload, and a load.
-type cellSpec struct {
+// Conn is one system's client, shared by every caller of a cell.
+type Conn interface {
+	// Caller returns a function that makes one echo call of payload, for
+	// one caller goroutine. Each call decodes into fresh reply storage,
+	// as a real caller would.
+	Caller(payload string) (func(ctx context.Context) error, error)
+	Close()
+}
+
+// WireCounter is a Conn that counts the bytes its connections carry.
+type WireCounter interface {
+	// WireBytes returns the bytes sent and received so far, TCP payload
+	// (as the kernel counts them), and false if it cannot tell.
+	WireBytes() (uint64, bool)
+}
+
+// Dialer connects a Conn to system's server.
+type Dialer func(system string) (Conn, error)
+
+// Spec is one measurement: a system, a payload, and a load.
+type Spec struct {
 	System   string
 	Payload  string
 	Callers  int     // closed loop: callers, each waiting for its reply
@@ -29,11 +52,12 @@ type cellSpec struct {
 	Duration time.Duration
 }
 
-func (s cellSpec) open() bool { return s.Rate > 0 }
+// Open reports whether s is an open-loop cell.
+func (s Spec) Open() bool { return s.Rate > 0 }
 
-// cellResult is what a cell measured, client and server side.
-type cellResult struct {
-	Spec     cellSpec
+// Result is what a cell measured, client and server side.
+type Result struct {
+	Spec     Spec
 	Calls    uint64        // calls completed in the window
 	Errors   uint64        // calls that failed in the window
 	FirstErr string        `json:",omitempty"`
@@ -41,8 +65,8 @@ type cellResult struct {
 	P50      time.Duration
 	P99      time.Duration
 	P999     time.Duration
-	Client   procStats // the client process's cost over the window
-	Server   procStats // the server process's cost over the window
+	Client   Stats // the client process's cost over the window
+	Server   Stats // the server process's cost over the window
 	// WireBytes is the bytes the client's connections carried over the
 	// window, both ways (TCP payload), for the systems that count them.
 	WireBytes uint64 `json:",omitempty"`
@@ -51,50 +75,57 @@ type cellResult struct {
 	GenLagP99 time.Duration `json:",omitempty"`
 }
 
-func (r cellResult) qps() float64 {
+// QPS is the calls completed per second of the window.
+func (r Result) QPS() float64 {
 	if r.Elapsed <= 0 {
 		return 0
 	}
 	return float64(r.Calls) / r.Elapsed.Seconds()
 }
 
-func (r cellResult) perCall(v uint64) float64 {
+// PerCall is v per call completed.
+func (r Result) PerCall(v uint64) float64 {
 	if r.Calls == 0 {
 		return 0
 	}
 	return float64(v) / float64(r.Calls)
 }
 
-// loader runs cells against one set of servers. Each cell gets a client
+// Loader runs cells against one set of servers. Each cell gets a client
 // of its own, connected during the cell's warm-up, so that no client-side
 // state (kiev's adaptive throttle after an overloaded cell, grpc's flow
 // control windows) carries over from one cell to the next.
-type loader struct {
-	addrs serverAddrs
-	http  *http.Client
-	conns map[string]conn
+type Loader struct {
+	control string // the server process's control address
+	dial    Dialer
+	http    *http.Client
+	conns   map[string]Conn
 }
 
-func newLoader(addrs serverAddrs) *loader {
-	return &loader{
-		addrs: addrs,
-		http:  &http.Client{Timeout: 10 * time.Second},
-		conns: make(map[string]conn),
+// NewLoader returns a Loader whose cells dial their systems with dial and
+// read the server process's counters from control.
+func NewLoader(control string, dial Dialer) *Loader {
+	return &Loader{
+		control: control,
+		dial:    dial,
+		http:    &http.Client{Timeout: 10 * time.Second},
+		conns:   make(map[string]Conn),
 	}
 }
 
-func (l *loader) close() {
+// Close closes every Conn the Loader holds.
+func (l *Loader) Close() {
 	for _, c := range l.conns {
-		c.close()
+		c.Close()
 	}
 	l.http.CloseIdleConnections()
 }
 
-func (l *loader) conn(system string) (conn, error) {
+func (l *Loader) conn(system string) (Conn, error) {
 	if c, ok := l.conns[system]; ok {
 		return c, nil
 	}
-	c, err := dialSystem(system, l.addrs)
+	c, err := l.dial(system)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", system, err)
 	}
@@ -105,44 +136,44 @@ func (l *loader) conn(system string) (conn, error) {
 // window measures both processes' costs over the measured part of a
 // cell, and the bytes on the wire of a conn that counts them.
 type window struct {
-	l      *loader
-	server procStats
-	client procStats
-	wire   wireCounter // nil if the system does not count
+	l      *Loader
+	server Stats
+	client Stats
+	wire   WireCounter // nil if the system does not count
 	wire0  uint64
 	start  time.Time
 }
 
-func (l *loader) begin(ctx context.Context, c conn) (*window, error) {
-	st, err := fetchStats(ctx, l.http, l.addrs.Control)
+func (l *Loader) begin(ctx context.Context, c Conn) (*window, error) {
+	st, err := FetchStats(ctx, l.http, l.control)
 	if err != nil {
 		return nil, err
 	}
 	w := &window{l: l, server: st}
-	if wc, ok := c.(wireCounter); ok {
-		if n, ok := wc.wireBytes(); ok {
+	if wc, ok := c.(WireCounter); ok {
+		if n, ok := wc.WireBytes(); ok {
 			w.wire, w.wire0 = wc, n
 		}
 	}
 	// The client's counters are read after the HTTP exchange, so that its
 	// allocations stay out of the window.
-	w.client, w.start = readProcStats(), time.Now()
+	w.client, w.start = ReadStats(), time.Now()
 	return w, nil
 }
 
-func (w *window) end(ctx context.Context, r *cellResult) error {
+func (w *window) end(ctx context.Context, r *Result) error {
 	r.Elapsed = time.Since(w.start)
-	r.Client = readProcStats().sub(w.client)
+	r.Client = ReadStats().Sub(w.client)
 	if w.wire != nil {
-		if n, ok := w.wire.wireBytes(); ok {
+		if n, ok := w.wire.WireBytes(); ok {
 			r.WireBytes = n - w.wire0
 		}
 	}
-	st, err := fetchStats(ctx, w.l.http, w.l.addrs.Control)
+	st, err := FetchStats(ctx, w.l.http, w.l.control)
 	if err != nil {
 		return err
 	}
-	r.Server = st.sub(w.server)
+	r.Server = st.Sub(w.server)
 	return nil
 }
 
@@ -158,17 +189,17 @@ func (e *errOnce) add(err error) {
 	e.once.Do(func() { e.first = err.Error() })
 }
 
-// run runs one cell.
-func (l *loader) run(ctx context.Context, spec cellSpec) (cellResult, error) {
+// Run runs one cell, on a Conn of its own: each cell gets a fresh client.
+func (l *Loader) Run(ctx context.Context, spec Spec) (Result, error) {
 	c, err := l.conn(spec.System)
 	if err != nil {
-		return cellResult{}, err
+		return Result{}, err
 	}
 	defer func() {
-		c.close()
+		c.Close()
 		delete(l.conns, spec.System)
 	}()
-	if spec.open() {
+	if spec.Open() {
 		return l.runOpen(ctx, c, spec)
 	}
 	return l.runClosed(ctx, c, spec)
@@ -183,14 +214,14 @@ const (
 
 // runClosed runs spec.Callers goroutines, each calling as soon as its
 // previous reply arrived: throughput at a fixed concurrency.
-func (l *loader) runClosed(ctx context.Context, c conn, spec cellSpec) (cellResult, error) {
-	res := cellResult{Spec: spec}
+func (l *Loader) runClosed(ctx context.Context, c Conn, spec Spec) (Result, error) {
+	res := Result{Spec: spec}
 	var phase atomic.Int32
 	var errs errOnce
 	hists := make([]hist.Hist, spec.Callers)
 	var wg sync.WaitGroup
 	for i := range spec.Callers {
-		call, err := c.caller(spec.Payload)
+		call, err := c.Caller(spec.Payload)
 		if err != nil {
 			return res, err
 		}
@@ -244,7 +275,7 @@ func (l *loader) runClosed(ctx context.Context, c conn, spec cellSpec) (cellResu
 	return res, nil
 }
 
-func (r *cellResult) finish(h *hist.Hist, errs *errOnce) {
+func (r *Result) finish(h *hist.Hist, errs *errOnce) {
 	r.Calls = h.Count()
 	r.Errors = errs.n.Load()
 	r.FirstErr = errs.first
@@ -259,8 +290,8 @@ const openWorkers = 1024
 // and measures each call's latency from the time it was due to start, not
 // from when it could start: a stall delays every call due during it, and
 // all of them count it (no coordinated omission).
-func (l *loader) runOpen(ctx context.Context, c conn, spec cellSpec) (cellResult, error) {
-	res := cellResult{Spec: spec}
+func (l *Loader) runOpen(ctx context.Context, c Conn, spec Spec) (Result, error) {
+	res := Result{Spec: spec}
 	var errs errOnce
 	type arrival struct {
 		due      time.Time
@@ -271,7 +302,7 @@ func (l *loader) runOpen(ctx context.Context, c conn, spec cellSpec) (cellResult
 	lags := make([]hist.Hist, openWorkers)
 	var wg sync.WaitGroup
 	for i := range openWorkers {
-		call, err := c.caller(spec.Payload)
+		call, err := c.Caller(spec.Payload)
 		if err != nil {
 			return res, err
 		}
@@ -359,26 +390,28 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// loadMain is the client process: the servers' addresses on the first
-// line of stdin, then cells.
-func loadMain(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+// Main is the client process: the servers' addresses on the first line of
+// stdin, from which newDialer makes the Dialer and returns the control
+// address, then one Spec a line, each answered with a Result line on
+// stdout.
+func Main(ctx context.Context, stdin io.Reader, stdout io.Writer, newDialer func(addrs []byte) (Dialer, string, error)) error {
 	sc := bufio.NewScanner(stdin)
 	if !sc.Scan() {
 		return fmt.Errorf("no server addresses on stdin: %v", sc.Err())
 	}
-	var addrs serverAddrs
-	if err := json.Unmarshal(sc.Bytes(), &addrs); err != nil {
+	dial, control, err := newDialer(sc.Bytes())
+	if err != nil {
 		return fmt.Errorf("server addresses: %w", err)
 	}
-	l := newLoader(addrs)
-	defer l.close()
+	l := NewLoader(control, dial)
+	defer l.Close()
 	enc := json.NewEncoder(stdout)
 	for sc.Scan() {
-		var spec cellSpec
+		var spec Spec
 		if err := json.Unmarshal(sc.Bytes(), &spec); err != nil {
 			return fmt.Errorf("cell: %w", err)
 		}
-		res, err := l.run(ctx, spec)
+		res, err := l.Run(ctx, spec)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", spec.System, spec.Payload, err)
 		}
