@@ -28,7 +28,7 @@ WITH_SERVICES = eval "$$(bash scripts/services.sh env)" &&
 SUBMODULES = clients/config clients/redis clients/mysql clients/mongo examples/backend
 INTEGRATIONS = registry/etcd otelkiev
 
-.PHONY: demo test check vet vet-submodules build-race fmt bench compare overload fuzz services services-down \
+.PHONY: demo test check vet vet-submodules vet-peers build-race fmt bench compare overload fuzz services services-down \
 	test-prep test-race test-race-zk test-zk-failover test-etcd test-norace test-xversion test-bench test-otelkiev test-modules test-end
 
 demo:
@@ -48,7 +48,7 @@ demo:
 #   test-norace       the allocation guards and the memory tests (TestManySlowReaders, TestManyIdleConnections, TestPipelinerThatNeverReads)
 #   test-xversion     the cross-version test: kiev of earlier commits
 #                     against today's (internal/xversion)
-#   test-bench        bench/'s end-to-end tests
+#   test-bench        bench/'s end-to-end tests, and bench/peers' (rpcx, arpc, kitex)
 #   test-otelkiev     go test -race in otelkiev/, on the real OpenTelemetry SDK
 #   test-modules      the modules as a user fetches them: examples/backend
 #                     built outside the repository, without go.work, from a
@@ -160,6 +160,7 @@ test-prep:
 	run gofmt $(SUBMAKE) -s fmt && \
 	run "go vet ./..." $(GO) vet ./... && \
 	run "go vet ./... in bench/" $(GO) -C bench vet ./... && \
+	run "go vet ./... in bench/peers/" $(SUBMAKE) vet-peers && \
 	run "go vet ./... in $(SUBMODULES) $(INTEGRATIONS)" $(SUBMAKE) vet-submodules || exit; \
 	step "waiting for go build -race and scripts/services.sh up"; \
 	wait $$race || exit; race=; \
@@ -264,10 +265,14 @@ test-xversion:
 
 # bench/ is a module of its own (test-prep vets it): run its end-to-end
 # tests, which run the comparison and the avalanche benchmark on short
-# windows.
+# windows. bench/peers (rpcx, arpc and kitex) is one more, outside go.work
+# so that its dependencies stay out of every other module: its tests, and
+# compare's run of it beside kiev (KIEV_PEERS=1), which build it from the
+# module proxy, or from sources.sh's peers.mod where the proxy refuses it.
 test-bench:
-	@$(PROGRESS); step "go test in bench/"
-	cd bench && $(GO) test -count=1 ./...
+	@$(PROGRESS); step "go test in bench/, and bench/peers beside it"
+	cd bench && KIEV_PEERS=1 $(GO) test -count=1 ./...
+	cd bench/peers && GOWORK=off $(GO) test -count=1 $$(test -f peers.mod && echo -modfile=peers.mod) ./...
 	@$(PROGRESS); done_step
 
 # otelkiev/ is a module of its own, so that kiev's go.mod does not require
@@ -329,9 +334,13 @@ build-race:
 	@$(GO) build -race ./...
 	@for m in $(SUBMODULES) $(INTEGRATIONS); do $(GO) -C $$m build -race ./... || exit; done
 
-vet: vet-submodules
+vet: vet-submodules vet-peers
 	$(GO) vet ./...
 	$(GO) -C bench vet ./...
+
+# bench/peers is outside go.work (see test-bench).
+vet-peers:
+	cd bench/peers && GOWORK=off $(GO) vet $$(test -f peers.mod && echo -modfile=peers.mod) ./...
 
 vet-submodules:
 	@for m in $(SUBMODULES) $(INTEGRATIONS); do $(GO) -C $$m vet ./... || exit; done
