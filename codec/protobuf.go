@@ -2,6 +2,7 @@ package codec
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -68,11 +69,22 @@ func marshalVT(dst []byte, m vtMarshaler) ([]byte, error) {
 	return out, nil
 }
 
+// planFor returns the plan that decodes into v, or nil if the library
+// must: v is not a generated message of the current API (an older one
+// goes through protoadapt), or its type has no plan.
+func planFor(v any) *protoPlan {
+	if m, ok := v.(proto.Message); ok {
+		return protoPlanOf(m)
+	}
+	return nil
+}
+
 var errVTSize = errors.New("MarshalToSizedBufferVT wrote another size than SizeVT returned")
 
 // protoUnmarshal decodes data into v, a non-nil pointer to a generated
-// message: with vtprotobuf's UnmarshalVT if v has it, else the library.
-// Both copy every string and byte slice they keep, so the decoded message
+// message: with vtprotobuf's UnmarshalVT if v has it, else with the plan
+// of a plain proto3 message (protobuf_plan.go), else the library. All
+// copy every string and byte slice they keep, so the decoded message
 // never aliases data.
 func protoUnmarshal(data []byte, v any) error {
 	m, ok := protoMessage(v)
@@ -89,7 +101,7 @@ func protoUnmarshal(data []byte, v any) error {
 	if vt, ok := v.(vtUnmarshaler); ok {
 		proto.Reset(m) // UnmarshalVT merges; Unmarshal replaces
 		err = vt.UnmarshalVT(data)
-	} else {
+	} else if plan := planFor(v); plan == nil || !plan.decode(data, reflect.ValueOf(v).UnsafePointer()) {
 		err = proto.UnmarshalOptions{}.Unmarshal(data, m)
 	}
 	if err != nil {
