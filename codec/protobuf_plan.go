@@ -19,6 +19,7 @@ package codec
 import (
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,6 +316,7 @@ func (f *protoFieldPlan) decodePacked(b []byte, ptr unsafe.Pointer) int {
 		return -1
 	}
 	wtyp := wireType(f.kind)
+	f.reserve(ptr, packedCount(v, wtyp))
 	for len(v) > 0 {
 		x, m := consumeScalar(v, wtyp)
 		if m < 0 {
@@ -324,6 +326,43 @@ func (f *protoFieldPlan) decodePacked(b []byte, ptr unsafe.Pointer) int {
 		v = v[m:]
 	}
 	return n
+}
+
+// packedCount returns how many values of wire type wtyp the packed v
+// holds, as the library counts them to allocate once: each varint ends
+// in a byte below 0x80.
+func packedCount(v []byte, wtyp protowire.Type) int {
+	switch wtyp {
+	case protowire.Fixed32Type:
+		return len(v) / 4
+	case protowire.Fixed64Type:
+		return len(v) / 8
+	}
+	n := 0
+	for _, c := range v {
+		if c < 0x80 {
+			n++
+		}
+	}
+	return n
+}
+
+// reserve makes room for n more values in the slice at ptr.
+func (f *protoFieldPlan) reserve(ptr unsafe.Pointer, n int) {
+	switch f.goKind {
+	case reflect.Bool:
+		grow[bool](ptr, n)
+	case reflect.Int32, reflect.Uint32, reflect.Float32:
+		grow[uint32](ptr, n)
+	case reflect.Int64, reflect.Uint64, reflect.Float64:
+		grow[uint64](ptr, n)
+	}
+}
+
+// grow makes room for n more values in the []T at ptr.
+func grow[T any](ptr unsafe.Pointer, n int) {
+	s := (*[]T)(ptr)
+	*s = slices.Grow(*s, n)
 }
 
 // consumeScalar reads the varint or fixed-size value that b begins with.
