@@ -56,17 +56,27 @@ type protoPlan struct {
 	// unknown is the offset of the message's unknownFields.
 	unknown      uintptr
 	foundUnknown bool
+	// To reset the message: runs of its scalar fields (and the padding
+	// between them), cleared as bytes; the offsets of its slices; and
+	// those of its singular strings, in the order of their bits.
+	scalars []memRun
+	slices  []uintptr
+	strs    []uintptr
 	// strBytes is the length of the strings and bytes that the last
 	// message decoded copied into the arena, up to arenaSize: the size of
 	// the next arena.
 	strBytes atomic.Int32
 }
 
+// A memRun is n bytes at offset off in a struct.
+type memRun struct{ off, n uintptr }
+
 // A protoFieldPlan decodes one field.
 type protoFieldPlan struct {
 	offset uintptr
 	kind   protoreflect.Kind
-	goKind reflect.Kind // of the field, or of its elements if list
+	goKind reflect.Kind   // of the field, or of its elements if list
+	wire   protowire.Type // of one value
 	list   bool
 	// str is the field's bit in the set of singular strings seen, or 0.
 	str uint64
@@ -111,6 +121,7 @@ func buildProtoPlan(t reflect.Type, md protoreflect.MessageDescriptor) *protoPla
 	p := &protoPlan{}
 	byNum := map[protowire.Number]int{}
 	var strs uint
+	lastScalar := -2 // the index in st of the last scalar field
 	for i := range st.NumField() {
 		sf := st.Field(i)
 		switch sf.Name {
@@ -127,13 +138,24 @@ func buildProtoPlan(t reflect.Type, md protoreflect.MessageDescriptor) *protoPla
 		if fd == nil {
 			return nil
 		}
-		f := protoFieldPlan{offset: sf.Offset, kind: fd.Kind(), goKind: protoPlanKinds[fd.Kind()], list: fd.IsList()}
-		if f.kind == protoreflect.StringKind && !f.list {
+		f := protoFieldPlan{offset: sf.Offset, kind: fd.Kind(), goKind: protoPlanKinds[fd.Kind()], wire: wireType(fd.Kind()), list: fd.IsList()}
+		switch end := sf.Offset + sf.Type.Size(); {
+		case f.kind == protoreflect.StringKind && !f.list:
 			if strs == 64 {
 				return nil
 			}
 			f.str = 1 << strs
 			strs++
+			p.strs = append(p.strs, sf.Offset)
+		case f.list || f.goKind == reflect.Slice:
+			p.slices = append(p.slices, sf.Offset)
+		case len(p.scalars) > 0 && lastScalar == i-1:
+			r := &p.scalars[len(p.scalars)-1]
+			r.n = end - r.off
+			lastScalar = i
+		default:
+			p.scalars = append(p.scalars, memRun{sf.Offset, end - sf.Offset})
+			lastScalar = i
 		}
 		byNum[fd.Number()] = len(p.fields)
 		p.fields = append(p.fields, f)
@@ -197,56 +219,48 @@ type protoDecoder struct {
 // holds is kept. It reports false if the library must decode data: the
 // message then holds a partial decode.
 func (p *protoPlan) decode(data []byte, m unsafe.Pointer) bool {
-	for i := range p.fields {
-		if f := &p.fields[i]; f.str == 0 {
-			f.zero(m)
-		}
+	for _, r := range p.scalars {
+		clear(unsafe.Slice((*byte)(unsafe.Add(m, r.off)), r.n))
+	}
+	for _, off := range p.slices {
+		// Any slice header: only its pointer, length and capacity.
+		*(*[]byte)(unsafe.Add(m, off)) = nil
 	}
 	*(*[]byte)(unsafe.Add(m, p.unknown)) = nil
 	d := protoDecoder{strHint: int(p.strBytes.Load())}
 	for b := data; len(b) > 0; {
-		num, wtyp, n := protowire.ConsumeTag(b)
-		if n < 0 || int(num) >= len(p.byNum) || p.byNum[num] == 0 {
+		tag, n := varint(b)
+		num, wtyp := tag>>3, protowire.Type(tag&7)
+		if n < 0 || num >= uint64(len(p.byNum)) || p.byNum[num] == 0 {
 			return false
 		}
 		f := &p.fields[p.byNum[num]-1]
 		b = b[n:]
-		if n = f.decode(&d, b, wtyp, unsafe.Add(m, f.offset)); n < 0 {
+		ptr := unsafe.Add(m, f.offset)
+		if wtyp == f.wire && f.wire == protowire.VarintType && !f.list {
+			// Most fields: a number sent as a varint.
+			x, n := varint(b)
+			if n < 0 {
+				return false
+			}
+			f.store(ptr, x)
+			b = b[n:]
+			continue
+		}
+		if n = f.decode(&d, b, wtyp, ptr); n < 0 {
 			return false
 		}
 		b = b[n:]
 	}
-	for i := range p.fields {
-		if f := &p.fields[i]; f.str != 0 && d.seen&f.str == 0 {
-			*(*string)(unsafe.Add(m, f.offset)) = ""
+	for i, off := range p.strs {
+		if d.seen&(1<<i) == 0 {
+			*(*string)(unsafe.Add(m, off)) = ""
 		}
 	}
 	if d.strBytes != d.strHint {
 		p.strBytes.Store(int32(min(d.strBytes, arenaSize)))
 	}
 	return true
-}
-
-// zero sets the field at m's offset to its zero value.
-func (f *protoFieldPlan) zero(m unsafe.Pointer) {
-	ptr := unsafe.Add(m, f.offset)
-	if f.list {
-		// Any slice header: only its pointer, length and capacity.
-		*(*[]byte)(ptr) = nil
-		return
-	}
-	switch f.goKind {
-	case reflect.Bool:
-		*(*bool)(ptr) = false
-	case reflect.Int32, reflect.Uint32, reflect.Float32:
-		*(*uint32)(ptr) = 0
-	case reflect.Int64, reflect.Uint64, reflect.Float64:
-		*(*uint64)(ptr) = 0
-	case reflect.String:
-		*(*string)(ptr) = ""
-	case reflect.Slice:
-		*(*[]byte)(ptr) = nil
-	}
 }
 
 // wireType is the wire type of a single value of kind k.
@@ -266,10 +280,10 @@ func wireType(k protoreflect.Kind) protowire.Type {
 // wtyp, into the field at ptr, and returns its length, or -1 if the
 // library must decode the message.
 func (f *protoFieldPlan) decode(d *protoDecoder, b []byte, wtyp protowire.Type, ptr unsafe.Pointer) int {
-	if f.list && wtyp == protowire.BytesType && wireType(f.kind) != protowire.BytesType {
-		return f.decodePacked(b, ptr)
-	}
-	if wtyp != wireType(f.kind) {
+	if wtyp != f.wire {
+		if f.list && wtyp == protowire.BytesType {
+			return f.decodePacked(b, ptr)
+		}
 		return -1
 	}
 	switch f.kind {
@@ -315,7 +329,7 @@ func (f *protoFieldPlan) decodePacked(b []byte, ptr unsafe.Pointer) int {
 	if n < 0 {
 		return -1
 	}
-	wtyp := wireType(f.kind)
+	wtyp := f.wire
 	f.reserve(ptr, packedCount(v, wtyp))
 	for len(v) > 0 {
 		x, m := consumeScalar(v, wtyp)
@@ -365,11 +379,32 @@ func grow[T any](ptr unsafe.Pointer, n int) {
 	*s = slices.Grow(*s, n)
 }
 
+// varint reads the varint that b begins with, as protowire.ConsumeVarint
+// does: at most 10 bytes, the last of them 0 or 1. It returns a negative
+// length for a varint that is cut short or too long.
+func varint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	var x uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		c := b[i]
+		x |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if i == 9 && c > 1 {
+				break
+			}
+			return x, i + 1
+		}
+	}
+	return 0, -1
+}
+
 // consumeScalar reads the varint or fixed-size value that b begins with.
 func consumeScalar(b []byte, wtyp protowire.Type) (uint64, int) {
 	switch wtyp {
 	case protowire.VarintType:
-		return protowire.ConsumeVarint(b)
+		return varint(b)
 	case protowire.Fixed32Type:
 		x, n := protowire.ConsumeFixed32(b)
 		return uint64(x), n
