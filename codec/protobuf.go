@@ -38,8 +38,9 @@ func protoMessage(v any) (proto.Message, bool) {
 
 // protoMarshal appends the protobuf encoding of v, which must be a
 // proto.Message, to dst: through the methods of vtprotobuf if v has them,
-// else the library's MarshalAppend. Either appends in place; dst grows
-// only if it lacks room.
+// else the plan of a plain proto3 message (protobuf_encode.go), else the
+// library's MarshalAppend. All append in place; dst grows only if it
+// lacks room.
 func protoMarshal(dst []byte, v any) ([]byte, error) {
 	m, ok := protoMessage(v)
 	if !ok {
@@ -47,6 +48,13 @@ func protoMarshal(dst []byte, v any) ([]byte, error) {
 	}
 	if vt, ok := v.(vtMarshaler); ok {
 		return marshalVT(dst, vt)
+	}
+	if plan := planFor(v); plan != nil {
+		if ptr := reflect.ValueOf(v).UnsafePointer(); ptr != nil {
+			if out, ok := plan.encode(dst, ptr); ok {
+				return out, nil
+			}
+		}
 	}
 	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
 	if err != nil {

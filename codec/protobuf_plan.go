@@ -1,6 +1,7 @@
 package codec
 
-// This file holds the protobuf decoding fast path. The library copies
+// This file holds the protobuf decoding fast path (encoding is in
+// protobuf_encode.go). The library copies
 // every string and byte slice of a message into an allocation of its own:
 // eight for rpcx-benchmark's 581 B message. For a plain proto3 message
 // (scalars, strings, bytes and repeated ones of those, nothing nested) a
@@ -51,8 +52,11 @@ func protoPlanOf(m proto.Message) *protoPlan {
 // A protoPlan decodes a plain proto3 message.
 type protoPlan struct {
 	fields []protoFieldPlan
-	// byNum maps a field number to 1 + its index in fields, 0 for none.
-	byNum []uint16
+	// byNum maps a field number to 1 + its index in fields, 0 for none;
+	// ordered lists the indexes in fields by number, the order of the
+	// library's encoding.
+	byNum   []uint16
+	ordered []uint16
 	// unknown is the offset of the message's unknownFields.
 	unknown      uintptr
 	foundUnknown bool
@@ -74,6 +78,8 @@ type memRun struct{ off, n uintptr }
 // A protoFieldPlan decodes one field.
 type protoFieldPlan struct {
 	offset uintptr
+	num    protowire.Number
+	tag    string // the field's tag, encoded, with its wire type for one value
 	kind   protoreflect.Kind
 	goKind reflect.Kind   // of the field, or of its elements if list
 	wire   protowire.Type // of one value
@@ -138,7 +144,8 @@ func buildProtoPlan(t reflect.Type, md protoreflect.MessageDescriptor) *protoPla
 		if fd == nil {
 			return nil
 		}
-		f := protoFieldPlan{offset: sf.Offset, kind: fd.Kind(), goKind: protoPlanKinds[fd.Kind()], wire: wireType(fd.Kind()), list: fd.IsList()}
+		f := protoFieldPlan{offset: sf.Offset, num: fd.Number(), kind: fd.Kind(), goKind: protoPlanKinds[fd.Kind()], wire: wireType(fd.Kind()), list: fd.IsList()}
+		f.tag = string(protowire.AppendTag(nil, f.num, f.wire))
 		switch end := sf.Offset + sf.Type.Size(); {
 		case f.kind == protoreflect.StringKind && !f.list:
 			if strs == 64 {
@@ -170,6 +177,11 @@ func buildProtoPlan(t reflect.Type, md protoreflect.MessageDescriptor) *protoPla
 	p.byNum = make([]uint16, maxNum+1)
 	for n, i := range byNum {
 		p.byNum[n] = uint16(i + 1)
+	}
+	for _, i := range p.byNum {
+		if i > 0 {
+			p.ordered = append(p.ordered, i-1)
+		}
 	}
 	return p
 }
