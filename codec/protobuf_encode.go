@@ -2,7 +2,6 @@ package codec
 
 import (
 	"math"
-	"unicode/utf8"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -34,7 +33,7 @@ func (f *protoFieldPlan) append(b []byte, ptr unsafe.Pointer) ([]byte, bool) {
 		return f.appendPacked(b, ptr), true
 	case f.list && f.kind == protoreflect.StringKind:
 		for _, s := range *(*[]string)(ptr) {
-			if !utf8.ValidString(s) {
+			if !validUTF8(s) {
 				return b, false
 			}
 			b = protowire.AppendString(protowire.AppendTag(b, f.num, protowire.BytesType), s)
@@ -50,7 +49,7 @@ func (f *protoFieldPlan) append(b []byte, ptr unsafe.Pointer) ([]byte, bool) {
 		if s == "" {
 			return b, true
 		}
-		if !utf8.ValidString(s) {
+		if !validUTF8(s) {
 			return b, false
 		}
 		return protowire.AppendString(append(b, f.tag...), s), true

@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -301,7 +300,7 @@ func (f *protoFieldPlan) decode(d *protoDecoder, b []byte, wtyp protowire.Type, 
 	switch f.kind {
 	case protoreflect.StringKind:
 		v, n := protowire.ConsumeBytes(b)
-		if n < 0 || !utf8.Valid(v) {
+		if n < 0 || !validUTF8(unsafe.String(unsafe.SliceData(v), len(v))) {
 			return -1
 		}
 		if f.list {
