@@ -68,12 +68,12 @@ const (
 	// buffers; a message with the methods vtprotobuf generates
 	// (MarshalToSizedBufferVT, UnmarshalVT) goes through them, and one
 	// from github.com/golang/protobuf through protoadapt. A plain proto3
-	// message (scalars, strings, bytes and repeated ones of those) decodes
-	// through a plan compiled once per type, with the library's result:
-	// its strings share one allocation (a string kept keeps that
-	// allocation, at most 1 KiB, alive), and a string equal to the one
-	// the field already holds costs none. Other values are refused with
-	// [ErrNotProto].
+	// message (scalars, strings, bytes and repeated ones of those) is
+	// encoded and decoded by a plan compiled once per type, with the
+	// library's bytes and results: its decoded strings share one
+	// allocation (a string kept keeps that allocation, at most 1 KiB,
+	// alive), and a string equal to the one the field already holds
+	// costs none. Other values are refused with [ErrNotProto].
 	Protobuf Builtin = 2
 
 	// JSON encodes any Go value with encoding/json. It is what kiev's
