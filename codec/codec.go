@@ -67,8 +67,13 @@ const (
 	// google.golang.org/protobuf, appending in place to kiev's reused
 	// buffers; a message with the methods vtprotobuf generates
 	// (MarshalToSizedBufferVT, UnmarshalVT) goes through them, and one
-	// from github.com/golang/protobuf through protoadapt. Other values
-	// are refused with [ErrNotProto].
+	// from github.com/golang/protobuf through protoadapt. A plain proto3
+	// message (scalars, strings, bytes and repeated ones of those) is
+	// encoded and decoded by a plan compiled once per type, with the
+	// library's bytes and results: its decoded strings share one
+	// allocation (a string kept keeps that allocation, at most 1 KiB,
+	// alive), and a string equal to the one the field already holds
+	// costs none. Other values are refused with [ErrNotProto].
 	Protobuf Builtin = 2
 
 	// JSON encodes any Go value with encoding/json. It is what kiev's

@@ -134,6 +134,7 @@ func (b *planBuilder) structPlan(t reflect.Type) *msgpackPlan {
 // fieldPlan compiles f, a field of the struct t, or returns nil.
 func (b *planBuilder) fieldPlan(t reflect.Type, f *msgpackField) *msgpackFieldPlan {
 	fp := &msgpackFieldPlan{name: f.name, key: string(appendString(nil, f.name))}
+	fp.setKeyWords()
 	var sf reflect.StructField
 	fp.via, sf = fieldPath(t, f.index)
 	fp.offset = sf.Offset

@@ -35,7 +35,9 @@ package codec
 // of the same layout.
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -134,10 +136,15 @@ type msgpackFieldPlan struct {
 	// position in an array.
 	named bool
 	// via leads through the embedded structs that hold an inlined field.
-	via    []embedStep
-	offset uintptr // of the field in the struct via leads to
-	decode decodeFunc
-	kind   scalarKind // if not kindNone, decoded by decodeScalar instead
+	via []embedStep
+	// keyWords and keyMask hold key, if it is at most 16 bytes, as two
+	// little-endian words and the masks of its bytes in them (keyMask[0]
+	// is 0 for a longer key): readKey compares 16 bytes of input with
+	// them, rather than calling a comparison of len(key) bytes.
+	keyWords, keyMask [2]uint64
+	offset            uintptr // of the field in the struct via leads to
+	decode            decodeFunc
+	kind              scalarKind // if not kindNone, decoded by decodeScalar instead
 }
 
 // An embedStep moves from a struct to one of its embedded structs.
@@ -236,7 +243,7 @@ func (p *msgpackPlan) zero(ptr unsafe.Pointer) {
 func (p *msgpackPlan) readKey(d *msgpackDecoder, i int) (*msgpackFieldPlan, error) {
 	if i < len(p.list) {
 		// The key as this package encodes it: compared in place.
-		if f := p.list[i]; f.named && hasPrefix(d.r.data[d.r.pos:], f.key) {
+		if f := p.list[i]; f.named && f.keyAt(d.r.data[d.r.pos:]) {
 			d.r.pos += len(f.key)
 			return f, nil
 		}
@@ -444,6 +451,32 @@ func inField(name string, err error) error {
 		fe.path = name + "." + fe.path
 	}
 	return fe
+}
+
+// setKeyWords fills keyWords and keyMask from key.
+func (f *msgpackFieldPlan) setKeyWords() {
+	if len(f.key) > 16 {
+		return
+	}
+	var b [16]byte
+	copy(b[:], f.key)
+	for i := range 2 {
+		f.keyWords[i] = binary.LittleEndian.Uint64(b[8*i:])
+		if n := len(f.key) - 8*i; n >= 8 {
+			f.keyMask[i] = math.MaxUint64
+		} else if n > 0 {
+			f.keyMask[i] = 1<<(8*n) - 1
+		}
+	}
+}
+
+// keyAt reports whether b starts with f's key.
+func (f *msgpackFieldPlan) keyAt(b []byte) bool {
+	if len(b) < 16 || f.keyMask[0] == 0 {
+		return hasPrefix(b, f.key)
+	}
+	w0, w1 := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+	return (w0^f.keyWords[0])&f.keyMask[0]|(w1^f.keyWords[1])&f.keyMask[1] == 0
 }
 
 // hasPrefix reports whether b starts with s, without allocating.

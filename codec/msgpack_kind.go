@@ -1,8 +1,11 @@
 package codec
 
 import (
+	"encoding/binary"
 	"reflect"
 	"unsafe"
+
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // A scalarKind names a scalar field that a plan reads or writes in place
@@ -67,6 +70,10 @@ func decodeScalar(d *msgpackDecoder, k scalarKind, p unsafe.Pointer) error {
 	case kindFloat64:
 		return decodeFloat64(d, (*float64)(p))
 	}
+	if n, ok := d.fastInteger(); ok {
+		storeInteger(k, p, n)
+		return nil
+	}
 	c, err := d.r.ReadByte()
 	if err != nil {
 		return err
@@ -79,7 +86,52 @@ func decodeScalar(d *msgpackDecoder, k scalarKind, p unsafe.Pointer) error {
 	if err != nil {
 		return err
 	}
-	// Integer conversions truncate, as in decodeInt and decodeUint.
+	storeInteger(k, p, n)
+	return nil
+}
+
+// fastInteger reads the next value as integer does, if it is a fixnum or
+// an 8-, 16- or 32-bit integer whose bytes are all there, and no codes are
+// marked (see msgpackDecoder.lib); else it reads nothing and returns
+// false.
+func (d *msgpackDecoder) fastInteger() (uint64, bool) {
+	b := d.r.data[d.r.pos:]
+	if len(b) == 0 || len(d.r.codes) > 0 {
+		return 0, false
+	}
+	var n uint64
+	switch c := b[0]; {
+	case c <= msgpcode.PosFixedNumHigh || c >= msgpcode.NegFixedNumLow:
+		d.r.pos++
+		return uint64(int8(c)), true
+	case len(b) < 5:
+		return 0, false
+	case c == msgpcode.Uint32:
+		n = uint64(binary.BigEndian.Uint32(b[1:]))
+	case c == msgpcode.Int32:
+		n = uint64(int32(binary.BigEndian.Uint32(b[1:])))
+	case c == msgpcode.Uint16:
+		d.r.pos += 3
+		return uint64(binary.BigEndian.Uint16(b[1:])), true
+	case c == msgpcode.Int16:
+		d.r.pos += 3
+		return uint64(int16(binary.BigEndian.Uint16(b[1:]))), true
+	case c == msgpcode.Uint8:
+		d.r.pos += 2
+		return uint64(b[1]), true
+	case c == msgpcode.Int8:
+		d.r.pos += 2
+		return uint64(int8(b[1])), true
+	default:
+		return 0, false
+	}
+	d.r.pos += 5
+	return n, true
+}
+
+// storeInteger stores n in the integer of kind k at p, truncating, as
+// decodeInt and decodeUint convert.
+func storeInteger(k scalarKind, p unsafe.Pointer, n uint64) {
 	switch k {
 	case kindInt, kindUint:
 		*(*uint)(p) = uint(n)
@@ -92,7 +144,6 @@ func decodeScalar(d *msgpackDecoder, k scalarKind, p unsafe.Pointer) error {
 	case kindInt64, kindUint64:
 		*(*uint64)(p) = n
 	}
-	return nil
 }
 
 // appendScalar appends the encoding of the scalar of kind k at p.

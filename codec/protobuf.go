@@ -2,6 +2,7 @@ package codec
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -37,8 +38,9 @@ func protoMessage(v any) (proto.Message, bool) {
 
 // protoMarshal appends the protobuf encoding of v, which must be a
 // proto.Message, to dst: through the methods of vtprotobuf if v has them,
-// else the library's MarshalAppend. Either appends in place; dst grows
-// only if it lacks room.
+// else the plan of a plain proto3 message (protobuf_encode.go), else the
+// library's MarshalAppend. All append in place; dst grows only if it
+// lacks room.
 func protoMarshal(dst []byte, v any) ([]byte, error) {
 	m, ok := protoMessage(v)
 	if !ok {
@@ -46,6 +48,13 @@ func protoMarshal(dst []byte, v any) ([]byte, error) {
 	}
 	if vt, ok := v.(vtMarshaler); ok {
 		return marshalVT(dst, vt)
+	}
+	if plan := planFor(v); plan != nil {
+		if ptr := reflect.ValueOf(v).UnsafePointer(); ptr != nil {
+			if out, ok := plan.encode(dst, ptr); ok {
+				return out, nil
+			}
+		}
 	}
 	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
 	if err != nil {
@@ -68,11 +77,22 @@ func marshalVT(dst []byte, m vtMarshaler) ([]byte, error) {
 	return out, nil
 }
 
+// planFor returns the plan that decodes into v, or nil if the library
+// must: v is not a generated message of the current API (an older one
+// goes through protoadapt), or its type has no plan.
+func planFor(v any) *protoPlan {
+	if m, ok := v.(proto.Message); ok {
+		return protoPlanOf(m)
+	}
+	return nil
+}
+
 var errVTSize = errors.New("MarshalToSizedBufferVT wrote another size than SizeVT returned")
 
 // protoUnmarshal decodes data into v, a non-nil pointer to a generated
-// message: with vtprotobuf's UnmarshalVT if v has it, else the library.
-// Both copy every string and byte slice they keep, so the decoded message
+// message: with vtprotobuf's UnmarshalVT if v has it, else with the plan
+// of a plain proto3 message (protobuf_plan.go), else the library. All
+// copy every string and byte slice they keep, so the decoded message
 // never aliases data.
 func protoUnmarshal(data []byte, v any) error {
 	m, ok := protoMessage(v)
@@ -89,7 +109,7 @@ func protoUnmarshal(data []byte, v any) error {
 	if vt, ok := v.(vtUnmarshaler); ok {
 		proto.Reset(m) // UnmarshalVT merges; Unmarshal replaces
 		err = vt.UnmarshalVT(data)
-	} else {
+	} else if plan := planFor(v); plan == nil || !plan.decode(data, reflect.ValueOf(v).UnsafePointer()) {
 		err = proto.UnmarshalOptions{}.Unmarshal(data, m)
 	}
 	if err != nil {

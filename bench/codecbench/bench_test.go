@@ -87,15 +87,17 @@ func vmihailenco(in any, reset func() any) system {
 }
 
 // protoSystems are kiev's protobuf codec and proto.Marshal itself, both
-// decoding into out.
+// decoding into out, reset first (kiev's codec keeps a string equal to
+// the one its field holds, so into a message left full it would copy
+// none).
 func protoSystems(in, out proto.Message) []system {
 	return []system{
 		{"kiev-proto",
 			func(dst []byte) ([]byte, error) { return codec.Protobuf.Marshal(dst, in) },
-			func(data []byte) error { return codec.Protobuf.Unmarshal(data, out) }},
+			func(data []byte) error { proto.Reset(out); return codec.Protobuf.Unmarshal(data, out) }},
 		{"proto",
 			func(dst []byte) ([]byte, error) { return proto.MarshalOptions{}.MarshalAppend(dst, in) },
-			func(data []byte) error { return proto.Unmarshal(data, out) }},
+			func(data []byte) error { proto.Reset(out); return proto.Unmarshal(data, out) }},
 	}
 }
 

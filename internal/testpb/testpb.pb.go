@@ -23,6 +23,53 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Enum is an enum for Scalars.
+type Enum int32
+
+const (
+	Enum_ENUM_ZERO Enum = 0
+	Enum_ENUM_ONE  Enum = 1
+)
+
+// Enum value maps for Enum.
+var (
+	Enum_name = map[int32]string{
+		0: "ENUM_ZERO",
+		1: "ENUM_ONE",
+	}
+	Enum_value = map[string]int32{
+		"ENUM_ZERO": 0,
+		"ENUM_ONE":  1,
+	}
+)
+
+func (x Enum) Enum() *Enum {
+	p := new(Enum)
+	*p = x
+	return p
+}
+
+func (x Enum) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Enum) Descriptor() protoreflect.EnumDescriptor {
+	return file_testpb_proto_enumTypes[0].Descriptor()
+}
+
+func (Enum) Type() protoreflect.EnumType {
+	return &file_testpb_proto_enumTypes[0]
+}
+
+func (x Enum) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Enum.Descriptor instead.
+func (Enum) EnumDescriptor() ([]byte, []int) {
+	return file_testpb_proto_rawDescGZIP(), []int{0}
+}
+
 // Small is a typical small request: an id, a short name and a few tags.
 type Small struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -129,6 +176,354 @@ func (x *Echo) GetData() []byte {
 	return nil
 }
 
+// Scalars has a field of every scalar kind, single and repeated, for the
+// tests of the protobuf codec's decoding plans.
+type Scalars struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	I32           int32                  `protobuf:"varint,1,opt,name=i32,proto3" json:"i32,omitempty"`
+	I64           int64                  `protobuf:"varint,2,opt,name=i64,proto3" json:"i64,omitempty"`
+	U32           uint32                 `protobuf:"varint,3,opt,name=u32,proto3" json:"u32,omitempty"`
+	U64           uint64                 `protobuf:"varint,4,opt,name=u64,proto3" json:"u64,omitempty"`
+	S32           int32                  `protobuf:"zigzag32,5,opt,name=s32,proto3" json:"s32,omitempty"`
+	S64           int64                  `protobuf:"zigzag64,6,opt,name=s64,proto3" json:"s64,omitempty"`
+	F32           uint32                 `protobuf:"fixed32,7,opt,name=f32,proto3" json:"f32,omitempty"`
+	F64           uint64                 `protobuf:"fixed64,8,opt,name=f64,proto3" json:"f64,omitempty"`
+	Sf32          int32                  `protobuf:"fixed32,9,opt,name=sf32,proto3" json:"sf32,omitempty"`
+	Sf64          int64                  `protobuf:"fixed64,10,opt,name=sf64,proto3" json:"sf64,omitempty"`
+	Fl            float32                `protobuf:"fixed32,11,opt,name=fl,proto3" json:"fl,omitempty"`
+	Db            float64                `protobuf:"fixed64,12,opt,name=db,proto3" json:"db,omitempty"`
+	B             bool                   `protobuf:"varint,13,opt,name=b,proto3" json:"b,omitempty"`
+	S             string                 `protobuf:"bytes,14,opt,name=s,proto3" json:"s,omitempty"`
+	By            []byte                 `protobuf:"bytes,15,opt,name=by,proto3" json:"by,omitempty"`
+	E             Enum                   `protobuf:"varint,16,opt,name=e,proto3,enum=kiev.testpb.Enum" json:"e,omitempty"`
+	Ri32          []int32                `protobuf:"varint,17,rep,packed,name=ri32,proto3" json:"ri32,omitempty"`
+	Ri64          []int64                `protobuf:"varint,18,rep,packed,name=ri64,proto3" json:"ri64,omitempty"`
+	Ru32          []uint32               `protobuf:"varint,19,rep,packed,name=ru32,proto3" json:"ru32,omitempty"`
+	Ru64          []uint64               `protobuf:"varint,20,rep,packed,name=ru64,proto3" json:"ru64,omitempty"`
+	Rs32          []int32                `protobuf:"zigzag32,21,rep,packed,name=rs32,proto3" json:"rs32,omitempty"`
+	Rs64          []int64                `protobuf:"zigzag64,22,rep,packed,name=rs64,proto3" json:"rs64,omitempty"`
+	Rf32          []uint32               `protobuf:"fixed32,23,rep,packed,name=rf32,proto3" json:"rf32,omitempty"`
+	Rf64          []uint64               `protobuf:"fixed64,24,rep,packed,name=rf64,proto3" json:"rf64,omitempty"`
+	Rsf32         []int32                `protobuf:"fixed32,25,rep,packed,name=rsf32,proto3" json:"rsf32,omitempty"`
+	Rsf64         []int64                `protobuf:"fixed64,26,rep,packed,name=rsf64,proto3" json:"rsf64,omitempty"`
+	Rfl           []float32              `protobuf:"fixed32,27,rep,packed,name=rfl,proto3" json:"rfl,omitempty"`
+	Rdb           []float64              `protobuf:"fixed64,28,rep,packed,name=rdb,proto3" json:"rdb,omitempty"`
+	Rb            []bool                 `protobuf:"varint,29,rep,packed,name=rb,proto3" json:"rb,omitempty"`
+	Rs            []string               `protobuf:"bytes,30,rep,name=rs,proto3" json:"rs,omitempty"`
+	Rby           [][]byte               `protobuf:"bytes,31,rep,name=rby,proto3" json:"rby,omitempty"`
+	Re            []Enum                 `protobuf:"varint,32,rep,packed,name=re,proto3,enum=kiev.testpb.Enum" json:"re,omitempty"`
+	S2            string                 `protobuf:"bytes,300,opt,name=s2,proto3" json:"s2,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Scalars) Reset() {
+	*x = Scalars{}
+	mi := &file_testpb_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Scalars) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Scalars) ProtoMessage() {}
+
+func (x *Scalars) ProtoReflect() protoreflect.Message {
+	mi := &file_testpb_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Scalars.ProtoReflect.Descriptor instead.
+func (*Scalars) Descriptor() ([]byte, []int) {
+	return file_testpb_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Scalars) GetI32() int32 {
+	if x != nil {
+		return x.I32
+	}
+	return 0
+}
+
+func (x *Scalars) GetI64() int64 {
+	if x != nil {
+		return x.I64
+	}
+	return 0
+}
+
+func (x *Scalars) GetU32() uint32 {
+	if x != nil {
+		return x.U32
+	}
+	return 0
+}
+
+func (x *Scalars) GetU64() uint64 {
+	if x != nil {
+		return x.U64
+	}
+	return 0
+}
+
+func (x *Scalars) GetS32() int32 {
+	if x != nil {
+		return x.S32
+	}
+	return 0
+}
+
+func (x *Scalars) GetS64() int64 {
+	if x != nil {
+		return x.S64
+	}
+	return 0
+}
+
+func (x *Scalars) GetF32() uint32 {
+	if x != nil {
+		return x.F32
+	}
+	return 0
+}
+
+func (x *Scalars) GetF64() uint64 {
+	if x != nil {
+		return x.F64
+	}
+	return 0
+}
+
+func (x *Scalars) GetSf32() int32 {
+	if x != nil {
+		return x.Sf32
+	}
+	return 0
+}
+
+func (x *Scalars) GetSf64() int64 {
+	if x != nil {
+		return x.Sf64
+	}
+	return 0
+}
+
+func (x *Scalars) GetFl() float32 {
+	if x != nil {
+		return x.Fl
+	}
+	return 0
+}
+
+func (x *Scalars) GetDb() float64 {
+	if x != nil {
+		return x.Db
+	}
+	return 0
+}
+
+func (x *Scalars) GetB() bool {
+	if x != nil {
+		return x.B
+	}
+	return false
+}
+
+func (x *Scalars) GetS() string {
+	if x != nil {
+		return x.S
+	}
+	return ""
+}
+
+func (x *Scalars) GetBy() []byte {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+func (x *Scalars) GetE() Enum {
+	if x != nil {
+		return x.E
+	}
+	return Enum_ENUM_ZERO
+}
+
+func (x *Scalars) GetRi32() []int32 {
+	if x != nil {
+		return x.Ri32
+	}
+	return nil
+}
+
+func (x *Scalars) GetRi64() []int64 {
+	if x != nil {
+		return x.Ri64
+	}
+	return nil
+}
+
+func (x *Scalars) GetRu32() []uint32 {
+	if x != nil {
+		return x.Ru32
+	}
+	return nil
+}
+
+func (x *Scalars) GetRu64() []uint64 {
+	if x != nil {
+		return x.Ru64
+	}
+	return nil
+}
+
+func (x *Scalars) GetRs32() []int32 {
+	if x != nil {
+		return x.Rs32
+	}
+	return nil
+}
+
+func (x *Scalars) GetRs64() []int64 {
+	if x != nil {
+		return x.Rs64
+	}
+	return nil
+}
+
+func (x *Scalars) GetRf32() []uint32 {
+	if x != nil {
+		return x.Rf32
+	}
+	return nil
+}
+
+func (x *Scalars) GetRf64() []uint64 {
+	if x != nil {
+		return x.Rf64
+	}
+	return nil
+}
+
+func (x *Scalars) GetRsf32() []int32 {
+	if x != nil {
+		return x.Rsf32
+	}
+	return nil
+}
+
+func (x *Scalars) GetRsf64() []int64 {
+	if x != nil {
+		return x.Rsf64
+	}
+	return nil
+}
+
+func (x *Scalars) GetRfl() []float32 {
+	if x != nil {
+		return x.Rfl
+	}
+	return nil
+}
+
+func (x *Scalars) GetRdb() []float64 {
+	if x != nil {
+		return x.Rdb
+	}
+	return nil
+}
+
+func (x *Scalars) GetRb() []bool {
+	if x != nil {
+		return x.Rb
+	}
+	return nil
+}
+
+func (x *Scalars) GetRs() []string {
+	if x != nil {
+		return x.Rs
+	}
+	return nil
+}
+
+func (x *Scalars) GetRby() [][]byte {
+	if x != nil {
+		return x.Rby
+	}
+	return nil
+}
+
+func (x *Scalars) GetRe() []Enum {
+	if x != nil {
+		return x.Re
+	}
+	return nil
+}
+
+func (x *Scalars) GetS2() string {
+	if x != nil {
+		return x.S2
+	}
+	return ""
+}
+
+// Nested holds a message: the protobuf codec's plans leave it to the
+// library.
+type Nested struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Small         *Small                 `protobuf:"bytes,1,opt,name=small,proto3" json:"small,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Nested) Reset() {
+	*x = Nested{}
+	mi := &file_testpb_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Nested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Nested) ProtoMessage() {}
+
+func (x *Nested) ProtoReflect() protoreflect.Message {
+	mi := &file_testpb_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Nested.ProtoReflect.Descriptor instead.
+func (*Nested) Descriptor() ([]byte, []int) {
+	return file_testpb_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Nested) GetSmall() *Small {
+	if x != nil {
+		return x.Small
+	}
+	return nil
+}
+
 var File_testpb_proto protoreflect.FileDescriptor
 
 const file_testpb_proto_rawDesc = "" +
@@ -139,7 +534,47 @@ const file_testpb_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04tags\x18\x03 \x03(\x03R\x04tags\"\x1a\n" +
 	"\x04Echo\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04dataB)Z'github.com/kievrpc/kiev/internal/testpbb\x06proto3"
+	"\x04data\x18\x01 \x01(\fR\x04data\"\x84\x05\n" +
+	"\aScalars\x12\x10\n" +
+	"\x03i32\x18\x01 \x01(\x05R\x03i32\x12\x10\n" +
+	"\x03i64\x18\x02 \x01(\x03R\x03i64\x12\x10\n" +
+	"\x03u32\x18\x03 \x01(\rR\x03u32\x12\x10\n" +
+	"\x03u64\x18\x04 \x01(\x04R\x03u64\x12\x10\n" +
+	"\x03s32\x18\x05 \x01(\x11R\x03s32\x12\x10\n" +
+	"\x03s64\x18\x06 \x01(\x12R\x03s64\x12\x10\n" +
+	"\x03f32\x18\a \x01(\aR\x03f32\x12\x10\n" +
+	"\x03f64\x18\b \x01(\x06R\x03f64\x12\x12\n" +
+	"\x04sf32\x18\t \x01(\x0fR\x04sf32\x12\x12\n" +
+	"\x04sf64\x18\n" +
+	" \x01(\x10R\x04sf64\x12\x0e\n" +
+	"\x02fl\x18\v \x01(\x02R\x02fl\x12\x0e\n" +
+	"\x02db\x18\f \x01(\x01R\x02db\x12\f\n" +
+	"\x01b\x18\r \x01(\bR\x01b\x12\f\n" +
+	"\x01s\x18\x0e \x01(\tR\x01s\x12\x0e\n" +
+	"\x02by\x18\x0f \x01(\fR\x02by\x12\x1f\n" +
+	"\x01e\x18\x10 \x01(\x0e2\x11.kiev.testpb.EnumR\x01e\x12\x12\n" +
+	"\x04ri32\x18\x11 \x03(\x05R\x04ri32\x12\x12\n" +
+	"\x04ri64\x18\x12 \x03(\x03R\x04ri64\x12\x12\n" +
+	"\x04ru32\x18\x13 \x03(\rR\x04ru32\x12\x12\n" +
+	"\x04ru64\x18\x14 \x03(\x04R\x04ru64\x12\x12\n" +
+	"\x04rs32\x18\x15 \x03(\x11R\x04rs32\x12\x12\n" +
+	"\x04rs64\x18\x16 \x03(\x12R\x04rs64\x12\x12\n" +
+	"\x04rf32\x18\x17 \x03(\aR\x04rf32\x12\x12\n" +
+	"\x04rf64\x18\x18 \x03(\x06R\x04rf64\x12\x14\n" +
+	"\x05rsf32\x18\x19 \x03(\x0fR\x05rsf32\x12\x14\n" +
+	"\x05rsf64\x18\x1a \x03(\x10R\x05rsf64\x12\x10\n" +
+	"\x03rfl\x18\x1b \x03(\x02R\x03rfl\x12\x10\n" +
+	"\x03rdb\x18\x1c \x03(\x01R\x03rdb\x12\x0e\n" +
+	"\x02rb\x18\x1d \x03(\bR\x02rb\x12\x0e\n" +
+	"\x02rs\x18\x1e \x03(\tR\x02rs\x12\x10\n" +
+	"\x03rby\x18\x1f \x03(\fR\x03rby\x12!\n" +
+	"\x02re\x18  \x03(\x0e2\x11.kiev.testpb.EnumR\x02re\x12\x0f\n" +
+	"\x02s2\x18\xac\x02 \x01(\tR\x02s2\"2\n" +
+	"\x06Nested\x12(\n" +
+	"\x05small\x18\x01 \x01(\v2\x12.kiev.testpb.SmallR\x05small*#\n" +
+	"\x04Enum\x12\r\n" +
+	"\tENUM_ZERO\x10\x00\x12\f\n" +
+	"\bENUM_ONE\x10\x01B)Z'github.com/kievrpc/kiev/internal/testpbb\x06proto3"
 
 var (
 	file_testpb_proto_rawDescOnce sync.Once
@@ -153,17 +588,24 @@ func file_testpb_proto_rawDescGZIP() []byte {
 	return file_testpb_proto_rawDescData
 }
 
-var file_testpb_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_testpb_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_testpb_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_testpb_proto_goTypes = []any{
-	(*Small)(nil), // 0: kiev.testpb.Small
-	(*Echo)(nil),  // 1: kiev.testpb.Echo
+	(Enum)(0),       // 0: kiev.testpb.Enum
+	(*Small)(nil),   // 1: kiev.testpb.Small
+	(*Echo)(nil),    // 2: kiev.testpb.Echo
+	(*Scalars)(nil), // 3: kiev.testpb.Scalars
+	(*Nested)(nil),  // 4: kiev.testpb.Nested
 }
 var file_testpb_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0, // 0: kiev.testpb.Scalars.e:type_name -> kiev.testpb.Enum
+	0, // 1: kiev.testpb.Scalars.re:type_name -> kiev.testpb.Enum
+	1, // 2: kiev.testpb.Nested.small:type_name -> kiev.testpb.Small
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_testpb_proto_init() }
@@ -176,13 +618,14 @@ func file_testpb_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_testpb_proto_rawDesc), len(file_testpb_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      1,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_testpb_proto_goTypes,
 		DependencyIndexes: file_testpb_proto_depIdxs,
+		EnumInfos:         file_testpb_proto_enumTypes,
 		MessageInfos:      file_testpb_proto_msgTypes,
 	}.Build()
 	File_testpb_proto = out.File
