@@ -2,6 +2,7 @@ package kiev_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,21 +25,13 @@ func (g gated) Unmarshal(data []byte, v any) error {
 	return codec.Msgpack.Unmarshal(data, v)
 }
 
-// A large reply is decoded by the goroutine that waits for it, not by the
-// connection's reader: while its decoding is held, a small call on the
-// same connection is answered.
-func TestLargeReplyDecodingHoldsNoOtherReply(t *testing.T) {
-	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	c := dial(t, newArithServer(t, nil, kiev.WithCodecs(g)), kiev.WithCodec(g))
-	big := make(chan error, 1)
-	go func() {
-		var reply []byte
-		err := c.Call(context.Background(), "Arith.Big", Args{A: 64 << 10}, &reply)
-		if err == nil && len(reply) != 64<<10 {
-			t.Errorf("the large reply has %d bytes; want %d", len(reply), 64<<10)
-		}
-		big <- err
-	}()
+// holdsNoOtherReply starts a large call with big, which must return the
+// large call's end; once g says its decoding has begun and waits, a small
+// call on c must be answered, and then, the decoding released, the large
+// call must end well.
+func holdsNoOtherReply(t *testing.T, g gated, c *kiev.Client, where string, big func() <-chan error) {
+	t.Helper()
+	done := big()
 	<-g.entered // its decoding has begun, and waits
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -46,42 +39,43 @@ func TestLargeReplyDecodingHoldsNoOtherReply(t *testing.T) {
 	err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r)
 	close(g.gate)
 	if err != nil || r.C != 3 {
-		t.Fatalf("a small call while a large reply was being decoded: %v, %v; want it answered (the decoding held the connection's reader)", r.C, err)
-	}
-	if err := <-big; err != nil {
-		t.Fatalf("the large call: %v", err)
-	}
-}
-
-// The same over UDP: a large reply is decoded by its caller, not by the
-// socket's reader, so a small call on the same socket is answered while
-// the large one's decoding is held.
-func TestLargeDatagramReplyDecodingHoldsNoOtherReply(t *testing.T) {
-	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	big := kiev.WithPacket(kiev.Packet{MaxDatagram: 60000})
-	_, target := newUDPArith(t, nil, kiev.WithCodecs(g), big)
-	c := dial(t, target, kiev.WithCodec(g), kiev.WithPacket(kiev.Packet{MaxDatagram: 60000}))
-	done := make(chan error, 1)
-	go func() {
-		var reply []byte
-		err := c.Call(context.Background(), "Arith.Big", Args{A: 40 << 10}, &reply)
-		if err == nil && len(reply) != 40<<10 {
-			t.Errorf("the large reply has %d bytes; want %d", len(reply), 40<<10)
-		}
-		done <- err
-	}()
-	<-g.entered
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var r Reply
-	err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r)
-	close(g.gate)
-	if err != nil || r.C != 3 {
-		t.Fatalf("a small call while a large reply was being decoded: %v, %v; want it answered (the decoding held the socket's reader)", r.C, err)
+		t.Fatalf("a small call while a large reply was being decoded: %v, %v; want it answered (the decoding held the %s)", r.C, err, where)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("the large call: %v", err)
 	}
+}
+
+// bigCall calls Arith.Big for n bytes on c, and checks the reply's size.
+func bigCall(t *testing.T, c *kiev.Client, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var reply []byte
+		err := c.Call(context.Background(), "Arith.Big", Args{A: n}, &reply)
+		if err == nil && len(reply) != n {
+			err = fmt.Errorf("the large reply has %d bytes; want %d", len(reply), n)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// A large reply is decoded by the goroutine that waits for it, not by the
+// connection's reader: while its decoding is held, a small call on the
+// same connection is answered.
+func TestLargeReplyDecodingHoldsNoOtherReply(t *testing.T) {
+	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	c := dial(t, newArithServer(t, nil, kiev.WithCodecs(g)), kiev.WithCodec(g))
+	holdsNoOtherReply(t, g, c, "connection's reader", func() <-chan error { return bigCall(t, c, 64<<10) })
+}
+
+// The same over UDP: a large reply is decoded by its caller, not by the
+// socket's reader.
+func TestLargeDatagramReplyDecodingHoldsNoOtherReply(t *testing.T) {
+	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	_, target := newUDPArith(t, nil, kiev.WithCodecs(g), kiev.WithPacket(kiev.Packet{MaxDatagram: 60000}))
+	c := dial(t, target, kiev.WithCodec(g), kiev.WithPacket(kiev.Packet{MaxDatagram: 60000}))
+	holdsNoOtherReply(t, g, c, "socket's reader", func() <-chan error { return bigCall(t, c, 40<<10) })
 }
 
 // The same for Client.Go on a client that sends its calls without a
@@ -91,18 +85,17 @@ func TestLargeAsyncReplyDecodingHoldsNoOtherReply(t *testing.T) {
 	g := gated{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	c := dial(t, newArithServer(t, nil, kiev.WithCodecs(g)), kiev.WithCodec(g),
 		kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}), kiev.WithThrottle(kiev.Throttle{Disabled: true}))
-	var reply []byte
-	big := c.Go(context.Background(), "Arith.Big", Args{A: 64 << 10}, &reply, nil)
-	<-g.entered
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var r Reply
-	err := c.Call(ctx, "Arith.Add", Args{1, 2}, &r)
-	close(g.gate)
-	if err != nil || r.C != 3 {
-		t.Fatalf("a small call while a large async reply was being decoded: %v, %v; want it answered (the decoding held the connection's reader)", r.C, err)
-	}
-	if call := <-big.Done; call.Error != nil || len(reply) != 64<<10 {
-		t.Fatalf("the large call: %v, %d bytes; want %d", call.Error, len(reply), 64<<10)
-	}
+	holdsNoOtherReply(t, g, c, "connection's reader", func() <-chan error {
+		done := make(chan error, 1)
+		var reply []byte
+		call := c.Go(context.Background(), "Arith.Big", Args{A: 64 << 10}, &reply, make(chan *kiev.Call, 1))
+		go func() {
+			err := (<-call.Done).Error
+			if err == nil && len(reply) != 64<<10 {
+				err = fmt.Errorf("the large reply has %d bytes; want %d", len(reply), 64<<10)
+			}
+			done <- err
+		}()
+		return done
+	})
 }
