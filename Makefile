@@ -246,7 +246,7 @@ test-etcd:
 # latency) skip under -race: run them once without it.
 test-norace:
 	@$(PROGRESS); step "go test without -race, the allocation guards and the memory tests"
-	$(GO) test -count=1 -run 'Alloc|TestManySlowReaders|TestManyIdleConnections|TestPipelinerThatNeverReads' ./...
+	$(GO) test -p 1 -count=1 -run 'Alloc|TestManySlowReaders|TestManyIdleConnections|TestPipelinerThatNeverReads' ./...
 	$(WITH_SERVICES) for m in $(SUBMODULES); do $(GO) -C $$m test -count=1 -run 'Alloc' ./... || exit; done
 	@$(PROGRESS); done_step
 
