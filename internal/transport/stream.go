@@ -359,15 +359,6 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// chunk takes a chunk of a message, and wakes a Recv that waits for it.
-func (s *Stream) chunk(h *wire.Header, body []byte) error {
-	wakeRecv, err := s.receive(h, body)
-	if wakeRecv {
-		wake(s.recvWake)
-	}
-	return err
-}
-
 // receive takes a chunk of a message, from the reader; wakeRecv says a
 // Recv waits and may now proceed, which the caller wakes.
 func (s *Stream) receive(h *wire.Header, body []byte) (wakeRecv bool, err error) {

@@ -43,7 +43,7 @@ func fill(t *testing.T, s *Stream) {
 			n = min(room-MessageCost, 1<<10)
 			h.Size, h.HasSize = 1<<10, true
 		}
-		if err := s.chunk(&h, make([]byte, n)); err != nil {
+		if err := deliver(s, &h, make([]byte, n)); err != nil {
 			t.Fatal(err)
 		}
 	}
