@@ -162,47 +162,29 @@ func (t *connTransport) compression(ctx context.Context) (alg Compression, least
 	return alg, least, nil
 }
 
-// decodeOnCaller is the size of reply body from which the caller, not
-// the connection's reader, decodes a reply (as it does a compressed
-// one): one large reply then holds up no other reply of the connection.
-// A smaller reply is decoded on the reader, which costs less than the
-// copy that handing it over takes.
-const decodeOnCaller = 4 << 10
-
 // Reply decodes a Response into its call, and completes it; or, for a
 // large or compressed reply, hands a copy of the body over to be decoded
 // off the reader: to the goroutine that waits for the call (wait), or,
 // for a call sent by Client.Go with no goroutine of its own (a client
 // without retries, throttle or interceptors), to a new one.
 func (t *connTransport) Reply(call *Call, r *transport.Response) {
-	if r.Code == CodeOK && call.Reply != nil && (len(r.Body) >= decodeOnCaller || r.Compression != 0) &&
-		string(r.Codec) == call.codec.Name() {
-		body := transport.GetBuf(len(r.Body))
-		*body = append(*body, r.Body...)
-		call.body, call.bodyAlg, call.bodySize = body, r.Compression, r.Decoded
-		if call.signal == nil {
-			go func() {
-				_ = t.received(call)
-				call.complete()
-			}()
-			return
-		}
-		call.complete()
+	switch {
+	case !handOver(call, r):
+		call.Error = decodeReply(call, r, &t.ep.c.opts.connOptions)
+	case call.signal == nil:
+		go func() {
+			_ = t.received(call)
+			call.complete()
+		}()
 		return
 	}
-	call.Error = decodeReply(call, r, &t.ep.c.opts.connOptions)
 	call.complete()
 }
 
 // received returns the error of a call its caller has received: it
 // decodes the reply first if Reply handed it over.
 func (t *connTransport) received(call *Call) error {
-	if body := call.body; body != nil {
-		call.body = nil
-		call.Error = decodeBody(call, *body, call.bodyAlg, call.bodySize, &t.ep.c.opts.connOptions)
-		transport.PutBuf(body)
-	}
-	return call.Error
+	return decodeHandedOver(call, &t.ep.c.opts.connOptions)
 }
 
 // Settings takes in the server's Settings.

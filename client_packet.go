@@ -78,27 +78,16 @@ func (t *packetTransport) wait(ctx context.Context, call *Call) error {
 	if err := t.sock.RoundTrip(ctx, deadline, call.id, &rq, call.signal); err != nil {
 		return &callError{call.ServiceMethod, err}
 	}
-	if body := call.body; body != nil {
-		call.body = nil
-		call.Error = decodeBody(call, *body, 0, 0, nil)
-		transport.PutBuf(body)
-	}
-	return call.Error
+	return decodeHandedOver(call, nil)
 }
 
 // Reply decodes a reply into its call, and completes it; or, for a large
-// reply that its caller waits for, hands a copy of the body to the caller
-// to decode (wait), as a connection does (decodeOnCaller).
+// reply, hands a copy of the body to the caller to decode (wait), as a
+// connection does: a call over UDP always has a goroutine that waits.
 func (t *packetTransport) Reply(call *Call, r *transport.Response) {
-	if call.signal != nil && r.Code == CodeOK && call.Reply != nil && len(r.Body) >= decodeOnCaller &&
-		r.Compression == 0 && string(r.Codec) == call.codec.Name() {
-		body := transport.GetBuf(len(r.Body))
-		*body = append(*body, r.Body...)
-		call.body = body
-		call.complete()
-		return
+	if !handOver(call, r) {
+		call.Error = decodeReply(call, r, nil)
 	}
-	call.Error = decodeReply(call, r, nil)
 	call.complete()
 }
 

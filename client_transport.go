@@ -78,6 +78,38 @@ func decodeReply(call *Call, r *transport.Response, o *connOptions) error {
 	return decodeBody(call, r.Body, r.Compression, r.Decoded, o)
 }
 
+// decodeOnCaller is the size of reply body from which the caller, not
+// the reader of its connection or socket, decodes a reply (as it does a
+// compressed one): one large reply then holds up no other reply. A
+// smaller reply is decoded on the reader, which costs less than the copy
+// that handing it over takes.
+const decodeOnCaller = 4 << 10
+
+// handOver copies r's body into call, to be decoded off the reader by
+// decodeHandedOver, if it is a large or compressed reply to decode; it
+// reports whether it did.
+func handOver(call *Call, r *transport.Response) bool {
+	if r.Code != CodeOK || call.Reply == nil || len(r.Body) < decodeOnCaller && r.Compression == 0 ||
+		string(r.Codec) != call.codec.Name() {
+		return false
+	}
+	body := transport.GetBuf(len(r.Body))
+	*body = append(*body, r.Body...)
+	call.body, call.bodyAlg, call.bodySize = body, r.Compression, r.Decoded
+	return true
+}
+
+// decodeHandedOver returns call's error, once it decoded the body
+// handOver gave it, if any; o is as decodeReply's.
+func decodeHandedOver(call *Call, o *connOptions) error {
+	if body := call.body; body != nil {
+		call.body = nil
+		call.Error = decodeBody(call, *body, call.bodyAlg, call.bodySize, o)
+		transport.PutBuf(body)
+	}
+	return call.Error
+}
+
 // decodeBody decodes a reply's body, compressed with alg (0: none) from
 // decoded bytes, into call.Reply.
 func decodeBody(call *Call, body []byte, alg uint8, decoded uint64, o *connOptions) error {
