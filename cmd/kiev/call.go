@@ -163,24 +163,23 @@ func (c *callCmd) stream(ctx context.Context, cl *cli, client *kiev.Client, targ
 		return callFailed(ctx, target, method, timeout, err)
 	}
 	defer s.Close()
-	return c.printMessages(ctx, cl, s, streamCtx, target, method, timeout, "")
+	return c.printMessages(ctx, cl, s, streamCtx, target, method, timeout)
 }
 
 // printMessages prints the messages s receives as they come, a line of
-// JSON each, then its status: OK on stderr, or its error. sent, if not
-// empty, says what this side sent, for the status line.
-func (c *callCmd) printMessages(ctx context.Context, cl *cli, s *kiev.Stream, streamCtx context.Context, target, method string, timeout time.Duration, sent string) error {
+// JSON each, then its status: OK on stderr, or its error.
+func (c *callCmd) printMessages(ctx context.Context, cl *cli, s *kiev.Stream, streamCtx context.Context, target, method string, timeout time.Duration) error {
 	enc := json.NewEncoder(cl.stdout)
 	enc.SetEscapeHTML(false)
 	for n := 0; ; n++ {
 		var msg any
 		err := s.Recv(streamCtx, &msg)
 		if err == io.EOF {
-			fmt.Fprintf(cl.stderr, "kiev call: %s: OK, after %s%s\n", method, messages(n), sent)
+			fmt.Fprintf(cl.stderr, "kiev call: %s: OK, after %s\n", method, messages(n))
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w, after %s%s", callFailed(ctx, target, method, timeout, err), messages(n), sent)
+			return fmt.Errorf("%w, after %s", callFailed(ctx, target, method, timeout, err), messages(n))
 		}
 		if err := enc.Encode(jsonable(msg)); err != nil {
 			return fmt.Errorf("printing message %d as JSON: %v", n+1, err)
@@ -225,7 +224,7 @@ func (c *callCmd) sendStream(ctx context.Context, cl *cli, client *kiev.Client, 
 			s.Close() // a message that is not sent ends the stream
 		}
 	}()
-	recvErr := c.printMessages(ctx, cl, s, streamCtx, target, method, timeout, "")
+	recvErr := c.printMessages(ctx, cl, s, streamCtx, target, method, timeout)
 	s.Close() // a Send waiting for credit returns
 	select {
 	case end := <-sending:
