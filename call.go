@@ -262,7 +262,10 @@ func (sc *serverCall) Run() { sc.RunTimed(time.Now()) }
 // RunTimed is Run for a call started at start, reporting when the handler
 // ended, which makes a serverCall a shed.TimedTask: the scheduler takes
 // the handler's time from the clock reads the call's metrics make anyway.
-func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
+// A call that was refused, by the handler (ErrOverloaded, or a
+// shed.Resource's ErrResourceBusy) or before it, is no sample of its
+// method's service time.
+func (sc *serverCall) RunTimed(start time.Time) (end time.Time, sampled bool) {
 	if sc.sink.Stream(sc) != nil {
 		return sc.openStream(start)
 	}
@@ -274,7 +277,7 @@ func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
 		sc.body = nil
 		sc.ctx.cancel(context.Canceled)
 		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s was not run: %v", sc.m.name, &transport.BacklogError{Queued: n}))
-		return start
+		return start, false
 	}
 	sc.ctx.start(start)
 	sc.srv.inFlight.Add(1)
@@ -293,17 +296,18 @@ func (sc *serverCall) RunTimed(start time.Time) (end time.Time) {
 	}
 	expired := sc.ctx.Err() == context.DeadlineExceeded
 	sc.ctx.cancel(context.Canceled) // the handler is done; so are its goroutines' ctx
+	sampled = code != CodeOverloaded
 	if sc.st.CallerGone.Load() || expired {
 		// The caller has stopped waiting; a reply would only cost
 		// bandwidth.
-		return end
+		return end, sampled
 	}
 	if err != nil {
-		sc.replyError(codeOf(err), err.Error())
-		return end
+		sc.replyError(code, err.Error())
+		return end, sampled
 	}
 	sc.reply()
-	return end
+	return end, true
 }
 
 // protect runs f and turns a panic into a CodeInternal error.

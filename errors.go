@@ -7,6 +7,7 @@ import (
 
 	"github.com/kievrpc/kiev/internal/codes"
 	"github.com/kievrpc/kiev/internal/transport"
+	"github.com/kievrpc/kiev/shed"
 )
 
 // Errors returned by kiev. Match them with errors.Is: calls wrap them with
@@ -157,7 +158,7 @@ func codeOr(err error, fallback Code) Code {
 	switch {
 	case errors.As(err, &se):
 		return se.Code
-	case errors.Is(err, ErrOverloaded):
+	case errors.Is(err, ErrOverloaded), errors.Is(err, shed.ErrResourceBusy):
 		return CodeOverloaded
 	case errors.Is(err, ErrBadRequest):
 		return CodeBadRequest

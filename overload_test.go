@@ -3,6 +3,7 @@ package kiev_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -343,5 +344,29 @@ func TestDropHookSeesShedCalls(t *testing.T) {
 	case d := <-drops:
 		t.Errorf("the hook saw %+v, a call that ran", d)
 	default:
+	}
+}
+
+// Pool's Query fails as a handler does when its dependency's
+// shed.Resource refuses it a slot.
+type Pool struct{}
+
+func (Pool) Query(ctx context.Context, _ int, _ *int) error {
+	return fmt.Errorf("orders-db: %w", shed.ErrResourceBusy)
+}
+
+// A handler that returns a shed.Resource's ErrResourceBusy answers its
+// call as overloaded: the caller sees kiev.ErrOverloaded, and can retry
+// elsewhere.
+func TestResourceBusyIsOverloaded(t *testing.T) {
+	srv := kiev.NewServer()
+	srv.Register(Pool{})
+	c := dial(t, startServer(t, srv), kiev.WithRetry(kiev.RetryPolicy{MaxAttempts: 1}))
+	err := c.Call(context.Background(), "Pool.Query", 0, new(int))
+	if !errors.Is(err, kiev.ErrOverloaded) {
+		t.Fatalf("a handler refused a slot: %v, want kiev.ErrOverloaded", err)
+	}
+	if !strings.Contains(err.Error(), "resource busy") {
+		t.Fatalf("error %q does not say why", err)
 	}
 }

@@ -368,7 +368,7 @@ var (
 // goroutine of its own, so that the stream holds no worker of the
 // scheduler, nor a place under its method's adaptive limit. It returns
 // at once, as the end of the call the scheduler timed.
-func (sc *serverCall) openStream(start time.Time) time.Time {
+func (sc *serverCall) openStream(start time.Time) (end time.Time, sampled bool) {
 	s := sc.srv
 	if n := s.streamsOpen.Add(1); n > int64(s.opts.maxServerStreams) {
 		s.streamsOpen.Add(-1)
@@ -378,7 +378,7 @@ func (sc *serverCall) openStream(start time.Time) time.Time {
 		sc.ctx.cancel(context.Canceled)
 		sc.replyError(CodeOverloaded, fmt.Sprintf("kiev: %s refused: %d streams are already open on this server, its limit (WithMaxServerStreams); open it on another server", sc.m.name, s.opts.maxServerStreams))
 		sc.sink.Done(sc)
-		return start
+		return start, false
 	}
 	window := 0
 	if sc.m.kind != ServerStream {
@@ -391,7 +391,7 @@ func (sc *serverCall) openStream(start time.Time) time.Time {
 	default:
 		go s.runStreams(streamJob{sc, start})
 	}
-	return start
+	return start, true
 }
 
 // streamRunners are the goroutines that run streams' handlers: each

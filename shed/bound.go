@@ -140,7 +140,9 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 		r.ss, r.stopped = min(2*ss, maxBound), false
 	case !r.stopped:
 		r.stopped = true
-		l.decide(now, "slow start stops", in, "service time %v over floor %v", dur(0, 1), int64(rtt), int64(l.floor))
+		if l.limit.Load() == 0 {
+			l.decide(now, "slow start stops", in, "service time %v over floor %v", dur(0, 1), int64(rtt), int64(l.floor))
+		}
 	}
 	bound := l.offBound()
 	outrun := r.armed && arrived > 2*r.ends+minLimit
@@ -165,9 +167,25 @@ func (l *methodLimit) endRound(now time.Time, elapsed time.Duration, in int64, c
 // probe's, or the bound while the limit is off; 0 if none.
 func (l *methodLimit) inForce() int64 {
 	if n := l.base(); n != 0 {
-		return n
+		return l.capped(n)
 	}
 	return l.offBound()
+}
+
+// setLimit sets the limit to n, within a Resource's bound. REQUIRES l.mu
+// is held.
+func (l *methodLimit) setLimit(n int64) { l.limit.Store(l.capped(n)) }
+
+// capped is n within the bound of the Resource the method's calls
+// acquire, if any: more of its calls in the pool than the Resource's
+// slots and one round waiting would only wait inside the handler, each
+// holding a goroutine, where the lane holds them for nothing and in
+// order.
+func (b *bound) capped(n int64) int64 {
+	if r := b.res.Load(); r != nil {
+		return min(n, r.resourceBound())
+	}
+	return n
 }
 
 // offBound is the bound while the limit is off: a Resource's, if its

@@ -1,6 +1,7 @@
 package shed
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -478,7 +479,7 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 			return
 		}
 	}
-	l.limit.Store(limit)
+	l.setLimit(limit)
 	if float64(rtt) > shiftRatio*float64(l.floor) {
 		if l.high++; l.high >= shiftWindows {
 			l.probeAt = now // the floor likely moved: measure it now
@@ -504,7 +505,7 @@ func (l *methodLimit) admitted() { l.inflight.Add(1) }
 // REQUIRES l.mu is held.
 func (l *methodLimit) start(now time.Time, surge bool, atLeast int64) {
 	l.surged.Store(surge)
-	l.limit.Store(max(l.fit(), l.served, atLeast))
+	l.setLimit(max(l.fit(), l.served, atLeast))
 	l.probeAt = now.Add(firstProbe)
 	l.bad, l.calm, l.high = 0, 0, 0
 }
@@ -514,7 +515,7 @@ func (l *methodLimit) start(now time.Time, surge bool, atLeast int64) {
 func (l *methodLimit) startProbe(now time.Time, n int64) {
 	l.probeStart, l.probeFrom = now, l.latency
 	l.probeBase.Store(n)
-	l.step(l.latency, max(minLimit, n/2))
+	l.step(l.latency, l.nextStep(n))
 	l.probing.Store(true)
 	l.decide(now, "probe", l.inflight.Load(), "service time %v, floor %v, %d in flight", dur(0, 1), int64(l.latency), int64(l.floor), n)
 }
@@ -529,11 +530,36 @@ func (l *methodLimit) step(ref time.Duration, n int64) {
 // fit is the limit the dependency's recent rate and floor call for.
 // REQUIRES l.mu is held.
 func (l *methodLimit) fit() int64 {
+	return int64(max(minLimit, headroom*l.rate()*l.floor.Seconds()))
+}
+
+// rate is the most calls completed per second in the last windows.
+// REQUIRES l.mu is held.
+func (l *methodLimit) rate() float64 {
 	rate := 0.0
 	for _, r := range l.rates {
 		rate = max(rate, r)
 	}
-	return int64(max(minLimit, headroom*rate*l.floor.Seconds()))
+	return rate
+}
+
+// inService is how many calls the dependency serves at once, by Little's
+// law: its recent rate times the floor. REQUIRES l.mu is held.
+func (l *methodLimit) inService() int64 {
+	return int64(math.Ceil(l.rate() * l.floor.Seconds()))
+}
+
+// nextStep is the limit of a probe's step that follows one at n: half
+// of n, but no lower than the calls the dependency serves at its floor
+// while n is above them. A step there keeps the dependency as busy as
+// before, so a probe that confirms the floor costs no throughput; only a
+// service time still off the floor at that step sends the probe lower.
+// REQUIRES l.mu is held.
+func (l *methodLimit) nextStep(n int64) int64 {
+	if e := l.inService(); e < n {
+		return max(minLimit, n/2, e)
+	}
+	return max(minLimit, n/2)
 }
 
 // probe counts a call that ended during a probe, which was in flight with
@@ -557,10 +583,18 @@ func (l *methodLimit) probe(d time.Duration, in int64, now time.Time) {
 	if l.probeN >= probeSamples {
 		rtt := l.probeSum / time.Duration(l.probeN)
 		switch {
+		case n >= l.inService() && float64(rtt) <= driftRatio*float64(l.floor):
+			// With as many calls in flight as the dependency serves at
+			// the floor, the service time is the floor's (or lower): the
+			// floor holds, and no step lower is needed to see it. (A
+			// step above those calls may queue a little: the floor is
+			// not raised by it.)
+			l.endProbe(now, min(rtt, l.floor))
+			return
 		case n > minLimit && float64(rtt) < probeFall*float64(l.probeRef):
 			// The service time fell with the calls in flight: they were
 			// queueing before the dependency, whose floor lies lower.
-			l.step(rtt, max(minLimit, n/2))
+			l.step(rtt, l.nextStep(n))
 			return
 		case probeFall*float64(rtt) > float64(l.probeRef):
 			// It rose with fewer calls in flight: the load changed
@@ -596,9 +630,9 @@ func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
 			// The limit follows a floor found higher (a dependency
 			// slower for good); a lower one acts at the next congested
 			// window, not here: a limit that served is not cut.
-			l.limit.Store(max(limit, l.fit()))
+			l.setLimit(max(limit, l.fit()))
 		} else if float64(l.probeFrom) > tolerance*float64(floor) && l.probeFrom-floor > minExcess {
-			l.limit.Store(max(l.probeLimit.Load(), l.fit()))
+			l.setLimit(max(l.probeLimit.Load(), l.fit()))
 			l.bad, l.calm, l.high = 0, 0, 0
 		}
 	}

@@ -367,3 +367,63 @@ func TestMethodLimitProbeLeavesAnUnboundedDependencyAlone(t *testing.T) {
 		t.Fatal("probed or limited again")
 	}
 }
+
+// A probe of a limited method never takes fewer calls in flight than the
+// dependency serves at its floor (its rate times the floor, by Little's
+// law) while the service time there is the floor's: the dependency stays
+// as busy as before, and the probe confirms the floor at that step. The
+// io workload's dependency, 64 connections × 20ms: 3,200 calls/s, 64 in
+// service; a limit of 100 probed halves to 50 no more, but steps to 64.
+func TestMethodLimitProbeKeepsTheDependencyBusy(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(320, 20*time.Millisecond) // 3,200 calls/s at the floor
+	}
+	c.l.mu.Lock()
+	c.l.setLimit(100)
+	c.l.startProbe(c.now, 100)
+	c.l.mu.Unlock()
+	if got := c.l.probeLimit.Load(); got != 64 {
+		t.Fatalf("probe's step at %d of a limit of 100, want 64: the calls 3,200/s × 20ms keeps in service", got)
+	}
+	// The calls queued at 100 took 31ms; at 64, the floor's 20ms.
+	c.drainTo(64, 31*time.Millisecond)
+	c.probeStep(probeSamples, 20*time.Millisecond)
+	if c.l.probing.Load() || c.l.floor != 20*time.Millisecond || c.l.limit.Load() != 100 {
+		t.Fatalf("probing %v, floor %v, limit %d; want done at the step, floor 20ms, the limit kept at 100",
+			c.l.probing.Load(), c.l.floor, c.l.limit.Load())
+	}
+}
+
+// A step at the calls the dependency serves at the floor whose service
+// time is still well above it means the floor is stale (the dependency
+// serves fewer at once, or slowed): the probe goes on down, halving
+// while the service time falls, and finds the new floor.
+func TestMethodLimitProbeGoesBelowTheServedCallsForAStaleFloor(t *testing.T) {
+	c := newLimitClock()
+	for range 3 {
+		c.window(320, 20*time.Millisecond)
+	}
+	c.l.mu.Lock()
+	c.l.setLimit(128)
+	c.l.startProbe(c.now, 128)
+	c.l.mu.Unlock()
+	if got := c.l.probeLimit.Load(); got != 64 {
+		t.Fatalf("first step at %d of 128, want 64 (half, and the calls in service)", got)
+	}
+	// The dependency now serves 16 at once, 20ms each: at 64 in flight a
+	// call takes 80ms, at 32 40ms, at 16 20ms, and at 8 still 20ms.
+	ref := 160 * time.Millisecond
+	for _, n := range []int64{64, 32, 16, 8} {
+		if got := c.l.probeLimit.Load(); !c.l.probing.Load() || got != n {
+			t.Fatalf("probing %v at %d, want a step at %d", c.l.probing.Load(), got, n)
+		}
+		rtt := time.Duration(max(n, 16)) * 20 * time.Millisecond / 16
+		c.drainTo(n, ref)
+		c.probeStep(probeSamples, rtt)
+		ref = rtt
+	}
+	if c.l.probing.Load() || c.l.floor != 20*time.Millisecond {
+		t.Fatalf("probing %v, floor %v; want done, the floor 20ms found at 16 and 8 in flight", c.l.probing.Load(), c.l.floor)
+	}
+}

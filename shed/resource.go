@@ -14,8 +14,9 @@ var (
 	// ErrResourceBusy: the call could not get a slot of the resource
 	// before its deadline, with time left to use it, so it was not given
 	// one; the work it would have started would have been wasted. The
-	// handler should answer at once (kiev.ErrOverloaded, or its own
-	// error) so the caller can go elsewhere.
+	// handler should answer at once, so the caller can go elsewhere:
+	// a kiev handler that returns it answers the call as overloaded
+	// (the caller sees kiev.ErrOverloaded).
 	ErrResourceBusy = errors.New("kiev: resource busy: no slot could be had in time to finish before the call's deadline; answer the call now (overloaded) so its caller can retry elsewhere")
 	// ErrResourceClosed: the resource was closed.
 	ErrResourceClosed = errors.New("kiev: resource closed: Acquire was called after Close")
@@ -50,11 +51,12 @@ func taskFrom(ctx context.Context) Task {
 //     is held, plus that hold) is refused before it acquires one
 //     (ErrResourceBusy), and a waiting call is refused as soon as it no
 //     longer can: no slot is given to work that would be wasted.
-//   - A method whose calls acquire a Resource is bounded, while its
-//     adaptive limit is off, by twice the Resource's capacity (its slots
-//     in use and one round waiting), from the first call that acquires
-//     it, in place of the slow start: the Resource says how many calls
-//     the dependency serves at once.
+//   - A method whose calls acquire a Resource is bounded by twice the
+//     Resource's capacity (its slots in use and one round waiting), from
+//     the first call that acquires it: in place of the slow start while
+//     its adaptive limit is off, and as the limit's ceiling once it is
+//     on. The Resource says how many calls the dependency serves at
+//     once; more would wait inside the handler, each on a goroutine.
 //
 // A handler learns its call's priority, deadline and method from its ctx
 // (see TaskKey); a ctx without a Task acquires at priority 5, by its
@@ -120,6 +122,11 @@ func (r *Resource) Acquire(ctx context.Context) (Slot, error) {
 	}
 	deadline, hasDeadline = ctx.Deadline()
 	now := time.Now()
+	if hasDeadline && now.Add(r.expectedHold()).After(deadline) {
+		// Too late to use a slot even if one is free: a context whose
+		// deadline passed may not have been canceled yet.
+		return Slot{}, ErrResourceBusy
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -284,5 +291,5 @@ func (r *Resource) Close() {
 }
 
 // resourceBound is the bound a Resource sets on a method whose calls
-// acquire it, while its limit is off: its slots and one round waiting.
+// acquire it: its slots and one round waiting.
 func (r *Resource) resourceBound() int64 { return 2 * int64(r.capacity) }

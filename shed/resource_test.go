@@ -165,3 +165,45 @@ func TestResourceBoundsItsMethods(t *testing.T) {
 		t.Fatalf("after every release: %+v", st)
 	}
 }
+
+// A method whose calls acquire a Resource keeps that bound once its
+// adaptive limit is on: its limit never goes past twice the Resource's
+// capacity, however many calls wait, as more in the pool would only wait
+// inside the handler for a slot, each on a goroutine.
+func TestResourceBoundsTheLimitToo(t *testing.T) {
+	r := NewResource("db", 10)
+	c := new(ServiceTime)
+	c.lim.limit.Store(500) // a limit that started before the first acquire
+	slot, err := r.Acquire(taskCtx(5, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot.Release()
+	if got := c.lim.inForce(); got != 20 {
+		t.Fatalf("bound in force %d with a limit of 500, want 20 (twice the 10 slots)", got)
+	}
+	c.lim.mu.Lock()
+	c.lim.setLimit(1000)
+	c.lim.mu.Unlock()
+	if got := c.Limit().Limit; got != 20 {
+		t.Fatalf("limit %d after it was set to 1,000, want 20", got)
+	}
+}
+
+// A call whose deadline is closer than a slot's hold gets no slot, even a
+// free one: its context may not yet be canceled, and the work would be
+// wasted.
+func TestResourceRefusesALateCallAFreeSlot(t *testing.T) {
+	r := NewResource("db", 4)
+	for range minObservations {
+		r.hold.Observe(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(5*time.Millisecond))
+	defer cancel()
+	if _, err := r.Acquire(ctx); !errors.Is(err, ErrResourceBusy) {
+		t.Fatalf("Acquire with 5ms left of a 20ms hold: %v, want ErrResourceBusy", err)
+	}
+	if st := r.Stats(); st.InUse != 0 {
+		t.Fatalf("%d slots in use after the refusal, want 0", st.InUse)
+	}
+}

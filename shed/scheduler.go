@@ -511,16 +511,24 @@ func (s *Scheduler) worker(t Task) {
 // run runs t, starting at start, and returns when it ended.
 func (s *Scheduler) run(t Task, start time.Time) time.Time {
 	var end time.Time
+	sampled := true
 	if tt, ok := t.(TimedTask); ok {
-		end = tt.RunTimed(start)
+		end, sampled = tt.RunTimed(start)
 	} else {
 		t.Run()
 		end = s.now()
 	}
 	d := end.Sub(start)
-	t.Cost().Observe(d)
 	s.all.Observe(d)
 	s.ran.Add(1)
+	if !sampled {
+		// A run that refused its work: no sample of the method's
+		// service time.
+		s.seen(end)
+		s.ended(t, d, false, end)
+		return end
+	}
+	t.Cost().Observe(d)
 	s.ended(t, d, true, end)
 	return end
 }

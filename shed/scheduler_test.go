@@ -706,12 +706,13 @@ func TestRunInline(t *testing.T) {
 // timedTask reports a run of a fixed length, without taking it.
 type timedTask struct {
 	task
-	took time.Duration
+	took    time.Duration
+	refused bool // the run refused its work: no sample
 }
 
-func (t *timedTask) RunTimed(start time.Time) (end time.Time) {
+func (t *timedTask) RunTimed(start time.Time) (end time.Time, sampled bool) {
 	t.task.Run()
-	return start.Add(t.took)
+	return start.Add(t.took), !t.refused
 }
 
 // A TimedTask's own times are its service time: the scheduler reads no
@@ -732,6 +733,32 @@ func TestTimedTaskTimesItself(t *testing.T) {
 	}
 }
 
+// A run that refused its work (a handler that answered it is overloaded)
+// is no sample of its method's service time: runs of a microsecond that
+// refused, beside runs of 5ms, leave the estimate at 5ms, and the
+// method's limit sees no window of quick calls.
+func TestRefusedRunsAreNoSamples(t *testing.T) {
+	h := newHarness(t, Options{Workers: 1})
+	cost := new(ServiceTime)
+	for i := range 2 * minObservations {
+		tt := &timedTask{task: *h.task(fmt.Sprint(i), 5), took: 5 * time.Millisecond, refused: i%2 == 0}
+		if tt.refused {
+			tt.took = time.Microsecond
+		}
+		tt.cost = cost
+		h.s.Submit(tt)
+		h.expect(fmt.Sprint(i) + ":ran")
+	}
+	h.s.Close()
+	h.s.Wait()
+	if got := cost.Estimate(); got != 5*time.Millisecond {
+		t.Fatalf("service time %v after refusals of 1µs beside runs of 5ms, want 5ms", got)
+	}
+	if got := cost.n.Load(); got != minObservations {
+		t.Fatalf("%d samples, want %d: the refusals are none", got, minObservations)
+	}
+}
+
 // startsTask records the start the scheduler gives it, and reports an end
 // a fixed time later.
 type startsTask struct {
@@ -739,7 +766,7 @@ type startsTask struct {
 	starts chan time.Time
 }
 
-func (t *startsTask) RunTimed(start time.Time) (end time.Time) {
+func (t *startsTask) RunTimed(start time.Time) (end time.Time, sampled bool) {
 	t.starts <- start
 	return t.timedTask.RunTimed(start)
 }

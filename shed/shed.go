@@ -17,14 +17,18 @@
 //     time holds, under a ceiling of twice the calls that ended in the
 //     last floor time (Little's law). Methods of microseconds, which
 //     have no dependency to protect, are not bounded. A method whose
-//     calls acquire a Resource is bounded by twice its capacity.
+//     calls acquire a Resource is bounded by twice its capacity, its
+//     adaptive limit included.
 //   - Each method has an adaptive concurrency limit, off while its
 //     service time stays near its floor. It starts when the service time
 //     stays congested for two windows, or at once for a surge: more than
 //     twice as many calls arriving as ending, two round trips in a row.
 //     It grows while calls wait and the service time holds, falls with
-//     congestion, probes the floor now and then, and turns off when no
-//     call meets it.
+//     congestion, probes the floor now and then (never taking fewer
+//     calls in flight than the dependency serves at its floor, unless
+//     the service time there is off the floor), and turns off when no
+//     call meets it. A run that refused its work (a handler that
+//     answered it is overloaded) is no sample of the service time.
 //   - A rise in service time is blamed on the CPU only when goroutines
 //     wait for a CPU (the median of the last readings): up to four times
 //     that wait if the method's calls are the runnable ones, up to twice
@@ -238,7 +242,13 @@ type Task interface {
 // task and returns when its work ended, a clock read the task makes for
 // its own needs. The task's service time is end minus start; what the
 // task does after end (a call sending its reply) is no task's.
+//
+// RunTimed also reports whether the run is a sample of the task's
+// service time: false for a run that refused its work at once (a handler
+// that answered it is overloaded, say because a Resource refused it a
+// slot). Such a run says nothing of the dependency, and a method's limit
+// that read it as a quick call would let more calls in.
 type TimedTask interface {
 	Task
-	RunTimed(start time.Time) (end time.Time)
+	RunTimed(start time.Time) (end time.Time, sampled bool)
 }
