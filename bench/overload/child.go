@@ -59,12 +59,17 @@ func startChild(exe string, args []string, pin bool, stderr io.Writer) (*child, 
 
 func (c *child) readLine() (string, error) { return c.ReadLine(childTimeout) }
 
-// stats asks the server for its counters.
-func (c *child) stats() (serverStats, error) {
+// stats asks the server for its counters; full, with its dependency's
+// account.
+func (c *child) stats(full bool) (serverStats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var st serverStats
-	if _, err := io.WriteString(c.Stdin, "stats\n"); err != nil {
+	cmd := "stats\n"
+	if full {
+		cmd = "stats full\n"
+	}
+	if _, err := io.WriteString(c.Stdin, cmd); err != nil {
 		return st, err
 	}
 	line, err := c.readLine()

@@ -60,8 +60,20 @@ func (c coldCell) String() string {
 // coldRun is one run of a cell by one system.
 type coldRun struct {
 	p       phaseResult
-	buckets []float64 // goodput ×C in each 100 ms bucket of the measured cell
-	worst   float64   // the least from 100 ms on; NaN if none
+	buckets []float64   // goodput ×C in each 100 ms bucket of the measured cell
+	worst   float64     // the least from 100 ms on; NaN if none
+	last    serverStats // the server's at the cell's end: the limit's decisions
+	depEnds []float64   // the dependency's runs that ended, ×C, by bucket
+	depBusy []float64   // the share of its slots' time they were busy, by bucket
+	// worstFed is the least share of a bucket the dependency's slots were
+	// busy, and worstOfDep the least goodput of a bucket over the runs
+	// the dependency ended in it, from the second bucket on: a dip the
+	// server caused (slots left idle, or runs that answered no caller in
+	// time), apart from one the CPU caused (runs woken late). NaN without
+	// the dependency's account.
+	worstFed, worstOfDep float64
+	start                time.Duration // when the measured cell began, since the run's start
+	began                time.Time     // the run's start, wall clock
 }
 
 // coldResult is the workload's runs, by cell and system.
@@ -139,7 +151,10 @@ func runColdCell(ctx context.Context, cfg config, exe, sys string, cell coldCell
 	}
 	p := measure(sys, res, segs, first, len(segs), nil, capacity)
 	p.phase, p.load = cell.String(), cell.load
-	run := coldRun{p: p, worst: math.NaN()}
+	run := coldRun{p: p, worst: math.NaN(), start: res.bounds[first], began: res.began}
+	if len(res.snaps) > 0 {
+		run.last = res.snaps[len(res.snaps)-1]
+	}
 	from, to := res.bounds[first], res.bounds[len(segs)]
 	n := int((to - from) / cfg.bucket) // whole buckets
 	counts := make([]int, n)
@@ -149,11 +164,35 @@ func runColdCell(ctx context.Context, cfg config, exe, sys string, cell coldCell
 		}
 		counts[(a.end-from)/cfg.bucket]++
 	}
+	if a := run.last.Dependency; a != nil {
+		// The dependency's account, in the same buckets: its runs that
+		// ended (×C) and how busy its slots were.
+		at := res.began.Add(from).UnixNano() - a.Born
+		perTick := int64(cfg.bucket / depTick)
+		for i := range n {
+			ends, busy := 0, int64(0)
+			for j := range perTick {
+				if t := (at+int64(i)*int64(cfg.bucket))/int64(depTick) + j; t >= 0 && t < int64(len(a.Ends)) {
+					ends += int(a.Ends[t])
+					busy += a.Busy[t]
+				}
+			}
+			run.depEnds = append(run.depEnds, float64(ends)/cfg.bucket.Seconds()/capacity)
+			run.depBusy = append(run.depBusy, float64(busy)/float64(int64(cfg.io.slots)*int64(cfg.bucket)))
+		}
+	}
+	run.worstFed, run.worstOfDep = math.NaN(), math.NaN()
 	for i, k := range counts {
 		x := float64(k) / cfg.bucket.Seconds() / capacity
 		run.buckets = append(run.buckets, x)
 		if i >= 1 && !(run.worst <= x) {
 			run.worst = x
+		}
+		if i >= 1 && i < len(run.depBusy) {
+			run.worstFed = math.Min(nanTo(run.worstFed, 1), math.Min(run.depBusy[i], 1))
+			if run.depEnds[i] > 0 {
+				run.worstOfDep = math.Min(nanTo(run.worstOfDep, 1), x/run.depEnds[i])
+			}
 		}
 	}
 	return run, nil
@@ -187,6 +226,40 @@ func burnNoise(duty time.Duration) {
 	}
 }
 
+// nanTo is x, or v if x is NaN.
+func nanTo(x, v float64) float64 {
+	if math.IsNaN(x) {
+		return v
+	}
+	return x
+}
+
+// fmtRow formats a row of figures with two decimals.
+func fmtRow(xs []float64) string {
+	var b []string
+	for _, x := range xs {
+		b = append(b, fmt.Sprintf("%.2f", x))
+	}
+	return strings.Join(b, " ")
+}
+
+// explain is what the run's limit decided, and its Resource's state.
+func (c coldRun) explain() string {
+	var b []string
+	for _, d := range c.last.Limit.Decisions {
+		at := d.At.Sub(c.began) - c.start
+		b = append(b, fmt.Sprintf("%d ms %s (%s; %d in flight, limit %d)", at.Milliseconds(), d.Rule, d.Signal, d.InFlight, d.Limit))
+	}
+	s := strings.Join(b, "; ")
+	if s == "" {
+		s = "no decision"
+	}
+	if r := c.last.Resource; r != nil {
+		s += fmt.Sprintf("; resource at the end: %d of %d in use, %d waiting, hold %v", r.InUse, r.Capacity, r.Waiting, r.Hold.Round(time.Microsecond))
+	}
+	return s
+}
+
 // stat returns the minimum and the median of f over runs.
 func stat(runs []coldRun, f func(coldRun) float64) (lo, med float64) {
 	var v []float64
@@ -215,6 +288,7 @@ func worstRun(runs []coldRun) coldRun {
 
 // coldHeader is the cold table's columns.
 var coldHeader = []string{"system", "cell", "runs", "goodput ×C min / median", "worst 100 ms bucket ×C min / median",
+	"slots busy, worst bucket min / median", "goodput ÷ the dependency's runs, worst bucket min / median",
 	"peak goroutines max / median", "wasted max", "refused median", "p99 ok median"}
 
 func (r *coldResult) write(w io.Writer, cfg config, systems []string) []goalRow {
@@ -222,7 +296,10 @@ func (r *coldResult) write(w io.Writer, cfg config, systems []string) []goalRow 
 	fmt.Fprintf(w, "The io workload's dependency (%d connections × %v, C = %.0f calls/s). Each cell is a fresh server and generator; "+
 		"a cold cell is surged from its first call, a warm one after %v at the same load. A noisy cell has a competing CPU-bound process "+
 		"on the server's CPU (burning %v, resting %v), and starts with a burst at %g× the cell's rate for %v. "+
-		"Each cell ran %d times; the targets hold for the minimum. Buckets are %v; the worst counts from the second on.\n\n",
+		"Each cell ran %d times; the targets hold for the minimum. Buckets are %v; the worst counts from the second on. "+
+		"The dependency keeps its own account: how busy its slots were in each bucket (a dip the server caused leaves them idle), "+
+		"and how many runs ended; goodput over those runs falls when runs answer no caller in time. A CPU the server shares "+
+		"wakes the dependency's runs late: its slots stay busy, and fewer runs end.\n\n",
 		cfg.io.slots, cfg.io.service, cfg.io.capacity(), cfg.warmup, cfg.cold.duty, cfg.cold.duty, cfg.cold.burst, cfg.cold.burstDur,
 		cfg.cold.reps, cfg.bucket)
 	writeHeader(w, coldHeader)
@@ -234,6 +311,8 @@ func (r *coldResult) write(w io.Writer, cfg config, systems []string) []goalRow 
 			}
 			gLo, gMed := stat(runs, func(c coldRun) float64 { return c.p.x(c.p.goodput) })
 			bLo, bMed := stat(runs, func(c coldRun) float64 { return c.worst })
+			fLo, fMed := stat(runs, func(c coldRun) float64 { return c.worstFed })
+			dLo, dMed := stat(runs, func(c coldRun) float64 { return c.worstOfDep })
 			_, peakMed := stat(runs, func(c coldRun) float64 { return float64(c.p.peakG) })
 			peakMax := 0
 			wastedMax := 0.0
@@ -245,8 +324,8 @@ func (r *coldResult) write(w io.Writer, cfg config, systems []string) []goalRow 
 			}
 			_, refMed := stat(runs, func(c coldRun) float64 { return float64(c.p.rejections) })
 			_, p99Med := stat(runs, func(c coldRun) float64 { return float64(c.p.p99OK) })
-			fmt.Fprintf(w, "| %s | %s | %d | %.3f / %.3f | %.3f / %.3f | %d / %.0f | %s | %.0f | %s |\n",
-				sys, cell, len(runs), gLo, gMed, bLo, bMed, peakMax, peakMed, pct(wastedMax), refMed, ms(time.Duration(p99Med)))
+			fmt.Fprintf(w, "| %s | %s | %d | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %d / %.0f | %s | %.0f | %s |\n",
+				sys, cell, len(runs), gLo, gMed, bLo, bMed, fLo, fMed, dLo, dMed, peakMax, peakMed, pct(wastedMax), refMed, ms(time.Duration(p99Med)))
 		}
 	}
 	fmt.Fprintf(w, "\nGoodput ×C per %v bucket, the run with the worst bucket:\n\n", cfg.bucket)
@@ -258,6 +337,19 @@ func (r *coldResult) write(w io.Writer, cfg config, systems []string) []goalRow 
 					b = append(b, fmt.Sprintf("%.2f", x))
 				}
 				fmt.Fprintf(w, "- %s, %s: %s\n", sys, cell, strings.Join(b, " "))
+				if wr := worstRun(runs); len(wr.depEnds) > 0 {
+					fmt.Fprintf(w, "  - the dependency's runs ended ×C: %s\n", fmtRow(wr.depEnds))
+					fmt.Fprintf(w, "  - its slots busy: %s\n", fmtRow(wr.depBusy))
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nWhat Work's limit decided in those runs (ms since the cell's start; the last %d decisions):\n\n", 16)
+	for _, cell := range r.cells {
+		for _, sys := range systems {
+			if runs := r.runs[cell][sys]; len(runs) > 0 && worstRun(runs).last.Limit != nil {
+				wr := worstRun(runs)
+				fmt.Fprintf(w, "- %s, %s: %s\n", sys, cell, wr.explain())
 			}
 		}
 	}

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/kievrpc/kiev"
 	"github.com/kievrpc/kiev/bench/internal/workpb"
 	"github.com/kievrpc/kiev/shed"
 )
@@ -53,13 +52,76 @@ type slot struct{ due time.Time }
 // workload has it, to as little as nothing; the io workload's slots catch
 // up by 1 ms at most, so that their runs last at least d − 1 ms, as a real
 // dependency's would.
-func (s *slot) hold(now time.Time, d, catchUp time.Duration) {
-	begin := now
+func (s *slot) hold(now time.Time, d, catchUp time.Duration) (begin time.Time) {
+	begin = now
 	if late := now.Sub(s.due); late >= 0 && late < catchUp {
 		begin = s.due
 	}
 	s.due = begin.Add(d)
 	time.Sleep(time.Until(s.due))
+	return begin
+}
+
+// The dependency's own account of its slots, by tick since it was made:
+// how long its slots were busy, and how many runs ended, in each tick, so
+// that a dip in goodput can be told apart: slots left idle (the server
+// did not feed them) or runs that took longer than the service time (a
+// starved CPU woke them late).
+const (
+	depTick  = 10 * time.Millisecond
+	depTicks = 12000 // two minutes
+)
+
+// depLedger is the dependency's account, safe for concurrent use.
+type depLedger struct {
+	born time.Time
+	busy [depTicks]atomic.Int64 // slot-nanoseconds busy
+	ends [depTicks]atomic.Int32
+}
+
+// ran records a run of a slot from begin to end.
+func (l *depLedger) ran(begin, end time.Time) {
+	if i := int(end.Sub(l.born) / depTick); i >= 0 && i < depTicks {
+		l.ends[i].Add(1)
+	}
+	for t := begin; t.Before(end); {
+		i := int(t.Sub(l.born) / depTick)
+		next := l.born.Add(time.Duration(i+1) * depTick)
+		if i >= depTicks {
+			return
+		}
+		if i >= 0 {
+			stop := next
+			if end.Before(stop) {
+				stop = end
+			}
+			l.busy[i].Add(int64(stop.Sub(t)))
+		}
+		t = next
+	}
+}
+
+// depAccount is the ledger as the stats command reports it: the ticks up
+// to the last with anything in it.
+type depAccount struct {
+	Born int64   // unix nanoseconds of tick 0
+	Busy []int64 // slot-nanoseconds busy, by tick
+	Ends []int32 // runs ended, by tick
+}
+
+func (l *depLedger) account() *depAccount {
+	a := &depAccount{Born: l.born.UnixNano()}
+	last := -1
+	for i := range depTicks {
+		if l.busy[i].Load() != 0 || l.ends[i].Load() != 0 {
+			last = i
+		}
+	}
+	for i := range last + 1 {
+		a.Busy = append(a.Busy, l.busy[i].Load())
+		a.Ends = append(a.Ends, l.ends[i].Load())
+	}
+	return a
 }
 
 // dependency is what Work waits on: a pool of slots, each serving one
@@ -69,6 +131,7 @@ type dependency struct {
 	slots   chan *slot // nil: unbounded
 	service atomic.Int64
 	catchUp time.Duration
+	ledger  *depLedger // with slots
 }
 
 func newDependency(slots int, service, catchUp time.Duration) *dependency {
@@ -76,6 +139,7 @@ func newDependency(slots int, service, catchUp time.Duration) *dependency {
 	d.service.Store(int64(service))
 	if slots > 0 {
 		d.slots = make(chan *slot, slots)
+		d.ledger = &depLedger{born: time.Now()}
 		for range slots {
 			d.slots <- &slot{}
 		}
@@ -124,7 +188,8 @@ func (h *handlers) work(id uint64, deadline int64) uint64 {
 	now := h.start(deadline)
 	// The service time as the call starts, not as it arrived: a call
 	// that waited for a connection through a slowdown is served slowly.
-	s.hold(now, time.Duration(h.dep.service.Load()), h.dep.catchUp)
+	begin := s.hold(now, time.Duration(h.dep.service.Load()), h.dep.catchUp)
+	h.dep.ledger.ran(begin, time.Now())
 	h.dep.slots <- s
 	return id
 }
@@ -180,7 +245,7 @@ func (s *KievWork) Work(ctx context.Context, a Args, r *Reply) error {
 	if s.res != nil {
 		slot, err := s.res.Acquire(ctx)
 		if err != nil {
-			return kiev.ErrOverloaded
+			return err // shed.ErrResourceBusy: kiev answers it as overloaded
 		}
 		defer slot.Release()
 	}

@@ -67,6 +67,7 @@ type loadConfig struct {
 
 // loadResult is everything a run recorded.
 type loadResult struct {
+	began    time.Time       // the run's start
 	bounds   []time.Duration // segment boundaries since the start; len(segs)+1
 	snaps    []serverStats   // the server's counters at each boundary
 	snapErr  error
@@ -197,6 +198,7 @@ func runLoad(ctx context.Context, callers []caller, segs []segment, cfg loadConf
 	g.requests = make([]request, 0, n)
 	g.attempts = make([]attempt, 0, n*cfg.attempts)
 	res := newResult(segs)
+	res.began = g.start
 	snapDone := takeSnapshots(ctx, g.start, res, snap)
 
 	var probes []probe

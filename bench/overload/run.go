@@ -61,7 +61,7 @@ func runServer(cfg config, exe string, sc serverConfig, conns int, segs []segmen
 				return serverStats{}, err
 			}
 		}
-		return ch.stats()
+		return ch.stats(i == len(segs))
 	}
 	return offer(cs, snap, ch.probe)
 }

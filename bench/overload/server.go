@@ -5,7 +5,8 @@ package main
 // 127.0.0.1:0, prints "addr <host:port> probe <host:port>" on stdout, then
 // answers commands read from stdin, one per line:
 //
-//	stats           prints one JSON line of serverStats
+//	stats [full]    prints one JSON line of serverStats (full: with the
+//	                dependency's account)
 //	service <d>     sets the dependency's service time to d (a Go duration), prints "ok"
 //	quit            exits
 //
@@ -15,6 +16,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,6 +82,14 @@ type serverStats struct {
 	// the most seen since the previous stats command (sampled every
 	// goroutineSample, and at each command).
 	Goroutines, PeakGoroutines int
+
+	// Limit is Work's adaptive limit as it stands, with its last
+	// decisions, and Resource the kiev-resource system's Resource (kiev
+	// only): what explains a run.
+	Limit    *shed.LimitStats    `json:",omitempty"`
+	Resource *shed.ResourceStats `json:",omitempty"`
+	// Dependency is its slots' account, on the "stats full" command.
+	Dependency *depAccount `json:",omitempty"`
 }
 
 // goroutineSample is how often a server samples its goroutine count.
@@ -139,6 +149,7 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 	h := &handlers{dep: newDependency(cfg.slots, cfg.service, cfg.catchUp), burnIters: cfg.burnIters}
 	drops := func() map[string]uint64 { return nil }
 	dropWait := func() []uint64 { return nil }
+	explain := func(*serverStats) {}
 
 	switch cfg.system {
 	case sysKiev, sysKievFixed, sysKievNoShed, sysKievRes:
@@ -158,6 +169,19 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 		go srv.Serve(l)
+		explain = func(st *serverStats) {
+			for _, svc := range srv.Status(context.Background()).Services {
+				for _, m := range svc.Methods {
+					if svc.Name == "Work" && m.Name == "Work" {
+						st.Limit = &shed.LimitStats{Limit: m.Limit, InFlight: m.InFlight, Queued: m.Queued, Limited: m.Limited, Decisions: m.LimitDecisions}
+					}
+				}
+			}
+			if kw.res != nil {
+				rs := kw.res.Stats()
+				st.Resource = &rs
+			}
+		}
 		dropWait = func() []uint64 {
 			b := srv.Scheduler().Stats().DropWaitBuckets
 			return b[:]
@@ -249,6 +273,10 @@ func serve(cfg serverConfig, stdin io.Reader, stdout io.Writer) error {
 				st.Received = h.received.Load() + st.Dropped
 				st.Goroutines = runtime.NumGoroutine()
 				st.PeakGoroutines = peak.take(st.Goroutines)
+				explain(&st)
+				if arg == "full" && h.dep.ledger != nil {
+					st.Dependency = h.dep.ledger.account()
+				}
 				if err := enc.Encode(st); err != nil {
 					return err
 				}
