@@ -155,11 +155,15 @@ type lane struct {
 // calmWindows windows in which no call met it.
 //
 // A probe measures the floor, as BBR's ProbeRTT does: the limit halves,
-// and once the calls in flight have drained to that, the next
-// probeSamples calls that start and end within it give the service time
-// there. If it fell by a quarter or more from that of the calls that
-// ended while they drained, the calls were queueing before the
-// dependency: the limit halves again, down to minLimit. If it rose by a
+// but no lower than the calls the dependency serves at its floor (its
+// recent rate times the floor), and once the calls in flight have
+// drained to that, the next probeSamples calls that start and end within
+// it give the service time there. At or above those calls, a service
+// time within driftRatio of the floor confirms it: the dependency stayed
+// as busy as before, and the probe cost no throughput. Otherwise, if it
+// fell by a quarter or more from that of the calls that ended while
+// they drained, the calls were queueing before the dependency: the
+// limit halves again, as before, down to minLimit. If it rose by a
 // third or more, the load changed meanwhile: the step is measured again.
 // Otherwise it is the floor. A floor is only seen while nothing
 // waits before the dependency, and a dependency that became slower for

@@ -188,7 +188,9 @@ func runColdCell(ctx context.Context, cfg config, exe, sys string, cell coldCell
 		if i >= 1 && !(run.worst <= x) {
 			run.worst = x
 		}
-		if i >= 1 && i < len(run.depBusy) {
+		// (The last bucket's runs still in flight at the account are
+		// not in it.)
+		if i >= 1 && i < min(len(run.depBusy), n-1) {
 			run.worstFed = math.Min(nanTo(run.worstFed, 1), math.Min(run.depBusy[i], 1))
 			if run.depEnds[i] > 0 {
 				run.worstOfDep = math.Min(nanTo(run.worstOfDep, 1), x/run.depEnds[i])
