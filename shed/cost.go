@@ -148,8 +148,9 @@ type lane struct {
 // measured in it: at least limitWindow long and limitSamples runs.
 // tolerance is how far above its floor a method's service time may go
 // before it counts as congested, if by more than minExcess; a limit with
-// calls waiting beyond it grows by a quarter each window while the
-// service time is not congested. headroom is how many calls the limit
+// calls waiting beyond it doubles each window while the service time is
+// within roomRatio of the floor (no call queues inside the dependency),
+// and holds above that. headroom is how many calls the limit
 // admits beyond what the dependency serves at its floor latency: a short
 // queue before the dependency keeps it busy. The limit turns off after
 // calmWindows windows in which no call met it.
@@ -184,6 +185,7 @@ const (
 	tolerance        = 2
 	minExcess        = 5 * time.Millisecond
 	driftRatio       = 1.25
+	roomRatio        = 1.1
 	cpuExplains      = 4
 	headroom         = 1.5
 	minLimit         = 4
@@ -211,9 +213,10 @@ const (
 // calls completed per second in the last rateWindows windows, times the
 // floor, with headroom. Beyond it, calls wait in the method's lane. A
 // congested window brings the limit down toward that, in proportion to
-// how far the service time is over its tolerance, by at most half at a
-// time; a limit with calls waiting grows while the service time is
-// not congested, doubling near the floor; one that no call met for
+// how far the service time is over its floor with headroom, by at most half at a
+// time; a limit with calls waiting doubles while the service time is
+// near the floor, and holds while it is above it but not congested (the
+// calls let in queue inside the dependency); one that no call met for
 // calmWindows turns off. A window whose service time the CPU's wait explains (a rise no
 // larger than cpuExplains times how long goroutines waited for a
 // congested CPU) neither starts nor lowers the limit, and one with calls
@@ -257,11 +260,12 @@ type methodLimit struct {
 	drainSum   time.Duration // and their service times
 	probeN     int
 	probeSum   time.Duration
-	probed     bool  // a probe has measured the floor
-	served     int64 // what the last healthy window's rate and service time hold, with headroom
-	bad        int   // windows in a row congested, while off
-	calm       int   // windows in a row no call met the limit
-	high       int   // windows in a row far above the floor
+	probed     bool      // a probe has measured the floor
+	served     int64     // what the last healthy window's rate and service time hold, with headroom
+	raisedAt   time.Time // when the limit last started or grew
+	bad        int       // windows in a row congested, while off
+	calm       int       // windows in a row no call met the limit
+	high       int       // windows in a row far above the floor
 	rounds     rounds
 	history    history // the last decisions
 }
@@ -389,6 +393,10 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	rate := float64(l.winN) / elapsed.Seconds()
 	l.windows++
 	cpu, held, peak := l.cpuWindow(rtt), l.held.Swap(0), l.peak
+	meanIn := l.winIn / int64(l.winN) // the calls in flight as the window's runs ended, on average
+	// The window's calls started under the limit in force: it began a
+	// floor or more after the limit was last raised.
+	settled := !l.winStart.Before(l.raisedAt.Add(l.floor))
 	l.resetWindow(now)
 	l.latency = rtt
 	l.latencyNS.Store(int64(rtt))
@@ -440,7 +448,12 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 				l.high = 0
 			}
 			steady := float64(peak) <= 3*rate*rtt.Seconds()+minLimit
-			if steady && peak >= probeConcurrency && l.floor > minExcess && 2*rtt <= maxWait && !now.Before(l.probeAt) && (!l.probed || l.high >= shiftWindows) {
+			// Not while calls wait beyond the bound from the first call:
+			// the bound is what holds them, and the slow start and the
+			// surge rule act on it. (A probe early in a cold surge took
+			// the lane out of its overload rules, and the dependency sat
+			// idle for a bucket while the surge's calls were refused.)
+			if steady && held == 0 && peak >= probeConcurrency && l.floor > minExcess && 2*rtt <= maxWait && !now.Before(l.probeAt) && (!l.probed || l.high >= shiftWindows) {
 				l.high = 0
 				l.startProbe(now, peak)
 			}
@@ -455,26 +468,42 @@ func (l *methodLimit) adjust(now time.Time, maxWait time.Duration) {
 	}
 	switch {
 	case congested && !cpu:
-		// Down by as much as the service time is over its tolerance (a
-		// limit twice the dependency's concurrency doubles it), at most
-		// by half and to what the dependency serves at its floor: a
-		// floor measured too low (a dependency quicker when nearly idle)
-		// does not cut a limit that served to below the dependency's
-		// concurrency.
-		limit = max(l.fit(), limit/2, int64(float64(limit)*tolerance*float64(l.floor)/float64(rtt)))
+		// Down to where the service time would be its floor with
+		// headroom (Little's law: a limit three times the dependency's
+		// concurrency triples it, and halves), at most by half and to
+		// what the dependency serves at its floor: a floor measured too
+		// low (a dependency quicker when nearly idle) does not cut a
+		// limit that served to below the dependency's concurrency. (Down
+		// only to the tolerance, the limit settled at twice the
+		// dependency's concurrency, and its calls took twice the
+		// service time.)
+		limit = max(l.fit(), limit/2, int64(float64(limit)*headroom*float64(l.floor)/float64(rtt)))
 		l.calm = 0
 		l.decide(now, "down", peak, "service time %v over floor %v", dur(0, 1), int64(rtt), int64(l.floor))
-	case held > 0:
-		// Calls wait beyond the limit, and the dependency's service time
-		// is not congested: it has room, until it shows congestion.
-		// Near the floor, it doubles, as slow start does.
-		step := max(1, limit/4)
-		if float64(rtt) <= driftRatio*float64(l.floor) {
-			step = limit
-		}
-		limit = max(limit+step, l.fit())
+	case held > 0 && float64(rtt) <= roomRatio*float64(l.floor) && 4*meanIn >= 3*limit && settled:
+		// Calls wait beyond the limit, and the dependency serves the
+		// calls let in at its floor, with most of the limit in flight:
+		// it has room. (A window whose calls ran with fewer in flight, or
+		// started before the limit was raised, as after a probe, says
+		// nothing of the limit: the first calls let in after a probe
+		// found the dependency empty.) The limit doubles, as slow start
+		// does. (Doubled at a quarter over the floor, a limit of 96 on 64
+		// connections went to 192.)
+		limit = max(2*limit, l.fit())
+		l.raisedAt = now
 		l.calm = 0
 		l.decide(now, "up", peak, "%d calls held, service time %v, floor %v", dur(1, 2), held, int64(rtt), int64(l.floor))
+	case held > 0:
+		// Calls wait beyond the limit, and the service time is above the
+		// floor but not congested: the calls let in already queue inside
+		// the dependency, where nothing orders or sheds them. More would
+		// only lengthen that queue (a limit grown by a quarter a window
+		// reached three times the dependency's connections, and the
+		// calls it served waited 900ms). It holds, at least at what the
+		// dependency's rate and floor call for; a floor measured too low
+		// is found by the next probe.
+		limit = max(limit, l.fit())
+		l.calm = 0
 	default:
 		if l.calm++; l.calm >= calmWindows {
 			l.limit.Store(0) // no call met it for a while
@@ -510,6 +539,7 @@ func (l *methodLimit) admitted() { l.inflight.Add(1) }
 func (l *methodLimit) start(now time.Time, surge bool, atLeast int64) {
 	l.surged.Store(surge)
 	l.setLimit(max(l.fit(), l.served, atLeast))
+	l.raisedAt = now
 	l.probeAt = now.Add(firstProbe)
 	l.bad, l.calm, l.high = 0, 0, 0
 }
@@ -630,6 +660,7 @@ func (l *methodLimit) endProbe(now time.Time, floor time.Duration) {
 		}
 		l.floor, l.probed = floor, true
 		l.floorNS.Store(int64(floor))
+		l.raisedAt = now // the limit, lowered for the probe, is back
 		if limit := l.limit.Load(); limit != 0 {
 			// The limit follows a floor found higher (a dependency
 			// slower for good); a lower one acts at the next congested

@@ -110,12 +110,14 @@ func TestMethodLimitFollowsServiceTime(t *testing.T) {
 	}
 }
 
-// A limit with calls waiting beyond it grows by a quarter each window
-// while the service time is not congested, doubling near the floor (a floor measured too low, at
-// a nearly idle dependency, does not pin it); a congested window brings it down toward what the
-// dependency serves at its floor, as much as the service time is over
-// its tolerance, by at most half at a time; it turns off after calm
-// windows in which no call met it.
+// A limit with calls waiting beyond it doubles while the service time is
+// near the floor, judged on windows whose calls started under it, and
+// holds while it is above the floor but not congested (the calls let in
+// queue inside the dependency); a
+// congested window brings it down toward what the dependency serves at
+// its floor, as much as the service time is over its tolerance, by at
+// most half at a time; it turns off after calm windows in which no call
+// met it.
 func TestMethodLimitGrowsShrinksAndTurnsOff(t *testing.T) {
 	c := newLimitClock()
 	limit := c.congest(t)
@@ -124,11 +126,15 @@ func TestMethodLimitGrowsShrinksAndTurnsOff(t *testing.T) {
 		rtt  time.Duration
 		grow func(int64) int64
 	}{
+		{22 * time.Millisecond, func(n int64) int64 { return n }},     // its calls started before the limit
 		{22 * time.Millisecond, func(n int64) int64 { return 2 * n }}, // near the floor: doubles
-		{35 * time.Millisecond, func(n int64) int64 { return n + n/4 }},
+		{22 * time.Millisecond, func(n int64) int64 { return n }},     // its calls started before that
+		{22 * time.Millisecond, func(n int64) int64 { return 2 * n }},
+		{22 * time.Millisecond, func(n int64) int64 { return n }},
+		{35 * time.Millisecond, func(n int64) int64 { return n }}, // above it: holds
 	} {
-		c.l.held.Add(10)
-		c.window(64, step.rtt)
+		c.l.held.Add(10) // calls wait beyond the limit, which is in flight
+		c.windowIn(64, step.rtt, limit)
 		if got, want := c.l.limit.Load(), step.grow(limit); got != want {
 			t.Fatalf("limit %d after a window at %v with calls held, want %d", got, step.rtt, want)
 		}
@@ -136,14 +142,19 @@ func TestMethodLimitGrowsShrinksAndTurnsOff(t *testing.T) {
 	}
 	for range 4 {
 		c.l.held.Add(10)
-		c.window(64, 35*time.Millisecond)
+		c.windowIn(64, 35*time.Millisecond, limit)
 	}
-	if limit = c.l.limit.Load(); limit < 40 {
-		t.Fatalf("limit %d after 6 windows with calls held, want it grown past 40", limit)
+	if got := c.l.limit.Load(); got != limit {
+		t.Fatalf("limit %d after 4 more windows at 35ms with calls held, want it held at %d", got, limit)
 	}
-	c.window(64, 60*time.Millisecond) // three times the floor, 1.5 times its tolerance
+	c.window(64, 45*time.Millisecond) // 2.25 times the floor: congested
 	if got, want := c.l.limit.Load(), limit*2/3; got != want {
-		t.Fatalf("limit %d after a congested window from %d, want %d: as much lower as the service time is over its tolerance", got, limit, want)
+		t.Fatalf("limit %d after a congested window from %d, want %d: where the service time would be its floor with headroom, 1.5 × 20ms of 45ms", got, limit, want)
+	}
+	limit = c.l.limit.Load()
+	c.window(64, 60*time.Millisecond) // three times the floor
+	if got, want := c.l.limit.Load(), limit/2; got != want {
+		t.Fatalf("limit %d after a congested window from %d, want %d: at most half", got, limit, want)
 	}
 	for range 8 {
 		c.window(64, 60*time.Millisecond)
@@ -365,6 +376,26 @@ func TestMethodLimitProbeLeavesAnUnboundedDependencyAlone(t *testing.T) {
 	}
 	if c.l.probing.Load() || c.l.limit.Load() != 0 {
 		t.Fatal("probed or limited again")
+	}
+}
+
+// A window whose calls ran with fewer in flight than the limit, as after
+// a probe that measured the floor with a few, says nothing of the limit:
+// calls held beyond it and a service time at the floor do not double it.
+func TestMethodLimitDoesNotGrowOnAWindowBelowIt(t *testing.T) {
+	c := newLimitClock()
+	limit := c.congest(t)
+	c.l.probeAt = c.now.Add(time.Hour)
+	c.windowIn(64, 20*time.Millisecond, limit) // the limit's first window: its calls started before it
+	c.l.held.Add(10)
+	c.windowIn(64, 20*time.Millisecond, limit/4)
+	if got := c.l.limit.Load(); got != limit {
+		t.Fatalf("limit %d after a window at the floor with a quarter of it in flight, want %d", got, limit)
+	}
+	c.l.held.Add(10)
+	c.windowIn(64, 20*time.Millisecond, limit)
+	if got := c.l.limit.Load(); got != 2*limit {
+		t.Fatalf("limit %d after a window at the floor with the limit in flight, want %d", got, 2*limit)
 	}
 }
 

@@ -23,7 +23,8 @@
 //     service time stays near its floor. It starts when the service time
 //     stays congested for two windows, or at once for a surge: more than
 //     twice as many calls arriving as ending, two round trips in a row.
-//     It grows while calls wait and the service time holds, falls with
+//     It doubles while calls wait and the service time is near the floor
+//     (and holds while it is above the floor, not congested), falls with
 //     congestion, probes the floor now and then (never taking fewer
 //     calls in flight than the dependency serves at its floor, unless
 //     the service time there is off the floor), and turns off when no
