@@ -247,19 +247,27 @@ func fmtRow(xs []float64) string {
 
 // explain is what the run's limit decided, and its Resource's state.
 func (c coldRun) explain() string {
-	var b []string
-	for _, d := range c.last.Limit.Decisions {
-		at := d.At.Sub(c.began) - c.start
-		b = append(b, fmt.Sprintf("%d ms %s (%s; %d in flight, limit %d)", at.Milliseconds(), d.Rule, d.Signal, d.InFlight, d.Limit))
-	}
-	s := strings.Join(b, "; ")
-	if s == "" {
-		s = "no decision"
-	}
+	s := decisions(c.last, c.began.Add(c.start))
 	if r := c.last.Resource; r != nil {
 		s += fmt.Sprintf("; resource at the end: %d of %d in use, %d waiting, hold %v", r.InUse, r.Capacity, r.Waiting, r.Hold.Round(time.Microsecond))
 	}
 	return s
+}
+
+// decisions lists what Work's limit decided, as the server reported it
+// in st, in milliseconds since zero.
+func decisions(st serverStats, zero time.Time) string {
+	if st.Limit == nil {
+		return "no decision"
+	}
+	var b []string
+	for _, d := range st.Limit.Decisions {
+		b = append(b, fmt.Sprintf("%d ms %s (%s; %d in flight, limit %d)", d.At.Sub(zero).Milliseconds(), d.Rule, d.Signal, d.InFlight, d.Limit))
+	}
+	if len(b) == 0 {
+		return "no decision"
+	}
+	return strings.Join(b, "; ")
 }
 
 // stat returns the minimum and the median of f over runs.

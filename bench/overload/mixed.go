@@ -118,6 +118,10 @@ func runMixed(ctx context.Context, cfg config, exe string, progress io.Writer) (
 				logRow(progress, p, time.Since(t0))
 			}
 		}
+		if isKiev(sys) && len(res.snaps) > 0 {
+			fmt.Fprintf(progress, "[%s] what Work's limit decided (ms since the slowdown): %s\n", sys,
+				decisions(res.snaps[len(res.snaps)-1], res.began.Add(out.slowAt)))
+		}
 		before := measure(sys, res, segs, 1, 2, nil, 1)
 		tl.peakG = [2]int{before.peakG, measure(sys, res, segs, 2, last+1, nil, 1).peakG}
 		if before.server.BurnRuns > 0 {
