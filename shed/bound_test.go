@@ -420,3 +420,23 @@ func TestBoundRampsOnAStarvedCPU(t *testing.T) {
 		t.Fatalf("%d of 400 callers in flight after a second, decisions %v; want all", got, s.rules())
 	}
 }
+
+// A method of a couple of milliseconds can wait on a dependency too: 8
+// connections held 2ms each (4,000 calls/s), surged at three times that
+// from its first call, is bounded, and its limit starts as a surge
+// within the first 50ms, with the calls in the pool a few rounds, not
+// the thousands an unbounded method took in.
+func TestBoundHoldsAMethodOfMilliseconds(t *testing.T) {
+	s := newDepSim(t, 8, 2*time.Millisecond)
+	s.rate = 12000
+	s.run(200*time.Millisecond, false)
+	if s.c.lim.limit.Load() == 0 || !slices.Contains(s.rules(), "surge") {
+		t.Fatalf("no limit 200ms into a 3× surge of a 2ms method; decisions %v", s.rules())
+	}
+	if first := s.c.Limit().Decisions[0]; first.Rule != "surge" || first.At.Sub(s.start) > 50*time.Millisecond {
+		t.Errorf("first decision %+v at %v, want a surge within 50ms", first, first.At.Sub(s.start))
+	}
+	if s.peak > initialBound {
+		t.Errorf("%d calls in the pool at the peak, want at most the initial bound, %d", s.peak, initialBound)
+	}
+}

@@ -15,8 +15,8 @@
 //   - Each method is bounded from its first call: a slow start of 64
 //     calls in flight that doubles each round trip while its service
 //     time holds, under a ceiling of twice the calls that ended in the
-//     last floor time (Little's law). Methods of microseconds, which
-//     have no dependency to protect, are not bounded. A method whose
+//     last floor time (Little's law). Methods of a millisecond or less,
+//     which have no dependency to protect, are not bounded. A method whose
 //     calls acquire a Resource is bounded by twice its capacity, its
 //     adaptive limit included.
 //   - Each method has an adaptive concurrency limit, off while its
