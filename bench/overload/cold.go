@@ -22,6 +22,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/kievrpc/kiev/shed"
 )
 
 const wlCold = "iocold"
@@ -248,6 +250,15 @@ func fmtRow(xs []float64) string {
 // explain is what the run's limit decided, and its Resource's state.
 func (c coldRun) explain() string {
 	s := decisions(c.last, c.began.Add(c.start))
+	if len(c.last.DropsBy) > 0 {
+		var d []string
+		for _, r := range shed.Reasons() {
+			if n := c.last.DropsBy[r.String()]; n > 0 {
+				d = append(d, fmt.Sprintf("%s %d", r, n))
+			}
+		}
+		s += "; the scheduler dropped, in the whole run: " + strings.Join(d, ", ")
+	}
 	if r := c.last.Resource; r != nil {
 		s += fmt.Sprintf("; resource at the end: %d of %d in use, %d waiting, hold %v", r.InUse, r.Capacity, r.Waiting, r.Hold.Round(time.Microsecond))
 	}
