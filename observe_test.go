@@ -111,6 +111,33 @@ func (h *records) find(msg string) (map[string]string, slog.Level, bool) {
 	return nil, 0, false
 }
 
+// closings lists the connections the server closed, and why.
+func (h *records) closings() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.recs {
+		if r.Message != "kiev: closing connection" {
+			continue
+		}
+		var peer, err string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "peer":
+				peer = a.Value.String()
+			case "err":
+				err = a.Value.String()
+			}
+			return true
+		})
+		out = append(out, peer+" ("+err+")")
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
+}
+
 // findWith returns the attributes of the first record with msg whose
 // attribute key is value.
 func (h *records) findWith(msg, key, value string) (map[string]string, bool) {

@@ -12,6 +12,7 @@
 package netrpcport_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -705,6 +706,24 @@ func TestAcceptExitAfterListenerClose(t *testing.T) {
 	newServer.Accept(l)
 }
 
+// wroteConn says, on wrote, that a write holding mark went out. (kiev)
+type wroteConn struct {
+	net.Conn
+	wrote chan struct{}
+	mark  []byte
+}
+
+func (c *wroteConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if bytes.Contains(b[:n], c.mark) {
+		select {
+		case c.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
 func TestShutdown(t *testing.T) {
 	var l net.Listener
 	l, _ = listenTCP()
@@ -732,7 +751,13 @@ func TestShutdown(t *testing.T) {
 
 	args := &Args{7, 8}
 	reply := new(Reply)
-	client := kiev.NewClient(c)
+	// kiev: Go returns before its request is written (a writer goroutine
+	// sends it), where net/rpc's writes it first; the request must be on
+	// the wire before the write side is closed, or it never is. And no
+	// heartbeat ping may be written after that: a write that fails loses
+	// the connection.
+	wc := &wroteConn{Conn: c, wrote: make(chan struct{}, 1), mark: []byte("SleepMilli")}
+	client := kiev.NewClient(wc, kiev.WithHeartbeat(time.Hour, 2*time.Hour))
 	err = client.Call(context.Background(), "Arith.Add", args, reply)
 	if err != nil {
 		t.Fatal(err)
@@ -745,10 +770,11 @@ func TestShutdown(t *testing.T) {
 	args.A = 10 // 10 ms
 	done := make(chan *kiev.Call, 1)
 	call := client.Go(context.Background(), "Arith.SleepMilli", args, reply, done)
+	<-wc.wrote
 	c.(*net.TCPConn).CloseWrite()
 	<-done
 	if call.Error != nil {
-		t.Fatal(err)
+		t.Fatal(call.Error)
 	}
 }
 
