@@ -399,6 +399,21 @@ func TestMethodLimitDoesNotGrowOnAWindowBelowIt(t *testing.T) {
 	}
 }
 
+// newProbedAt returns a limitClock on the io workload's dependency (64
+// connections × 20ms: 3,200 calls/s at the floor), limited at limit, and
+// probing from it.
+func newProbedAt(limit int64) *limitClock {
+	c := newLimitClock()
+	for range 3 {
+		c.window(320, 20*time.Millisecond)
+	}
+	c.l.mu.Lock()
+	c.l.setLimit(limit)
+	c.l.startProbe(c.now, limit)
+	c.l.mu.Unlock()
+	return c
+}
+
 // A probe of a limited method never takes fewer calls in flight than the
 // dependency serves at its floor (its rate times the floor, by Little's
 // law) while the service time there is the floor's: the dependency stays
@@ -406,14 +421,7 @@ func TestMethodLimitDoesNotGrowOnAWindowBelowIt(t *testing.T) {
 // io workload's dependency, 64 connections × 20ms: 3,200 calls/s, 64 in
 // service; a limit of 100 probed halves to 50 no more, but steps to 64.
 func TestMethodLimitProbeKeepsTheDependencyBusy(t *testing.T) {
-	c := newLimitClock()
-	for range 3 {
-		c.window(320, 20*time.Millisecond) // 3,200 calls/s at the floor
-	}
-	c.l.mu.Lock()
-	c.l.setLimit(100)
-	c.l.startProbe(c.now, 100)
-	c.l.mu.Unlock()
+	c := newProbedAt(100)
 	if got := c.l.probeLimit.Load(); got != 64 {
 		t.Fatalf("probe's step at %d of a limit of 100, want 64: the calls 3,200/s × 20ms keeps in service", got)
 	}
@@ -431,14 +439,7 @@ func TestMethodLimitProbeKeepsTheDependencyBusy(t *testing.T) {
 // serves fewer at once, or slowed): the probe goes on down, halving
 // while the service time falls, and finds the new floor.
 func TestMethodLimitProbeGoesBelowTheServedCallsForAStaleFloor(t *testing.T) {
-	c := newLimitClock()
-	for range 3 {
-		c.window(320, 20*time.Millisecond)
-	}
-	c.l.mu.Lock()
-	c.l.setLimit(128)
-	c.l.startProbe(c.now, 128)
-	c.l.mu.Unlock()
+	c := newProbedAt(128)
 	if got := c.l.probeLimit.Load(); got != 64 {
 		t.Fatalf("first step at %d of 128, want 64 (half, and the calls in service)", got)
 	}
