@@ -353,24 +353,22 @@ func (r *coldResult) write(w io.Writer, cfg config, systems []string) []goalRow 
 	for _, cell := range r.cells {
 		for _, sys := range systems {
 			if runs := r.runs[cell][sys]; len(runs) > 0 {
-				var b []string
-				for _, x := range worstRun(runs).buckets {
-					b = append(b, fmt.Sprintf("%.2f", x))
-				}
-				fmt.Fprintf(w, "- %s, %s: %s\n", sys, cell, strings.Join(b, " "))
-				if wr := worstRun(runs); len(wr.depEnds) > 0 {
+				wr := worstRun(runs)
+				fmt.Fprintf(w, "- %s, %s: %s\n", sys, cell, fmtRow(wr.buckets))
+				if len(wr.depEnds) > 0 {
 					fmt.Fprintf(w, "  - the dependency's runs ended ×C: %s\n", fmtRow(wr.depEnds))
 					fmt.Fprintf(w, "  - its slots busy: %s\n", fmtRow(wr.depBusy))
 				}
 			}
 		}
 	}
-	fmt.Fprintf(w, "\nWhat Work's limit decided in those runs (ms since the cell's start; the last %d decisions):\n\n", 16)
+	fmt.Fprintf(w, "\nWhat Work's limit decided in those runs (ms since the cell's start; the decisions it keeps, its last):\n\n")
 	for _, cell := range r.cells {
 		for _, sys := range systems {
-			if runs := r.runs[cell][sys]; len(runs) > 0 && worstRun(runs).last.Limit != nil {
-				wr := worstRun(runs)
-				fmt.Fprintf(w, "- %s, %s: %s\n", sys, cell, wr.explain())
+			if runs := r.runs[cell][sys]; len(runs) > 0 {
+				if wr := worstRun(runs); wr.last.Limit != nil {
+					fmt.Fprintf(w, "- %s, %s: %s\n", sys, cell, wr.explain())
+				}
 			}
 		}
 	}
