@@ -116,8 +116,8 @@ func (r *Resource) Acquire(ctx context.Context) (Slot, error) {
 	p, deadline, hasDeadline := DefaultResourcePriority, time.Time{}, false
 	if t := taskFrom(ctx); t != nil {
 		p = clamp(t.Priority())
-		if c := t.Cost(); c != nil {
-			c.lim.res.Store(r)
+		if c := t.Cost(); c != nil && c.lim.res.Load() != r {
+			c.lim.res.Store(r) // once: a store per Acquire would bounce the line between CPUs
 		}
 	}
 	deadline, hasDeadline = ctx.Deadline()
